@@ -1,0 +1,15 @@
+"""Entry point: ``streamlit run app.py``. Builds the navigation and nothing else."""
+
+from ui.nav import build_navigation
+from ui.sidebar import render_sidebar
+
+
+def run() -> None:
+    """Set up the page, draw the shared sidebar and run the selected page."""
+    page = build_navigation()
+    render_sidebar()
+    page.run()
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,334 @@
+"""Plotly builders shared by every page: matrices, bar rows, 3-d vectors, in-figure sliders.
+
+No Streamlit here: each function returns a ``plotly.graph_objects.Figure`` that a
+page hands to ``st.plotly_chart``. Matrices read like a printed tensor: row 0 at
+the top, column 0 on the left, values written in the cells.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+#: Sequential colour scale for weights in [0, 1].
+WEIGHTS_SCALE = "Blues"
+#: Diverging colour scale for signed values (scores, differences, embeddings).
+SIGNED_SCALE = "RdBu"
+#: One colour per series / head, readable on white.
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+_FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13)
+
+
+def to_numpy(values) -> np.ndarray:
+    """Detach a tensor (any device/dtype) or sequence into a float64 numpy array."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
+def format_value(v: float, decimals: int = 4) -> str:
+    """Format one number for a cell: fixed decimals, or ``nan``/``inf``/``-inf``."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.{decimals}f}"
+
+
+def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
+    """Apply the app's common layout (font, margins, white background)."""
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left") if title else None,
+        font=_FONT,
+        margin=dict(l=10, r=10, t=50 if title else 20, b=10),
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+    )
+    if height is not None:
+        fig.update_layout(height=height)
+    return fig
+
+
+def heatmap_trace(
+    matrix,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    colorscale: str = WEIGHTS_SCALE,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    decimals: int = 4,
+    show_values: bool = True,
+    name: str | None = None,
+    visible: bool = True,
+    showscale: bool = True,
+) -> go.Heatmap:
+    """One heatmap trace for a (rows, cols) matrix, non-finite cells left blank but labelled.
+
+    Rows and columns sit at integer positions so repeated tokens stay separate;
+    the axes' tick labels carry the tokens (see :func:`matrix_axes`).
+
+    Args:
+        matrix: (rows, cols) tensor or array, any float dtype.
+        row_labels, col_labels: tick text; defaults to indices.
+        colorscale, zmin, zmax: colour mapping.
+        decimals: digits written in each cell.
+        show_values: write values in the cells.
+
+    Raises:
+        ValueError: if ``matrix`` is not 2-d.
+    """
+    z = to_numpy(matrix)
+    if z.ndim != 2:
+        raise ValueError(f"a heatmap needs a 2-d matrix, got shape {z.shape}")
+    rows, cols = z.shape
+    finite = np.isfinite(z)
+    text = [[format_value(z[i, j], decimals) for j in range(cols)] for i in range(rows)]
+    z_drawn = np.where(finite, z, np.nan)  # non-finite cells become gaps, their text stays
+    row_labels = list(row_labels) if row_labels is not None else [str(i) for i in range(rows)]
+    col_labels = list(col_labels) if col_labels is not None else [str(j) for j in range(cols)]
+    customdata = np.array([[[row_labels[i], col_labels[j]] for j in range(cols)] for i in range(rows)], dtype=object)
+    return go.Heatmap(
+        z=z_drawn.tolist(),
+        x=list(range(cols)),
+        y=list(range(rows)),
+        text=text,
+        texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
+        customdata=customdata,
+        hovertemplate="row %{y} (%{customdata[0]}) · col %{x} (%{customdata[1]}): %{text}<extra></extra>",
+        colorscale=colorscale,
+        zmin=zmin,
+        zmax=zmax,
+        zmid=0 if colorscale == SIGNED_SCALE and zmin is None else None,
+        xgap=1,
+        ygap=1,
+        name=name,
+        visible=visible,
+        showscale=showscale,
+    )
+
+
+def matrix_axes(
+    fig: go.Figure,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    row_title: str | None = None,
+    col_title: str | None = None,
+    row: int | None = None,
+    col: int | None = None,
+) -> go.Figure:
+    """Label a heatmap's axes with tokens and reverse y so row 0 is at the top."""
+    kw = dict(row=row, col=col) if row is not None else {}
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(len(row_labels))),
+        ticktext=list(row_labels),
+        autorange="reversed",
+        title_text=row_title,
+        showgrid=False,
+        **kw,
+    )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(col_labels))),
+        ticktext=list(col_labels),
+        side="top",
+        title_text=col_title,
+        showgrid=False,
+        **kw,
+    )
+    return fig
+
+
+def attention_heatmap(
+    weights,
+    row_tokens: Sequence[str] | None = None,
+    col_tokens: Sequence[str] | None = None,
+    title: str | None = None,
+    colorscale: str = WEIGHTS_SCALE,
+    zmin: float | None = 0.0,
+    zmax: float | None = None,
+    decimals: int = 4,
+    row_title: str = "query",
+    col_title: str = "key",
+    height: int | None = None,
+) -> go.Figure:
+    """Attention matrix as a heatmap that reads like the printed tensor.
+
+    Args:
+        weights: (T_q, T_k) tensor/array (weights, scores, masks, differences).
+        row_tokens: labels of the rows (queries); ``col_tokens`` defaults to them.
+        colorscale: :data:`WEIGHTS_SCALE` for weights, :data:`SIGNED_SCALE` for signed values.
+        zmin, zmax: colour range; ``zmax`` defaults to the largest finite value.
+        decimals: digits written in each cell.
+
+    Returns:
+        A figure with row 0 at the top, tokens on both axes and values in the cells.
+    """
+    z = to_numpy(weights)
+    if z.ndim != 2:
+        raise ValueError(f"attention_heatmap needs a 2-d matrix, got shape {z.shape}")
+    rows, cols = z.shape
+    row_tokens = list(row_tokens) if row_tokens is not None else [str(i) for i in range(rows)]
+    col_tokens = list(col_tokens) if col_tokens is not None else (row_tokens if cols == rows else [str(j) for j in range(cols)])
+    if colorscale == SIGNED_SCALE and zmin == 0.0:
+        zmin = None
+    fig = go.Figure(
+        heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax, decimals=decimals)
+    )
+    matrix_axes(fig, row_tokens, col_tokens, row_title, col_title)
+    base_layout(fig, title, height or max(260, 48 * rows + 110))
+    return fig
+
+
+def row_bars(
+    series: dict[str, object],
+    labels: Sequence[str],
+    title: str | None = None,
+    yaxis_title: str | None = None,
+    decimals: int = 4,
+    height: int = 330,
+) -> go.Figure:
+    """Grouped bar chart of one or more rows over the same labels (e.g. scores vs weights).
+
+    Args:
+        series: name -> (T,) values; one colour each.
+        labels: the T category labels (tokens), kept in order even when repeated.
+        decimals: digits written on the bars.
+    """
+    fig = go.Figure()
+    x = list(range(len(labels)))
+    for k, (name, values) in enumerate(series.items()):
+        v = to_numpy(values)
+        fig.add_bar(
+            x=x,
+            y=np.where(np.isfinite(v), v, np.nan).tolist(),
+            name=name,
+            text=[format_value(a, decimals) for a in v],
+            textposition="outside",
+            marker_color=PALETTE[k % len(PALETTE)],
+            hovertemplate="%{text}<extra>" + name + "</extra>",
+        )
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=list(labels))
+    fig.update_yaxes(title_text=yaxis_title, gridcolor="#eee", zerolinecolor="#999")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15), uniformtext_minsize=9)
+    return base_layout(fig, title, height)
+
+
+def vectors_3d(
+    vectors,
+    labels: Sequence[str],
+    highlight: int | None = None,
+    extra: dict[str, object] | None = None,
+    title: str | None = None,
+    height: int = 460,
+) -> go.Figure:
+    """3-d arrows from the origin to each vector, labelled (the running example's embeddings).
+
+    Args:
+        vectors: (N, 3) tensor/array.
+        labels: N names.
+        highlight: index drawn thicker in red (e.g. the query token).
+        extra: name -> (3,) vectors drawn dashed (e.g. a context vector).
+
+    Raises:
+        ValueError: if vectors are not (N, 3).
+    """
+    v = to_numpy(vectors)
+    if v.ndim != 2 or v.shape[1] != 3:
+        raise ValueError(f"vectors_3d needs shape (N, 3), got {v.shape}")
+    fig = go.Figure()
+    for i, (vec, name) in enumerate(zip(v, labels)):
+        is_hl = i == highlight
+        fig.add_scatter3d(
+            x=[0, vec[0]],
+            y=[0, vec[1]],
+            z=[0, vec[2]],
+            mode="lines+markers+text",
+            text=["", name],
+            textposition="top center",
+            line=dict(width=8 if is_hl else 4, color="#d62728" if is_hl else PALETTE[0]),
+            marker=dict(size=[0, 5]),
+            name=name,
+            hovertemplate=f"{name}: ({vec[0]:.2f}, {vec[1]:.2f}, {vec[2]:.2f})<extra></extra>",
+        )
+    for k, (name, vec) in enumerate((extra or {}).items()):
+        e = to_numpy(vec)
+        fig.add_scatter3d(
+            x=[0, e[0]],
+            y=[0, e[1]],
+            z=[0, e[2]],
+            mode="lines+markers+text",
+            text=["", name],
+            textposition="bottom center",
+            line=dict(width=6, color="#2ca02c", dash="dash"),
+            marker=dict(size=[0, 5]),
+            name=name,
+            hovertemplate=f"{name}: ({e[0]:.4f}, {e[1]:.4f}, {e[2]:.4f})<extra></extra>",
+        )
+    fig.update_layout(
+        scene=dict(
+            xaxis=dict(title="dim 0", range=[0, 1]),
+            yaxis=dict(title="dim 1", range=[0, 1]),
+            zaxis=dict(title="dim 2", range=[0, 1]),
+            aspectmode="cube",
+            camera=dict(eye=dict(x=1.6, y=1.4, z=0.9)),
+        ),
+        showlegend=False,
+    )
+    return base_layout(fig, title, height)
+
+
+def add_step_slider(
+    fig: go.Figure,
+    step_labels: Sequence[str],
+    traces_per_step: int,
+    prefix: str,
+    active: int = 0,
+    always_visible: int = 0,
+    step_layouts: Sequence[dict] | None = None,
+) -> go.Figure:
+    """Add a Plotly slider (``layout.sliders``) that shows one group of traces per step.
+
+    The figure must hold ``always_visible`` traces first (shown at every step),
+    then ``len(step_labels)`` groups of ``traces_per_step`` traces in step order.
+    Moving the slider only toggles visibility in the browser: no rerun.
+
+    Args:
+        step_labels: label of each step (e.g. "d_k=64").
+        traces_per_step: traces in each group.
+        prefix: text before the current label (e.g. "dropout p = ").
+        active: step shown first.
+        step_layouts: optional layout changes per step (e.g. titles, annotations).
+
+    Raises:
+        ValueError: if the trace count does not match.
+    """
+    n_steps = len(step_labels)
+    expected = always_visible + n_steps * traces_per_step
+    if len(fig.data) != expected:
+        raise ValueError(f"figure has {len(fig.data)} traces, expected {expected}")
+    if not 0 <= active < n_steps:
+        raise ValueError(f"active step {active} outside [0, {n_steps})")
+    steps = []
+    for s, label in enumerate(step_labels):
+        visible = [True] * always_visible + [False] * (n_steps * traces_per_step)
+        for t in range(traces_per_step):
+            visible[always_visible + s * traces_per_step + t] = True
+        args: list = [{"visible": visible}]
+        if step_layouts is not None:
+            args.append(step_layouts[s])
+        steps.append(dict(method="update", label=str(label), args=args))
+    for i, trace in enumerate(fig.data):
+        if i >= always_visible:
+            trace.visible = (i - always_visible) // traces_per_step == active
+    if step_layouts is not None:
+        fig.update_layout(step_layouts[active])
+    fig.update_layout(
+        sliders=[dict(active=active, currentvalue=dict(prefix=prefix), pad=dict(t=40), steps=steps)]
+    )
+    return fig

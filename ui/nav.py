@@ -1,0 +1,44 @@
+"""The app's page registry: one entry per built page, in reading order.
+
+``app.py`` builds ``st.navigation`` from it and the Home page draws its map of
+sections from it, so a page exists in exactly one list. Only pages that are
+built are listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """One page: its script, title, URL path, icon, navigation group and the chapter section it accompanies."""
+
+    script: str
+    title: str
+    url_path: str
+    icon: str
+    group: str
+    section: str
+
+
+ESSAY = "Attention, step by step"
+LAB = "Lab"
+
+PAGES: tuple[PageInfo, ...] = (
+    PageInfo("views/home.py", "Why attention", "home", ":material/home:", ESSAY,
+             "Chapter 003: the long-sequence problem, Bahdanau (2014), the Transformer (2017)"),
+    PageInfo("views/self_attention.py", "1 · Self-attention", "self-attention", ":material/hub:", ESSAY,
+             "Chapter 003: simplified self-attention without trainable weights"),
+)
+
+
+def build_navigation():
+    """``st.navigation`` over :data:`PAGES`, grouped; Home is the default page."""
+    groups: dict[str, list] = {}
+    for i, info in enumerate(PAGES):
+        page = st.Page(info.script, title=info.title, url_path=info.url_path, icon=info.icon, default=i == 0)
+        groups.setdefault(info.group, []).append(page)
+    return st.navigation(groups)

@@ -1,0 +1,26 @@
+"""Home: why attention exists, the running example in 3-d, and the map of sections."""
+
+import streamlit as st
+
+from engine import attention as A
+from engine.figures import vectors_3d
+from ui import page
+from ui.nav import PAGES
+
+PAGE = "home"
+
+page.header("Attention, step by step", PAGES[0].section, PAGE)
+page.prose(PAGE, "problem")
+page.prose(PAGE, "example")
+st.plotly_chart(
+    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS, title="“Your journey starts with one step.” as six 3-d vectors"),
+    key="home_vectors",
+)
+page.show_code(A.chapter_inputs)
+
+st.subheader("The sections")
+for info in PAGES[1:]:
+    with st.container(border=True):
+        st.page_link(info.script, label=info.title, icon=info.icon)
+        st.caption(info.section)
+page.prose(PAGE, "howto")
