@@ -1,0 +1,60 @@
+"""AppTest helpers: open a page by its repository path, read Plotly figures back (Plotly >= 6 base64 arrays)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+#: The repository root; AppTest resolves relative paths against the calling file, so pass absolute ones.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def open_page(script: str, timeout: float = 60) -> AppTest:
+    """Run ``script`` (a path relative to the repository root, e.g. "views/home.py") and return the AppTest."""
+    return AppTest.from_file(str(ROOT / script), default_timeout=timeout).run()
+
+_DTYPES = {"f8": np.float64, "f4": np.float32, "i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16,
+           "i4": np.int32, "u4": np.uint32, "i8": np.int64, "u8": np.uint64}
+
+
+def decode(value):
+    """Turn ``{"dtype", "bdata", "shape"}`` blobs (recursively) into numpy arrays; leave the rest."""
+    if isinstance(value, dict):
+        if "bdata" in value and "dtype" in value:
+            arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=_DTYPES[value["dtype"]])
+            shape = value.get("shape")
+            if shape:
+                arr = arr.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
+            return arr
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def figures(at) -> list[dict]:
+    """Every Plotly chart on an AppTest page as a decoded figure dict (``data``, ``layout``)."""
+    return [decode(json.loads(el.proto.spec)) for el in at.get("plotly_chart")]
+
+
+def figure_json_bytes(at) -> int:
+    """Total size of the Plotly JSON the page sends."""
+    return sum(len(el.proto.spec) for el in at.get("plotly_chart"))
+
+
+def numeric_values(fig: dict):
+    """Every numeric array in the figure's traces (z, x, y, text excluded), flattened to float64."""
+    out = []
+    for trace in fig.get("data", []):
+        for key in ("z", "x", "y"):
+            v = trace.get(key)
+            if v is None:
+                continue
+            arr = np.asarray(v, dtype=object).ravel()
+            nums = [float(a) for a in arr if isinstance(a, (int, float, np.number)) and not isinstance(a, bool)]
+            out.extend(nums)
+    return np.asarray(out, dtype=np.float64)
