@@ -1,11 +1,14 @@
 """Entry point: ``streamlit run app.py``. Builds the navigation and nothing else."""
 
+import streamlit as st
+
 from ui.nav import build_navigation
 from ui.sidebar import render_sidebar
 
 
 def run() -> None:
     """Set up the page, draw the shared sidebar and run the selected page."""
+    st.set_page_config(page_title="Attention, step by step", page_icon=":material/hub:", layout="wide")
     page = build_navigation()
     render_sidebar()
     page.run()

@@ -40,12 +40,17 @@ def format_value(v: float, decimals: int = 4) -> str:
     return f"{v:.{decimals}f}"
 
 
-def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None) -> go.Figure:
-    """Apply the app's common layout (font, margins, white background)."""
+def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None) -> go.Figure:
+    """Apply the app's common layout (font, margins, white background).
+
+    Args:
+        top: top margin in px; defaults to room for the title. Matrices, whose
+            column labels sit on top, pass more.
+    """
     fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left") if title else None,
+        title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8)) if title else None,
         font=_FONT,
-        margin=dict(l=10, r=10, t=50 if title else 20, b=10),
+        margin=dict(l=10, r=10, t=top if top is not None else (50 if title else 20), b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
     )
@@ -181,7 +186,7 @@ def attention_heatmap(
         heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax, decimals=decimals)
     )
     matrix_axes(fig, row_tokens, col_tokens, row_title, col_title)
-    base_layout(fig, title, height or max(260, 48 * rows + 110))
+    base_layout(fig, title, height or max(260, 48 * rows + 130), top=(100 if title else 60) if col_title else None)
     return fig
 
 
