@@ -1,0 +1,134 @@
+"""Figures of section 2 (trainable weights): the 1/sqrt(d_k) sweep and the two initialisations.
+
+Built on :mod:`engine.figures.core`; no Streamlit.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.figures.core import PALETTE, add_step_slider, base_layout
+
+_UNSCALED = "q·k"
+_SCALED = "q·k / √d_k"
+
+
+def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
+    """One figure with a Plotly slider over d_k: score spread, largest softmax weight, w(1-w).
+
+    Three panels per step: horizontal box plots of q·k and q·k/sqrt(d_k) (box =
+    quartiles, whiskers = 1st and 99th percentiles, from precomputed statistics),
+    the mean largest softmax weight of a row, and the mean gradient factor
+    w_max(1 - w_max), each without and with the scale. The x range of the box
+    panel is the same at every step, so the unscaled box visibly widens.
+
+    Args:
+        sweep: the dict returned by :func:`engine.sections.trainable_weights.dk_sweep`.
+        active_d_k: the d_k shown first (must be one of the sweep's).
+
+    Returns:
+        A figure with 4 traces per d_k and ``layout.sliders[0]`` with one step per d_k.
+
+    Raises:
+        ValueError: if ``active_d_k`` is not in the sweep.
+    """
+    stats: pd.DataFrame = sweep["stats"]
+    d_ks = [int(d) for d in stats["d_k"]]
+    if active_d_k not in d_ks:
+        raise ValueError(f"active_d_k={active_d_k} is not one of {d_ks}")
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        column_widths=[0.5, 0.25, 0.25],
+        horizontal_spacing=0.08,
+        subplot_titles=("spread of the scores (box: quartiles, whiskers: 1–99 %)", "largest softmax weight", "gradient factor w(1−w)"),
+    )
+    reach = max(max(abs(b["unscaled"]["p1"]), abs(b["unscaled"]["p99"])) for b in sweep["boxes"].values())
+    labels = ["without scale", "with 1/√d_k"]
+    titles = []
+    for _, row in stats.iterrows():
+        d_k = int(row["d_k"])
+        box = sweep["boxes"][d_k]
+        for name, key, color in ((_UNSCALED, "unscaled", PALETTE[1]), (_SCALED, "scaled", PALETTE[0])):
+            b = box[key]
+            fig.add_trace(
+                go.Box(
+                    y=[name],
+                    q1=[b["q1"]],
+                    median=[b["median"]],
+                    q3=[b["q3"]],
+                    lowerfence=[b["p1"]],
+                    upperfence=[b["p99"]],
+                    orientation="h",
+                    name=name,
+                    marker_color=color,
+                    showlegend=False,
+                    hoverinfo="x",
+                ),
+                row=1,
+                col=1,
+            )
+        for col, prefix, axis_max in ((2, "mean w_max", 1.0), (3, "mean w_max(1-w_max)", 0.25)):
+            values = [float(row[f"{prefix}, unscaled"]), float(row[f"{prefix}, scaled"])]
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=values,
+                    text=[f"{v:.3f}" for v in values],
+                    textposition="outside",
+                    marker_color=[PALETTE[1], PALETTE[0]],
+                    showlegend=False,
+                    hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        titles.append(
+            f"d_k = {d_k}: var(q·k) = {row['var(q·k)']:.2f} (theory {d_k}), "
+            f"var(q·k/√d_k) = {row['var(q·k/√d_k)']:.3f} (theory 1), {sweep['n_samples']:,} samples"
+        )
+    fig.update_xaxes(range=[-1.1 * reach, 1.1 * reach], title_text="score", zeroline=True, zerolinecolor="#999", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.15], row=1, col=2)
+    fig.update_yaxes(range=[0, 0.3], row=1, col=3)
+    fig.update_yaxes(gridcolor="#eee")
+    base_layout(fig, titles[d_ks.index(active_d_k)], 420)
+    fig.update_layout(margin=dict(t=90))
+    return add_step_slider(
+        fig,
+        [str(d) for d in d_ks],
+        traces_per_step=4,
+        prefix="d_k = ",
+        active=d_ks.index(active_d_k),
+        step_layouts=[{"title.text": t} for t in titles],
+    )
+
+
+def init_figure(table: pd.DataFrame) -> go.Figure:
+    """Measured vs theoretical variance of the weights and of x·W against d_in, both inits (log-log).
+
+    Args:
+        table: the DataFrame of :func:`engine.sections.trainable_weights.init_comparison`.
+
+    Returns:
+        Two panels: var(W) and var(x·W); markers are measured, dashed lines the theory.
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=("variance of the weights W", "variance of the projection x·W"))
+    for k, (init, part) in enumerate(table.groupby("init", sort=False)):
+        color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
+        for col, measured, theory in ((1, "var(W) measured", "var(W) theory"), (2, "var(x·W) measured", "var(x·W) theory")):
+            fig.add_scatter(
+                x=part["d_in"], y=part[measured], mode="markers", marker=dict(size=10, color=color),
+                name=f"{init} (measured)", legendgroup=init, showlegend=col == 1, row=1, col=col,
+                hovertemplate="d_in %{x}: %{y:.4g}<extra>" + init + "</extra>",
+            )
+            fig.add_scatter(
+                x=part["d_in"], y=part[theory], mode="lines", line=dict(dash="dash", color=color),
+                name=f"{init} (theory)", legendgroup=init, showlegend=col == 1, row=1, col=col,
+                hovertemplate="d_in %{x}: %{y:.4g}<extra>theory</extra>",
+            )
+    fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee")
+    fig.update_yaxes(type="log", gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return base_layout(fig, None, 400)
