@@ -1,0 +1,121 @@
+"""Control fuzzing: every page, driven by a seeded random walk over all its widgets.
+
+Each case sets every widget on the page to a random value — extremes and invalid
+combinations included — reruns, and asserts that the page raised nothing and that
+no chart draws a NaN or an infinity (a deliberate gap is sent as ``null``; Plotly
+>= 6 typed arrays are decoded first). ``FUZZ_CASES`` (default 50) sets the number
+of cases per page; the seed of a failing case is in the assertion message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.plotly_json import ROOT, figures
+from ui.nav import PAGES
+
+CASES = int(os.environ.get("FUZZ_CASES", "50"))
+#: Widgets that start long work (training) are left to the pages' own tests.
+SKIP_KEYS_WITH = ("train", "download", "upload", "stop", "rerun_experiment")
+STRINGS = ["", " ", "白日依山尽，黄河入海流。", "Your journey starts with one step.", "\x00\x01binary", "é" * 300,
+           "山" * 1000, "🙂 emoji", "a"]
+
+
+def random_value(widget, rng: random.Random):
+    """A random valid-by-type value for a widget, biased towards its extremes."""
+    kind = type(widget).__name__
+    if kind == "Slider":
+        lo, hi = widget.min, widget.max
+        value = widget.value
+        if isinstance(value, (tuple, list)):
+            a, b = sorted(rng.choice([lo, hi, rng.uniform(lo, hi)]) for _ in range(2))
+            return _cast(a, lo), _cast(b, lo)
+        return _cast(rng.choice([lo, hi, lo, hi, rng.uniform(lo, hi)]), lo)
+    if kind in ("Selectbox", "Radio", "SelectSlider"):
+        options = list(widget.options)
+        return _option(widget, rng.choice(options)) if options else None
+    if kind == "Multiselect":
+        options = list(widget.options)
+        chosen = rng.sample(options, rng.randint(0, len(options))) if options else []
+        return [_option(widget, o) for o in chosen]
+    if kind in ("Checkbox", "Toggle"):
+        return rng.random() < 0.5
+    if kind == "NumberInput":
+        lo = widget.min_value if widget.min_value is not None else -1e6
+        hi = widget.max_value if widget.max_value is not None else 1e6
+        return _cast(rng.choice([lo, hi, rng.uniform(lo, hi)]), widget.value if widget.value is not None else lo)
+    if kind in ("TextInput", "TextArea"):
+        return rng.choice(STRINGS)
+    return None
+
+
+def _cast(value, like):
+    return int(round(value)) if isinstance(like, int) and not isinstance(like, bool) else float(value)
+
+
+def _option(widget, shown):
+    """Selectboxes expose formatted options; set_value wants the underlying value when they differ."""
+    return shown
+
+
+def non_finite_in_charts(at) -> list[str]:
+    """Descriptions of every NaN/inf numeric value drawn in the page's Plotly charts."""
+    problems = []
+    for i, fig in enumerate(figures(at)):
+        for t, trace in enumerate(fig.get("data", [])):
+            for key in ("x", "y", "z", "r", "theta", "values", "lat", "lon"):
+                if key not in trace:
+                    continue
+                arr = trace[key]
+                flat = arr.ravel() if isinstance(arr, np.ndarray) else np.asarray(arr, dtype=object).ravel()
+                for v in flat:
+                    if isinstance(v, (float, np.floating)) and not math.isfinite(float(v)):
+                        problems.append(f"chart {i} trace {t} {key} has {v}")
+                        break
+    return problems
+
+
+def fuzzable_widgets(at):
+    kinds = ("slider", "select_slider", "selectbox", "radio", "multiselect", "checkbox", "toggle", "number_input",
+             "text_input", "text_area")
+    widgets = []
+    for kind in kinds:
+        for w in getattr(at, kind):
+            key = w.key or ""
+            if any(s in key for s in SKIP_KEYS_WITH):
+                continue
+            widgets.append(w)
+    return widgets
+
+
+@pytest.mark.parametrize("info", PAGES, ids=[p.url_path for p in PAGES])
+def test_random_controls_never_break_a_page(info):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.switch_page(info.script).run()
+    assert not at.exception
+    for case in range(CASES):
+        rng = random.Random(f"{info.url_path}-{case}")
+        widgets = fuzzable_widgets(at)
+        if not widgets:
+            break
+        chosen = rng.sample(widgets, rng.randint(1, len(widgets)))
+        applied = {}
+        for w in chosen:
+            value = random_value(w, rng)
+            if value is None:
+                continue
+            try:
+                w.set_value(value)
+            except Exception:  # a stale widget after a rerun removed it: skip it
+                continue
+            applied[w.key] = value
+        at.run()
+        assert not at.exception, f"case {case} {applied}: {[e.value for e in at.exception]}"
+        bad = non_finite_in_charts(at)
+        assert not bad, f"case {case} {applied}: {bad}"
