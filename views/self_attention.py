@@ -9,6 +9,7 @@ from engine import chapter
 from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
 from engine.sections import self_attention as S
 from ui import page
+from ui.state import bound
 from ui.nav import PAGES
 
 PAGE = "self_attention"
@@ -40,7 +41,7 @@ is_chapter_input = chapter.matches(inputs, A.CHAPTER_INPUTS, decimals=6)
 
 # --- 2. one query ----------------------------------------------------------------------------------
 page.prose(PAGE, "steps")
-query_token = st.selectbox("Query token", A.CHAPTER_TOKENS, index=1, key="sa_query")
+query_token = st.selectbox("Query token", A.CHAPTER_TOKENS, key=bound("sa_query", "journey", options=A.CHAPTER_TOKENS))
 q = A.CHAPTER_TOKENS.index(query_token)
 steps = S.query_walkthrough(inputs, q)
 applies = is_chapter_input and q == 1
@@ -77,8 +78,9 @@ page.show_code(S.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_v
 # --- 3. softmax numerics ----------------------------------------------------------------------------
 page.prose(PAGE, "numerics")
 c1, c2 = st.columns(2)
-scale = c1.slider("Score scale (multiplies the scores above)", -150.0, 150.0, 1.0, step=0.5, key="sa_scale")
-dtype_name = c2.selectbox("dtype", list(S.DTYPES), index=0, key="sa_dtype")
+scale = c1.slider("Score scale (multiplies the scores above)", -150.0, 150.0, step=0.5,
+                  key=bound("sa_scale", 1.0, lo=-150.0, hi=150.0))
+dtype_name = c2.selectbox("dtype", list(S.DTYPES), key=bound("sa_dtype", "float32", options=list(S.DTYPES)))
 dtype = S.DTYPES[dtype_name]
 overflow, underflow = S.exp_limits(dtype)
 numerics = S.softmax_numerics(steps["attn_scores"], scale, dtype)
