@@ -1,0 +1,102 @@
+"""Engine tests for section 4 (dropout): the chapter's seed-123 matrices, scaling, expectation, train vs eval."""
+
+import json
+
+import pytest
+import torch
+
+from engine import attention as A
+from engine import chapter
+from engine.figures import dropout as F
+from engine.sections import dropout as D
+
+
+def close(got, want):
+    torch.testing.assert_close(torch.as_tensor(got, dtype=torch.float32), torch.tensor(want), atol=5e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def weights():
+    return D.chapter_causal_weights(A.chapter_inputs())
+
+
+def test_chapter_causal_weights(weights):
+    close(weights, chapter.CAUSAL_WEIGHTS)
+
+
+def test_seed_123_p_half_reproduces_the_chapter(weights):
+    # The chapter notes dropout streams may differ across platforms; on this CPU build they match.
+    pair = D.dropout_pair(weights, chapter.DROPOUT_P, chapter.DROPOUT_SEED)
+    close(pair["ones"], chapter.DROPOUT_ONES)
+    close(pair["weights"], chapter.DROPOUT_CAUSAL)
+    assert float(pair["scale"]) == 2.0
+
+
+@pytest.mark.parametrize("p", D.P_VALUES)
+def test_survivors_are_scaled_and_share_the_mask(weights, p):
+    pair = D.dropout_pair(weights, p, seed=7)
+    kept = pair["ones"] > 0
+    torch.testing.assert_close(pair["ones"][kept], torch.full((int(kept.sum()),), 1 / (1 - p)))
+    assert (pair["ones"][~kept] == 0).all()
+    torch.testing.assert_close(pair["weights"], weights * pair["ones"])
+    torch.testing.assert_close(pair["ones_row_sums"], pair["ones"].sum(dim=-1))
+    # the causal zeros stay zero
+    assert torch.equal(torch.triu(pair["weights"], diagonal=1), torch.zeros(6, 6))
+    if p == 0.0:
+        assert torch.equal(pair["weights"], weights)
+
+
+def test_dropout_pair_rejects_bad_rates(weights):
+    for p in (-0.1, 1.0):
+        with pytest.raises(ValueError):
+            D.dropout_pair(weights, p, seed=0)
+
+
+def test_mean_over_2000_masks_is_within_0_02(weights):
+    table = D.dropout_expectation(weights, p=0.1, n_masks=2000, seed=0)
+    assert len(table) == 2000
+    assert table["max |mean - weights|"].iloc[-1] < 0.02
+    assert table["max |mean - weights|"].iloc[-1] < table["max |mean - weights|"].iloc[0]
+
+
+@pytest.mark.parametrize("p", [0.3, 0.5, 0.9])
+def test_mean_error_shrinks_like_one_over_sqrt_n(weights, p):
+    table = D.dropout_expectation(weights, p=p, n_masks=2000, seed=1)
+    last = table.iloc[-1]
+    # within four standard errors of the noisiest cell (weight 1.0 in row 0)
+    assert last["max |mean - weights|"] < 4 * last["σ_max / √n"]
+    early = table["max |mean - weights|"].iloc[:10].mean()
+    assert last["max |mean - weights|"] < early / 3
+
+
+def test_train_vs_eval(weights):
+    result = D.train_vs_eval(A.chapter_inputs(), p=0.5, seed=123)
+    assert result["train_calls_differ"]
+    assert result["eval_calls_equal"]
+    assert result["eval_equals_no_dropout"]
+    assert result["max_abs_diff_eval_vs_p0"] == 0.0
+    torch.testing.assert_close(result["eval_1"].sum(dim=-1), torch.ones(6))
+    assert not torch.allclose(result["train_row_sums"], torch.ones(6))
+    # with p = 0, train mode is deterministic too
+    assert not D.train_vs_eval(A.chapter_inputs(), p=0.0, seed=123)["train_calls_differ"]
+
+
+def test_dropout_slider_figure_has_one_step_per_p(weights):
+    sweep = D.dropout_sweep(weights, seed=chapter.DROPOUT_SEED)
+    fig = F.dropout_slider_figure(sweep, list(A.CHAPTER_TOKENS), active_p=0.5)
+    spec = json.loads(fig.to_json())
+    steps = spec["layout"]["sliders"][0]["steps"]
+    assert [s["label"] for s in steps] == [f"{p:.1f}" for p in D.P_VALUES]
+    assert spec["layout"]["sliders"][0]["active"] == 5
+    assert len(fig.data) == 4 * len(D.P_VALUES)
+    step5 = fig.data[4 * 5]
+    assert step5.visible is True and fig.data[0].visible is False
+    assert [row[:3] for row in step5.text[:1]] == [["2.00", "2.00", "0.00"]]
+    with pytest.raises(ValueError):
+        F.dropout_slider_figure(sweep, list(A.CHAPTER_TOKENS), active_p=0.55)
+
+
+def test_other_figures(weights):
+    table = D.dropout_expectation(weights, p=0.5, n_masks=50)
+    assert len(F.convergence_figure(table, 0.5).data) == 2
+    assert len(F.train_eval_figure(D.train_vs_eval(A.chapter_inputs(), 0.5, 1), list(A.CHAPTER_TOKENS)).data) == 3
