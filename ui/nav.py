@@ -32,6 +32,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: the long-sequence problem, Bahdanau (2014), the Transformer (2017)"),
     PageInfo("views/self_attention.py", "1 · Self-attention", "self-attention", ":material/hub:", ESSAY,
              "Chapter 003: simplified self-attention without trainable weights"),
+    PageInfo("views/trainable_weights.py", "2 · Trainable weights", "trainable-weights", ":material/tune:", ESSAY,
+             "Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2"),
 )
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, add_step_slider, base_layout
+from engine.figures.core import PALETTE, add_step_slider, base_layout, heatmap_trace, matrix_axes
 
 _UNSCALED = "q·k"
 _SCALED = "q·k / √d_k"
@@ -132,3 +132,37 @@ def init_figure(table: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(type="log", gridcolor="#eee")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return base_layout(fig, None, 400)
+
+
+def matrices_side_by_side(
+    matrices: dict[str, object],
+    row_labels: list[str],
+    col_labels: list[str],
+    colorscale: str = "Blues",
+    zmin: float | None = 0.0,
+    row_title: str | None = None,
+    col_title: str | None = None,
+    height: int = 300,
+) -> go.Figure:
+    """Several small matrices of the same shape as heatmaps in one row (one figure, one panel each).
+
+    Args:
+        matrices: panel title -> (rows, cols) tensor/array.
+        row_labels, col_labels: tick labels shared by every panel.
+        colorscale, zmin: colour mapping (``zmin=None`` for signed values).
+        row_title, col_title: axis titles of the first panel.
+
+    Returns:
+        A figure with one heatmap trace per matrix, row 0 on top in every panel.
+    """
+    n = len(matrices)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=list(matrices), horizontal_spacing=0.25 / max(n, 1))
+    for col, matrix in enumerate(matrices.values(), start=1):
+        fig.add_trace(
+            heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False), row=1, col=col
+        )
+        matrix_axes(fig, row_labels, col_labels, row_title if col == 1 else None, col_title, row=1, col=col)
+    fig.update_annotations(yshift=30)
+    base_layout(fig, None, height)
+    fig.update_layout(margin=dict(t=80))
+    return fig
