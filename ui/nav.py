@@ -34,6 +34,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: simplified self-attention without trainable weights"),
     PageInfo("views/trainable_weights.py", "2 · Trainable weights", "trainable-weights", ":material/tune:", ESSAY,
              "Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2"),
+    PageInfo("views/causal_mask.py", "3 · Causal mask", "causal-mask", ":material/visibility_off:", ESSAY,
+             "Chapter 003: causal attention (masking the future), CausalAttention and register_buffer"),
 )
 
 
