@@ -36,6 +36,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2"),
     PageInfo("views/causal_mask.py", "3 · Causal mask", "causal-mask", ":material/visibility_off:", ESSAY,
              "Chapter 003: causal attention (masking the future), CausalAttention and register_buffer"),
+    PageInfo("views/dropout.py", "4 · Dropout", "dropout", ":material/grain:", ESSAY,
+             "Chapter 003: masking additional attention weights with dropout"),
 )
 
 

@@ -42,7 +42,7 @@ def dropout_slider_figure(sweep: dict[float, dict], tokens: Sequence[str], activ
     fig = make_subplots(
         rows=1,
         cols=4,
-        column_widths=[0.4, 0.07, 0.4, 0.07],
+        column_widths=[0.39, 0.06, 0.39, 0.09],
         horizontal_spacing=0.035,
         subplot_titles=("dropout(ones(6, 6))", "row sum", "dropout(causal attn_weights)", "row sum"),
     )
@@ -53,7 +53,7 @@ def dropout_slider_figure(sweep: dict[float, dict], tokens: Sequence[str], activ
             (result["ones"], tokens, 1, WEIGHTS_SCALE, 2, (0.0, max(scale, 1.0))),
             (result["ones_row_sums"].unsqueeze(-1), ["Σ"], 2, _SUM_SCALE, 1, (0.0, None)),  # (T,) -> (T, 1)
             (result["weights"], tokens, 3, WEIGHTS_SCALE, 4, (0.0, max(scale, 1.0))),
-            (result["weights_row_sums"].unsqueeze(-1), ["Σ"], 4, _SUM_SCALE, 2, (0.0, None)),  # (T,) -> (T, 1)
+            (result["weights_row_sums"].unsqueeze(-1), ["Σ"], 4, _SUM_SCALE, 4, (0.0, None)),  # (T,) -> (T, 1)
         )
         for matrix, cols, col, colorscale, decimals, (zmin, zmax) in panels:
             fig.add_trace(

@@ -30,7 +30,7 @@ def chapter_causal_weights(inputs: Tensor) -> Tensor:
     return M.mask_two_ways(M.v2_scores(inputs, seed=789, d_out=2), d_k=2)["attn_weights_causal"]
 
 
-def dropout_pair(weights: Tensor, p: float, seed: int) -> dict[str, Tensor]:
+def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.device = "cpu") -> dict[str, Tensor]:
     """``nn.Dropout(p)`` on a matrix of ones, then on the weights, each right after ``manual_seed(seed)``.
 
     Reseeding before each call (as the chapter does) gives both matrices the same
@@ -39,10 +39,12 @@ def dropout_pair(weights: Tensor, p: float, seed: int) -> dict[str, Tensor]:
     Args:
         weights: (T, T) attention weights.
         p: dropout rate in [0, 1).
-        seed: value for ``torch.manual_seed`` (reseeds the global generator).
+        seed: value for ``torch.manual_seed`` (reseeds the global generators of every device).
+        device: where dropout runs; the CUDA generator is a different algorithm from the
+            CPU one, so the same seed gives different masks there.
 
     Returns:
-        dict with ``ones`` and ``weights`` after dropout (T, T), their row sums
+        dict with ``ones`` and ``weights`` after dropout (T, T), on the CPU, their row sums
         ``ones_row_sums`` and ``weights_row_sums`` (T,), and ``scale`` = 1/(1 - p).
 
     Raises:
@@ -53,10 +55,11 @@ def dropout_pair(weights: Tensor, p: float, seed: int) -> dict[str, Tensor]:
     if weights.dim() != 2:
         raise ValueError(f"weights must be (T, T), got shape {tuple(weights.shape)}")
     dropout = nn.Dropout(p)  # a fresh module is in training mode
+    weights = weights.to(device)
     torch.manual_seed(seed)
-    ones = dropout(torch.ones_like(weights))  # (T, T): 0 or 1/(1-p)
+    ones = dropout(torch.ones_like(weights)).cpu()  # (T, T): 0 or 1/(1-p)
     torch.manual_seed(seed)
-    dropped = dropout(weights)  # (T, T), same mask as ``ones``
+    dropped = dropout(weights).cpu()  # (T, T), same mask as ``ones``
     return {
         "ones": ones,
         "weights": dropped,
