@@ -1,0 +1,397 @@
+"""``python -m engine.bench attention``: the chapter's multi-head variants timed side by side.
+
+Every variant computes the same function — causal multi-head self-attention
+with biases, head_dim = C / H, the 1/sqrt(head_dim) scale and an output
+projection — from the same weights, so their outputs agree to float rounding
+(the table's last column) and only the speed differs:
+
+* ``wrapper``: :class:`engine.attention.MultiHeadAttentionWrapper` (one
+  CausalAttention per head, run in turn) followed by an output projection;
+* ``split``: :class:`engine.attention.MultiHeadAttention` (three Linears, one
+  view/transpose split, batched matmuls over the heads);
+* ``fused_qkv``: one Linear for q, k, v together (lesson ``000``), manual attention;
+* ``einsum``: the same with ``torch.einsum`` for the two products;
+* ``sdpa_causal``: ``F.scaled_dot_product_attention(..., is_causal=True)``;
+* ``sdpa_mask``: the same kernel with an explicit boolean mask;
+* ``nn_mha``: ``torch.nn.MultiheadAttention`` with ``need_weights=False``.
+
+Each is timed forward (under ``torch.no_grad``) and forward+backward (sum of
+the output, gradients of every parameter); the median of several runs is
+reported. Runs are interleaved (variant after variant, repeat after repeat) so
+a background load hits every variant alike. Results print as a table and go
+to a JSON file (default ``runs/bench_attention.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from engine import attention as A
+from engine.sections.multi_head import FusedQKVAttention
+
+#: Variant name -> what it is (the table's second column).
+VARIANTS: dict[str, str] = {
+    "wrapper": "MultiHeadAttentionWrapper (heads in turn) + out_proj",
+    "split": "MultiHeadAttention (weight splits)",
+    "fused_qkv": "one qkv Linear, matmul + masked_fill + softmax",
+    "einsum": "one qkv Linear, torch.einsum",
+    "sdpa_causal": "F.scaled_dot_product_attention(is_causal=True)",
+    "sdpa_mask": "F.scaled_dot_product_attention(attn_mask=bool mask)",
+    "nn_mha": "nn.MultiheadAttention(need_weights=False)",
+}
+#: The variant every output is compared with.
+REFERENCE = "split"
+DEFAULT_JSON = Path("runs") / "bench_attention.json"
+
+
+@dataclass(frozen=True)
+class BenchSize:
+    """One input size: x is (batch, seq_len, n_embd) float32, split into num_heads heads.
+
+    Attributes:
+        note: why the size differs from the one asked for (e.g. a reduced batch), or "".
+    """
+
+    batch: int
+    seq_len: int
+    n_embd: int
+    num_heads: int
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if min(self.batch, self.seq_len, self.n_embd, self.num_heads) < 1:
+            raise ValueError(f"sizes must be positive, got {self}")
+        if self.n_embd % self.num_heads:
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by num_heads={self.num_heads}")
+
+    @property
+    def label(self) -> str:
+        """E.g. "B=8 × T=64 × C=256, H=4 (head_dim 64)"."""
+        return (f"B={self.batch} × T={self.seq_len} × C={self.n_embd}, "
+                f"H={self.num_heads} (head_dim {self.n_embd // self.num_heads})")
+
+
+#: The chapter-sized input: small enough that every variant takes milliseconds.
+SMALL = BenchSize(8, 64, 256, 4)
+#: GPT-2 small's attention at its full context (8 × 1024 × 768, 12 heads) would take several
+#: minutes for the seven variants on a 2-core CPU; the batch is cut to 2 (per-sequence cost unchanged).
+LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 so the default run stays near 3 minutes on 2 cores")
+#: For tests: runs in milliseconds.
+TINY = BenchSize(2, 8, 16, 4)
+
+
+class _WrapperWithProj(nn.Module):
+    """The wrapper's concatenated heads followed by an output projection, like the other variants."""
+
+    def __init__(self, wrapper: A.MultiHeadAttentionWrapper, out_proj: nn.Linear):
+        super().__init__()
+        self.wrapper = wrapper
+        self.out_proj = out_proj
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out_proj(self.wrapper(x))  # (B, T, H·d_h) -> (B, T, C)
+
+
+class _TorchMHA(nn.Module):
+    """``nn.MultiheadAttention`` as causal self-attention, without returning the weights."""
+
+    def __init__(self, n_embd: int, num_heads: int, context_length: int):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(n_embd, num_heads, bias=True, batch_first=True)
+        # nn.MultiheadAttention's boolean mask is True where attention is NOT allowed (the opposite of SDPA's).
+        self.register_buffer("future", A.causal_mask(context_length))
+
+    def forward(self, x: Tensor) -> Tensor:
+        T = x.shape[1]
+        out, _ = self.mha(x, x, x, attn_mask=self.future[:T, :T], need_weights=False, is_causal=True)
+        return out  # (B, T, C)
+
+
+def build_variants(size: BenchSize, seed: int = 0) -> dict[str, nn.Module]:
+    """Every variant of :data:`VARIANTS` with the same weights (dropout 0, biases everywhere).
+
+    The wrapper is drawn first (seeded); its per-head weights are stacked into
+    the split layer with :func:`engine.attention.copy_wrapper_into_split`, and
+    the split layer's W_query/W_key/W_value and out_proj are copied into the
+    fused-qkv layers and ``nn.MultiheadAttention``.
+
+    Returns:
+        name -> module, in :data:`VARIANTS` order, on CPU in float32.
+    """
+    C, H, T = size.n_embd, size.num_heads, size.seq_len
+    d_h = C // H
+    torch.manual_seed(seed)
+    wrapper = A.MultiHeadAttentionWrapper(C, d_h, T, 0.0, H, qkv_bias=True)
+    split = A.MultiHeadAttention(C, C, T, 0.0, H, qkv_bias=True)
+    A.copy_wrapper_into_split(wrapper, split)
+    out_proj = nn.Linear(C, C)
+    modules: dict[str, nn.Module] = {"wrapper": _WrapperWithProj(wrapper, out_proj), "split": split}
+    with torch.no_grad():
+        out_proj.load_state_dict(split.out_proj.state_dict())
+        W = torch.cat([split.W_query.weight, split.W_key.weight, split.W_value.weight])  # 3 × (C, C) -> (3C, C)
+        b = torch.cat([split.W_query.bias, split.W_key.bias, split.W_value.bias])  # (3C,)
+        for name, backend in (("fused_qkv", "manual"), ("einsum", "einsum"), ("sdpa_causal", "sdpa_causal"),
+                              ("sdpa_mask", "sdpa_mask")):
+            layer = FusedQKVAttention(C, H, T, bias=True, backend=backend)
+            layer.qkv.weight.copy_(W)
+            layer.qkv.bias.copy_(b)
+            layer.proj.load_state_dict(split.out_proj.state_dict())
+            modules[name] = layer
+        torch_mha = _TorchMHA(C, H, T)
+        torch_mha.mha.in_proj_weight.copy_(W)
+        torch_mha.mha.in_proj_bias.copy_(b)
+        torch_mha.mha.out_proj.load_state_dict(split.out_proj.state_dict())
+        modules["nn_mha"] = torch_mha
+    for m in modules.values():
+        m.eval()  # dropout is 0 anyway; eval() lets nn.MultiheadAttention take its inference fast path
+    return {name: modules[name] for name in VARIANTS}
+
+
+def make_input(size: BenchSize, seed: int = 1) -> Tensor:
+    """x of shape (batch, seq_len, n_embd), float32 N(0, 1), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(size.batch, size.seq_len, size.n_embd, generator=g)
+
+
+def outputs(modules: dict[str, nn.Module], x: Tensor) -> dict[str, Tensor]:
+    """Each variant's forward output (B, T, C) on ``x``, without gradients."""
+    with torch.no_grad():
+        return {name: m(x) for name, m in modules.items()}
+
+
+def gradients(modules: dict[str, nn.Module], x: Tensor, grad_out: Tensor) -> dict[str, Tensor]:
+    """d(sum(out · grad_out))/dx for each variant: (B, T, C); equal across variants when they compute the same function."""
+    result = {}
+    for name, m in modules.items():
+        xi = x.clone().requires_grad_(True)
+        m(xi).backward(grad_out)
+        result[name] = xi.grad
+        m.zero_grad(set_to_none=True)
+    return result
+
+
+def _forward_fn(m: nn.Module, x: Tensor) -> Callable[[], None]:
+    def run() -> None:
+        with torch.no_grad():
+            m(x)
+    return run
+
+
+def _forward_backward_fn(m: nn.Module, x: Tensor, grad_out: Tensor) -> Callable[[], None]:
+    def run() -> None:
+        m.zero_grad(set_to_none=True)
+        m(x).backward(grad_out)
+    return run
+
+
+def time_interleaved(fns: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, list[float]]:
+    """Call every function ``warmup`` times, then ``repeats`` rounds of one call each; seconds per call.
+
+    Returns:
+        name -> ``repeats`` wall-clock durations in seconds (``time.perf_counter``).
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: bool = True,
+               variants: Sequence[str] | None = None) -> dict:
+    """Time every variant on one input size.
+
+    Args:
+        size: the input.
+        repeats: timed calls per variant and mode (the median is reported).
+        warmup: untimed calls first.
+        backward: also time forward+backward.
+        variants: subset of :data:`VARIANTS` (default all).
+
+    Returns:
+        JSON-ready dict: the size's fields and ``label``, and ``results``: one
+        dict per variant with ``variant``, ``description``, ``forward_ms``
+        (median), ``forward_samples_ms``, ``forward_backward_ms`` and samples
+        (None without backward), ``max_abs_diff_vs_split``.
+    """
+    names = list(variants or VARIANTS)
+    modules = {n: m for n, m in build_variants(size).items() if n in names}
+    x = make_input(size)
+    outs = outputs(modules, x)
+    reference = outs.get(REFERENCE, next(iter(outs.values())))
+    fwd = time_interleaved({n: _forward_fn(m, x) for n, m in modules.items()}, repeats, warmup)
+    bwd = None
+    if backward:
+        grad_out = torch.randn(x.shape, generator=torch.Generator().manual_seed(2))
+        bwd = time_interleaved({n: _forward_backward_fn(m, x, grad_out) for n, m in modules.items()}, repeats, warmup)
+    results = []
+    for n in names:
+        results.append({
+            "variant": n,
+            "description": VARIANTS[n],
+            "forward_ms": 1e3 * statistics.median(fwd[n]),
+            "forward_samples_ms": [1e3 * s for s in fwd[n]],
+            "forward_backward_ms": 1e3 * statistics.median(bwd[n]) if bwd else None,
+            "forward_backward_samples_ms": [1e3 * s for s in bwd[n]] if bwd else None,
+            "max_abs_diff_vs_split": float((outs[n] - reference).abs().max()),
+        })
+    return {**asdict(size), "label": size.label, "results": results}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``, else "unknown CPU"."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def machine_info() -> dict:
+    """Where the numbers were measured: CPU model, cores, torch threads, versions, OS, load."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        load = None
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": "cpu",
+        "load_average_1min": load,
+    }
+
+
+def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1, backward: bool = True,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """The whole benchmark: machine info, settings, and :func:`bench_size` for each size, in one run."""
+    started = time.perf_counter()
+    measured = []
+    for size in sizes:
+        if progress:
+            progress(f"timing {len(VARIANTS)} variants on {size.label} …")
+        measured.append(bench_size(size, repeats, warmup, backward))
+    return {
+        "benchmark": "attention",
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "settings": {"repeats": repeats, "warmup": warmup, "backward": backward, "dtype": "float32",
+                     "statistic": "median", "seconds_total": round(time.perf_counter() - started, 1)},
+        "sizes": measured,
+    }
+
+
+def results_table(data: dict) -> pd.DataFrame:
+    """One row per (size, variant): ms forward and forward+backward, slowdown vs the fastest, output difference."""
+    rows = []
+    for size in data["sizes"]:
+        fastest_fwd = min(r["forward_ms"] for r in size["results"])
+        bwd_values = [r["forward_backward_ms"] for r in size["results"] if r["forward_backward_ms"] is not None]
+        fastest_bwd = min(bwd_values) if bwd_values else None
+        for r in size["results"]:
+            fb = r["forward_backward_ms"]
+            rows.append({
+                "size": size["label"],
+                "variant": r["variant"],
+                "what": r["description"],
+                "forward ms": r["forward_ms"],
+                "× fastest (fwd)": r["forward_ms"] / fastest_fwd,
+                "forward+backward ms": fb,
+                "× fastest (fwd+bwd)": fb / fastest_bwd if fb is not None and fastest_bwd else None,
+                "max |out − split|": r["max_abs_diff_vs_split"],
+            })
+    return pd.DataFrame(rows)
+
+
+def machine_line(data: dict) -> str:
+    """E.g. "AMD EPYC 7B13 · 2 cores (torch 2 threads) · torch 2.13.0+cpu · 2026-11-30"."""
+    m = data["machine"]
+    return (f"{m['cpu']} · {m['cores']} cores (torch {m['torch_threads']} threads) · torch {m['torch']} · "
+            f"measured {data['created'][:10]}")
+
+
+def format_table(data: dict) -> str:
+    """The results as fixed-width text, one block per input size."""
+    lines = [f"attention benchmark · {machine_line(data)}",
+             f"median of {data['settings']['repeats']} runs after {data['settings']['warmup']} warm-up, float32"]
+    table = results_table(data)
+    for size in data["sizes"]:
+        lines += ["", f"input {size['label']}" + (f"  [{size['note']}]" if size.get("note") else "")]
+        lines.append(f"  {'variant':<12} {'forward ms':>11} {'× best':>7} {'fwd+bwd ms':>11} {'× best':>7} {'max |diff|':>10}  what")
+        for _, r in table[table["size"] == size["label"]].iterrows():
+            fb = "—" if pd.isna(r["forward+backward ms"]) else f"{r['forward+backward ms']:.2f}"
+            fbx = "—" if pd.isna(r["× fastest (fwd+bwd)"]) else f"{r['× fastest (fwd+bwd)']:.2f}"
+            lines.append(f"  {r['variant']:<12} {r['forward ms']:>11.2f} {r['× fastest (fwd)']:>7.2f} {fb:>11} {fbx:>7} "
+                         f"{r['max |out − split|']:>10.1e}  {r['what']}")
+    lines.append(f"\ntotal {data['settings']['seconds_total']} s")
+    return "\n".join(lines)
+
+
+def load_results(path: str | os.PathLike) -> dict:
+    """Read a results file written by this command.
+
+    Raises:
+        FileNotFoundError: if it does not exist.
+        ValueError: if it is not an attention-benchmark file.
+    """
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("benchmark") != "attention" or "sizes" not in data:
+        raise ValueError(f"{path} is not an attention-benchmark results file")
+    return data
+
+
+def _parse_size(text: str) -> BenchSize:
+    try:
+        b, t, c, h = (int(p) for p in text.lower().replace("x", ",").split(","))
+        return BenchSize(b, t, c, h)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"size must be B,T,C,H with H dividing C (e.g. 8,64,256,4): {err}") from err
+
+
+def main(argv: list[str]) -> int:
+    """Command line: ``python -m engine.bench attention [--quick] [--json PATH] [--size B,T,C,H …]``."""
+    parser = argparse.ArgumentParser(prog="python -m engine.bench attention", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small input only, 3 repeats (a few seconds)")
+    parser.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the results (default {DEFAULT_JSON})")
+    parser.add_argument("--size", action="append", type=_parse_size, metavar="B,T,C,H",
+                        help="input size to time instead of the defaults (repeatable)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default 5, quick 3)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    parser.add_argument("--no-backward", action="store_true", help="time the forward pass only")
+    args = parser.parse_args(argv)
+    sizes = args.size or ([SMALL] if args.quick else [SMALL, LARGE])
+    repeats = args.repeats or (3 if args.quick else 5)
+    if repeats < 1 or args.warmup < 0:
+        parser.error("--repeats must be at least 1 and --warmup at least 0")
+    data = run_benchmark(sizes, repeats, args.warmup, not args.no_backward,
+                         progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    print(format_table(data))
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
