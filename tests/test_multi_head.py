@@ -130,7 +130,8 @@ def test_fused_layer_errors():
 
 
 def test_cost_table():
-    table = M.cost_table(32, 5)
+    table = M.cost_table(32, (5, 1024))
     assert table["num_heads"].tolist() == [1, 2, 4, 8, 16, 32]
     assert set(table["qkv params"]) == {3168} and set(table["proj params"]) == {1056}
-    assert table["attn_scores bytes"].tolist() == [h * 25 * 4 for h in (1, 2, 4, 8, 16, 32)]
+    assert table["attn_scores bytes at T=5"].tolist() == [h * 25 * 4 for h in (1, 2, 4, 8, 16, 32)]
+    assert table["attn_scores bytes at T=1024"].tolist() == [h * 1024**2 * 4 for h in (1, 2, 4, 8, 16, 32)]

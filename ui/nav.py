@@ -38,6 +38,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: causal attention (masking the future), CausalAttention and register_buffer"),
     PageInfo("views/dropout.py", "4 · Dropout", "dropout", ":material/grain:", ESSAY,
              "Chapter 003: masking additional attention weights with dropout"),
+    PageInfo("views/multi_head.py", "5 · Multi-head attention", "multi-head", ":material/view_week:", ESSAY,
+             "Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)"),
 )
 
 

@@ -16,6 +16,7 @@ classes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
@@ -362,22 +363,24 @@ def heads_on_line(line: str = LESSON_LINE, n_embd: int = chapter.LESSON_N_EMBD, 
     }
 
 
-def cost_table(n_embd: int, num_tokens: int, batch: int = 1) -> pd.DataFrame:
+def cost_table(n_embd: int, lengths: Sequence[int], batch: int = 1) -> pd.DataFrame:
     """Parameters and score-tensor bytes for every head count that divides ``n_embd``.
+
+    Args:
+        n_embd: model width.
+        lengths: sequence lengths T to price the score tensor at.
+        batch: B of the score tensor.
 
     Returns:
         DataFrame with ``num_heads``, ``head_dim``, ``qkv params``, ``proj params``
-        (constant down the column) and ``attn_scores bytes`` (float32
-        (batch, H, T, T), growing with H).
+        (constant down the columns) and one ``attn_scores bytes at T=…`` column
+        per length (float32 (batch, H, T, T), growing with H and T²).
     """
     rows = []
     for H in divisors(n_embd):
         counts = param_counts(n_embd, H)
-        rows.append({
-            "num_heads": H,
-            "head_dim": n_embd // H,
-            "qkv params": counts["qkv"],
-            "proj params": counts["proj"],
-            "attn_scores bytes": score_tensor_bytes(batch, H, num_tokens),
-        })
+        row = {"num_heads": H, "head_dim": n_embd // H, "qkv params": counts["qkv"], "proj params": counts["proj"]}
+        for T in lengths:
+            row[f"attn_scores bytes at T={T}"] = score_tensor_bytes(batch, H, T)
+        rows.append(row)
     return pd.DataFrame(rows)
