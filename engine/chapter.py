@@ -128,6 +128,14 @@ LESSON_N_EMBD = 32
 LESSON_QKV_PARAMS = 3168
 LESSON_PROJ_PARAMS = 1056
 
+#: Chapter 003, memory layout: the 2x3 matrix, its view(3, 2), its transpose, and the transpose's
+#: elements in logical reading order (its storage still holds 1 … 6 in order).
+LAYOUT_MATRIX = ((1, 2, 3), (4, 5, 6))
+LAYOUT_VIEW_3_2 = ((1, 2), (3, 4), (5, 6))
+LAYOUT_TRANSPOSED = ((1, 4), (2, 5), (3, 6))
+LAYOUT_STORAGE = (1, 2, 3, 4, 5, 6)
+LAYOUT_TRANSPOSED_READING_ORDER = (1, 4, 2, 5, 3, 6)
+
 
 def matches(value, expected, decimals: int = DECIMALS) -> bool:
     """True when ``value`` equals ``expected`` at ``decimals`` decimals (tolerance half a unit).

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from engine import attention as A
+from engine import chapter
 
 # ---------------------------------------------------------------------------
 # Introspection
@@ -149,6 +150,67 @@ def attempt(fn: Callable[[], Tensor]) -> tuple[Tensor | None, str | None]:
         return fn(), None
     except RuntimeError as err:
         return None, f"RuntimeError: {err}"
+
+
+# ---------------------------------------------------------------------------
+# The chapter's 2×3 matrix
+# ---------------------------------------------------------------------------
+
+
+def chapter_matrix() -> Tensor:
+    """The chapter's matrix [[1, 2, 3], [4, 5, 6]] as a fresh int64 tensor of shape (2, 3)."""
+    return torch.tensor(chapter.LAYOUT_MATRIX)
+
+
+def chapter_operations(m: Tensor) -> list[tuple[str, Tensor]]:
+    """The chapter's operations on a (2, 3) matrix ``m``, labelled by their code.
+
+    Returns:
+        ``[("M", m), ("M.view(3, 2)", …), ("M.transpose(0, 1)", …),
+        ("M.transpose(0, 1).contiguous()", …), ("M.reshape(3, 2)", …),
+        ("M.transpose(0, 1).reshape(6)", …)]``; the first three and the reshape
+        of ``m`` share ``m``'s storage, the last two are copies.
+
+    Raises:
+        RuntimeError: if ``m`` does not have 6 elements (PyTorch's own error).
+    """
+    mt = m.transpose(0, 1)  # (2, 3) -> (3, 2), strides (3, 1) -> (1, 3)
+    return [
+        ("M", m),
+        ("M.view(3, 2)", m.view(3, 2)),  # (2, 3) -> (3, 2), same cells
+        ("M.transpose(0, 1)", mt),
+        ("M.transpose(0, 1).contiguous()", mt.contiguous()),  # (3, 2), copied in reading order
+        ("M.reshape(3, 2)", m.reshape(3, 2)),  # (2, 3) -> (3, 2), a view since m is contiguous
+        ("M.transpose(0, 1).reshape(6)", mt.reshape(6)),  # (3, 2) -> (6,), must copy
+    ]
+
+
+def reading_order_values(t: Tensor) -> Tensor:
+    """The storage cells of ``t`` read in logical order, via :func:`logical_order`: equals ``t.flatten()``."""
+    return storage_elements(t)[tensor_index_map(t).flatten()]
+
+
+def view_versus_reshape(m: Tensor) -> dict[str, object]:
+    """Flatten the transpose of a 2-d ``m`` three ways: ``view`` (fails), ``reshape``, ``contiguous().view``.
+
+    Returns:
+        dict with ``error`` (the real ``RuntimeError`` text of ``m.T.view(-1)``),
+        ``reshape`` and ``contiguous_view`` (both 1-d, equal values, own
+        storage), and ``table``: :func:`layout_table` of m, m.T and the two results.
+
+    Raises:
+        ValueError: if ``m`` is not 2-d with at least 2 rows and 2 columns (then the
+            transpose would be contiguous and ``view`` would not fail).
+    """
+    if m.dim() != 2 or min(m.shape) < 2:
+        raise ValueError(f"need a 2-d matrix with at least 2 rows and columns, got shape {tuple(m.shape)}")
+    mt = m.transpose(0, 1)  # (r, c) -> (c, r)
+    _, error = attempt(lambda: mt.view(-1))
+    reshaped = mt.reshape(-1)  # (c, r) -> (c·r,), a copy
+    packed = mt.contiguous().view(-1)  # (c, r) -> (c·r,), copy first, then a view of the copy
+    table = layout_table([("M", m), ("M.transpose(0, 1)", mt), ("….reshape(-1)", reshaped),
+                          ("….contiguous().view(-1)", packed)])
+    return {"error": error, "reshape": reshaped, "contiguous_view": packed, "table": table}
 
 
 # ---------------------------------------------------------------------------

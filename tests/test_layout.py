@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import attention as A
+from engine import chapter
 from engine import layout as L
 
 
@@ -197,3 +198,35 @@ def test_index_map_rejects_bad_input():
     with pytest.raises(ValueError):
         L.index_map((2, 3), (-1, 1))
     assert L.index_map((), ()).tolist() == 0
+
+
+def test_chapter_operations_and_constants():
+    m = L.chapter_matrix()
+    assert m.tolist() == [list(r) for r in chapter.LAYOUT_MATRIX]
+    ops = dict(L.chapter_operations(m))
+    assert ops["M.view(3, 2)"].tolist() == [list(r) for r in chapter.LAYOUT_VIEW_3_2]
+    mt = ops["M.transpose(0, 1)"]
+    assert mt.tolist() == [list(r) for r in chapter.LAYOUT_TRANSPOSED]
+    assert L.storage_elements(mt).tolist() == list(chapter.LAYOUT_STORAGE)
+    assert L.reading_order_values(mt).tolist() == list(chapter.LAYOUT_TRANSPOSED_READING_ORDER)
+    shared = {label: L.shares_storage(t, m) for label, t in ops.items()}
+    assert shared == {"M": True, "M.view(3, 2)": True, "M.transpose(0, 1)": True,
+                      "M.transpose(0, 1).contiguous()": False, "M.reshape(3, 2)": True,
+                      "M.transpose(0, 1).reshape(6)": False}
+
+
+def test_view_versus_reshape():
+    result = L.view_versus_reshape(L.chapter_matrix())
+    assert result["error"].startswith("RuntimeError: view size is not compatible")
+    assert result["reshape"].tolist() == result["contiguous_view"].tolist() == [1, 4, 2, 5, 3, 6]
+    assert result["table"]["memory"].tolist() == ["original storage", "shares M's storage", "own storage (a copy)",
+                                                  "own storage (a copy)"]
+    with pytest.raises(ValueError):
+        L.view_versus_reshape(torch.arange(3).view(1, 3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(strided_tensors())
+def test_reading_order_values_equal_flatten(t):
+    _fresh_values(t)
+    assert torch.equal(L.reading_order_values(t), t.flatten())

@@ -40,6 +40,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: masking additional attention weights with dropout"),
     PageInfo("views/multi_head.py", "5 · Multi-head attention", "multi-head", ":material/view_week:", ESSAY,
              "Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)"),
+    PageInfo("views/memory_layout.py", "6 · Memory layout", "memory-layout", ":material/memory:", ESSAY,
+             "Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory"),
 )
 
 

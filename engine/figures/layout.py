@@ -1,0 +1,210 @@
+"""Figures of section 6, memory layout: logical grid above storage cells, walked by a Plotly slider.
+
+Each figure has two panels: on top the tensor as it prints (leading
+dimensions folded into rows), below its storage as numbered cells in memory
+order. Sliders inside the figure step through the logical order (which cell
+each element is read from) or through the stages of the multi-head split;
+moving them needs no rerun.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.figures.core import PALETTE, add_step_slider, base_layout, format_value
+from engine.layout import HeadStage, MemoryWalk, human_bytes
+
+#: Colour of a cell that holds data, of a storage cell the tensor never reads, and of the lit cell.
+CELL_COLOUR, UNUSED_COLOUR, LIT_COLOUR = "#dbe9f6", "#f0f0f0", "#ff7f0e"
+#: Storage cells per row of the multi-head memory strip.
+STRIP_WIDTH = 32
+
+
+def _flat_scale(colour: str) -> list:
+    return [[0.0, colour], [1.0, colour]]
+
+
+def _heads_scale(num_colours: int) -> list:
+    """A stepped colour scale: integer z = h gets PALETTE[h] (z from -0.5 to num_colours - 0.5)."""
+    scale = []
+    for h in range(num_colours):
+        scale.append([h / num_colours, PALETTE[h % len(PALETTE)]])
+        scale.append([(h + 1) / num_colours, PALETTE[h % len(PALETTE)]])
+    return scale
+
+
+def _cell_text(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else format_value(v, 2)
+
+
+def _lit(rows: int, cols: int, r: int, c: int, text: str, hover: str) -> go.Heatmap:
+    """A heatmap with a single filled cell (r, c), transparent elsewhere."""
+    z = [[None] * cols for _ in range(rows)]
+    z[r][c] = 1.0
+    texts = [[""] * cols for _ in range(rows)]
+    texts[r][c] = text
+    return go.Heatmap(z=z, text=texts, texttemplate="%{text}", colorscale=_flat_scale(LIT_COLOUR), showscale=False,
+                      hoverongaps=False, hovertemplate=hover + "<extra></extra>", xgap=2, ygap=2,
+                      textfont=dict(color="white", size=14))
+
+
+def memory_walk_figure(walk: MemoryWalk, title: str = "Logical order → memory", height: int | None = None) -> go.Figure:
+    """The tensor's grid above its storage cells; a Plotly slider lights element k and the cell it is read from.
+
+    Args:
+        walk: from :func:`engine.layout.memory_walk`.
+        title: figure title; each step appends "step k: (i, j) → cell c".
+
+    Returns:
+        Figure with two always-visible heatmaps (grid, storage) and two
+        highlight traces per logical element, and ``layout.sliders[0]`` with one
+        step per element in row-major order.
+    """
+    values = walk.grid_values.numpy()
+    cells = walk.grid_cells.numpy()
+    rows, cols = values.shape
+    storage = walk.storage_values.numpy()
+    n = storage.shape[0]
+    read = np.zeros(n, dtype=bool)
+    read[walk.order] = True
+
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.7, 0.3], vertical_spacing=0.16,
+                        subplot_titles=("", "storage: cells in memory order"))
+    grid_text = [[f"{_cell_text(values[i, j])}<br><sub>cell {cells[i, j]}</sub>" for j in range(cols)] for i in range(rows)]
+    fig.add_trace(go.Heatmap(z=[[0.0] * cols for _ in range(rows)], text=grid_text, texttemplate="%{text}",
+                             colorscale=_flat_scale(CELL_COLOUR), showscale=False, xgap=2, ygap=2,
+                             hovertemplate="logical (%{y}, %{x}): %{text}<extra></extra>"), row=1, col=1)
+    strip_text = [[_cell_text(storage[c]) for c in range(n)]]
+    fig.add_trace(go.Heatmap(z=[[0.0 if read[c] else 1.0 for c in range(n)]], text=strip_text, texttemplate="%{text}",
+                             colorscale=[[0.0, CELL_COLOUR], [1.0, UNUSED_COLOUR]], zmin=0, zmax=1, showscale=False,
+                             xgap=2, ygap=2, hovertemplate="cell %{x}: %{text}<extra></extra>"), row=2, col=1)
+    labels = []
+    for k, cell in enumerate(walk.order):
+        i, j = divmod(k, cols)
+        where = f"({walk.row_labels[i]}, {j})" if rows > 1 or walk.row_labels[0] != "0" else f"({j})"
+        labels.append(f"step {k}: element {where} → cell {cell}")
+        fig.add_trace(_lit(rows, cols, i, j, _cell_text(values[i, j]), labels[-1]), row=1, col=1)
+        fig.add_trace(_lit(1, n, 0, cell, _cell_text(storage[cell]), labels[-1]), row=2, col=1)
+    fig.update_yaxes(tickmode="array", tickvals=list(range(rows)), ticktext=walk.row_labels, autorange="reversed",
+                     title_text="row", showgrid=False, row=1, col=1)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(cols)), ticktext=[str(j) for j in range(cols)], side="top",
+                     showgrid=False, row=1, col=1)
+    fig.update_yaxes(showticklabels=False, showgrid=False, row=2, col=1)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(n)), ticktext=[str(c) for c in range(n)],
+                     title_text="storage cell", showgrid=False, row=2, col=1)
+    base_layout(fig, title, height or (min(44 * rows, 420) + 330))
+    add_step_slider(fig, [str(k) for k in range(len(walk.order))], traces_per_step=2, prefix="logical step ",
+                    always_visible=2, step_layouts=[{"title.text": f"{title} · {t}"} for t in labels])
+    return fig
+
+
+def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | None = None) -> go.Figure:
+    """The keys' path through the head split: elements coloured by head, a Plotly slider over the stages.
+
+    Top panel: the stage's tensor as it prints (b = 1 left out; leading dims
+    folded into rows), each element coloured by its head and labelled with
+    the storage cell it lives in. Bottom panel: the storage, ``STRIP_WIDTH``
+    cells per row, each coloured by the head of the element it holds and
+    labelled with that element's position in reading order — 0, 1, 2, … in
+    sequence exactly when the tensor is contiguous.
+
+    Args:
+        stages: from :func:`engine.layout.key_head_walk`.
+        num_heads: H, for the colour scale.
+
+    Returns:
+        Figure with two traces per stage and ``layout.sliders[0]`` of one step per stage.
+    """
+    scale = _heads_scale(num_heads)
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.62, 0.38], vertical_spacing=0.12,
+                        subplot_titles=("", "storage in memory order · number = position in reading order"))
+    step_layouts = []
+    legend = "   ".join(f"<span style='color:{PALETTE[h % len(PALETTE)]}'>■ head {h}</span>" for h in range(num_heads))
+    max_rows = max(s.grid_heads.shape[0] for s in stages)
+    max_strip_rows = max(math.ceil(s.memory_heads.numel() / STRIP_WIDTH) for s in stages)
+    for s in stages:
+        heads = s.grid_heads.numpy()
+        cells = s.grid_cells.numpy()
+        rows, cols = heads.shape
+        fig.add_trace(go.Heatmap(
+            z=heads.astype(float).tolist(), text=cells.astype(str).tolist(), texttemplate="%{text}",
+            colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1,
+            customdata=[[s.row_labels[i]] * cols for i in range(rows)],
+            hovertemplate="%{customdata}, col %{x}: head %{z}, storage cell %{text}<extra></extra>",
+        ), row=1, col=1)
+        n = s.memory_heads.numel()
+        width = min(n, STRIP_WIDTH)
+        strip_rows = math.ceil(n / width)
+        mem_heads = np.full(strip_rows * width, np.nan)
+        mem_heads[:n] = s.memory_heads.numpy()
+        mem_text = np.full(strip_rows * width, "", dtype=object)
+        mem_text[:n] = s.memory_order.numpy().astype(str)
+        fig.add_trace(go.Heatmap(
+            z=[[None if np.isnan(v) else float(v) for v in row] for row in mem_heads.reshape(strip_rows, width)],
+            text=mem_text.reshape(strip_rows, width).tolist(), texttemplate="%{text}",
+            colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1, hoverongaps=False,
+            customdata=(np.arange(strip_rows * width).reshape(strip_rows, width)).tolist(),
+            hovertemplate="cell %{customdata}: head %{z}, reading position %{text}<extra></extra>",
+        ), row=2, col=1)
+        lay = s.layout
+        note = "same storage as the step before" if s.shares_previous else "new storage"
+        step_layouts.append({
+            "title.text": (f"{s.title} · shape {lay.shape} · stride {lay.stride} · "
+                           f"{'contiguous' if lay.is_contiguous else 'NOT contiguous'} · {note}<br>{legend}"),
+            "yaxis.tickvals": list(range(rows)),
+            "yaxis.ticktext": s.row_labels,
+            "yaxis.range": [max(rows, max_rows) - 0.5, -0.5],
+            "xaxis.tickvals": list(range(cols)),
+            "xaxis.ticktext": s.col_labels,
+            "xaxis.range": [-0.5, cols - 0.5],
+            "yaxis2.tickvals": list(range(strip_rows)),
+            "yaxis2.ticktext": [f"cells {r * width}–{min(n, (r + 1) * width) - 1}" for r in range(strip_rows)],
+            "yaxis2.range": [max(strip_rows, max_strip_rows) - 0.5, -0.5],
+            "xaxis2.range": [-0.5, width - 0.5],
+        })
+    fig.update_yaxes(tickmode="array", showgrid=False, row=1, col=1)
+    fig.update_xaxes(tickmode="array", side="top", showgrid=False, row=1, col=1)
+    fig.update_yaxes(tickmode="array", showgrid=False, row=2, col=1)
+    fig.update_xaxes(showgrid=False, title_text="cell within the row", row=2, col=1)
+    base_layout(fig, stages[0].title, height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 260))
+    fig.update_layout(margin=dict(t=100))
+    add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix="stage ",
+                    step_layouts=step_layouts)
+    return fig
+
+
+def score_cost_figure(table: pd.DataFrame, title: str = "Bytes against sequence length T",
+                      mark_length: int | None = 1024) -> go.Figure:
+    """Log–log lines of the score tensor's bytes (∝ T²) and the q, k, v bytes (∝ T).
+
+    Args:
+        table: from :func:`engine.layout.score_cost_table`.
+        mark_length: a T to mark with a dotted vertical line (GPT-2's context, 1024), or None.
+
+    The y axis is labelled in KiB/MiB/GiB/TiB (powers of 1024), the hover gives the exact size.
+    """
+    fig = go.Figure()
+    for column, colour in (("attn_scores bytes", PALETTE[1]), ("q, k, v bytes", PALETTE[0])):
+        values = [float(v) for v in table[column]]
+        fig.add_scatter(x=table["T"].tolist(), y=values, mode="lines+markers",
+                        name=column.replace(" bytes", ""), line=dict(color=colour, width=3),
+                        customdata=[human_bytes(v) for v in values],
+                        hovertemplate="T=%{x}: %{customdata}<extra>" + column + "</extra>")
+    lo = min(float(table[c].min()) for c in ("attn_scores bytes", "q, k, v bytes"))
+    hi = max(float(table[c].max()) for c in ("attn_scores bytes", "q, k, v bytes"))
+    ticks = [1024.0**k for k in range(0, 6) if lo / 1024 <= 1024.0**k <= hi * 1024]
+    fig.update_xaxes(type="log", title_text="T (tokens)", gridcolor="#eee", tickmode="array",
+                     tickvals=table["T"].tolist(), ticktext=[str(t) for t in table["T"]])
+    fig.update_yaxes(type="log", title_text="bytes", gridcolor="#eee", tickmode="array", tickvals=ticks,
+                     ticktext=[human_bytes(t) for t in ticks])
+    if mark_length is not None:
+        fig.add_vline(x=mark_length, line=dict(color="#999", dash="dot"), annotation_text=f"T = {mark_length}",
+                      annotation_position="top left")
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return base_layout(fig, title, 400)

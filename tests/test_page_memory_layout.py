@@ -1,0 +1,204 @@
+"""AppTest: page 6 (views/memory_layout.py) — chapter checks, the explorer, the memory walk and head walk figures."""
+
+import numpy as np
+import pytest
+
+from tests.plotly_json import figure_json_bytes, figures, open_page
+
+PAGE = "views/memory_layout.py"
+
+
+def texts(at):
+    return [m.value for m in at.markdown]
+
+
+def badges(at, colour):
+    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
+
+
+def walk_figure(at):
+    return next(f for f in figures(at) if f["layout"].get("sliders") and
+                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == "logical step ")
+
+
+def head_figure(at):
+    return next(f for f in figures(at) if f["layout"].get("sliders") and
+                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == "stage ")
+
+
+def lit_cell(trace) -> tuple[int, int]:
+    """(row, col) of the one non-empty cell of a highlight heatmap."""
+    z = np.array([[np.nan if v is None else v for v in row] for row in trace["z"]], dtype=float)
+    rows, cols = np.nonzero(~np.isnan(z))
+    assert len(rows) == 1
+    return int(rows[0]), int(cols[0])
+
+
+def explorer_table(at):
+    return next(d.value for d in at.dataframe if "tensor" in d.value.columns and "M" in list(d.value["tensor"])
+                and len(d.value) <= 4 and "….reshape(-1)" not in list(d.value["tensor"]))
+
+
+def set_explorer(at, base="2, 3", recipe="view(new shape)", new="3, 2", d0=0, d1=1):
+    at.text_input(key="ml_base").set_value(base)
+    at.selectbox(key="ml_recipe").set_value(recipe)
+    at.text_input(key="ml_new_shape").set_value(new)
+    at.number_input(key="ml_d0").set_value(d0)
+    at.number_input(key="ml_d1").set_value(d1)
+    at.run()
+    assert not at.exception
+
+
+def walk_order(fig) -> list[int]:
+    """The storage cell lit at each step of the walk slider."""
+    n_steps = len(fig["layout"]["sliders"][0]["steps"])
+    return [lit_cell(fig["data"][2 + 2 * k + 1])[1] for k in range(n_steps)]
+
+
+@pytest.fixture
+def at():
+    app = open_page(PAGE)
+    assert not app.exception
+    return app
+
+
+def test_chapter_checks_green(at):
+    green = badges(at, "green")
+    assert len(green) == 5 and not badges(at, "red") and not badges(at, "gray")
+    assert "M.view(3, 2) = [[1, 2], [3, 4], [5, 6]] · M.transpose(0, 1) = [[1, 4], [2, 5], [3, 6]]" in texts(at)
+    assert "Memory under the transpose: [1, 2, 3, 4, 5, 6] · read in logical order: [1, 4, 2, 5, 3, 6]" in texts(at)
+    summary = at.dataframe[0].value
+    assert summary["memory"].tolist() == ["original storage", "shares M's storage", "shares M's storage",
+                                          "own storage (a copy)", "shares M's storage", "own storage (a copy)"]
+    assert summary["stride"].tolist()[:3] == ["(3, 1)", "(2, 1)", "(1, 3)"]
+
+
+def test_view_on_transposed_shows_the_real_error(at):
+    codes = [c.value for c in at.code]
+    assert any("RuntimeError: view size is not compatible with input tensor's size and stride" in c for c in codes)
+    assert any("[1, 4, 2, 5, 3, 6]" in t and "reshape(-1)" in t for t in texts(at))
+
+
+def test_default_walk_is_the_view(at):
+    fig = walk_figure(at)
+    assert len(fig["data"]) == 2 + 2 * 6
+    assert len(fig["layout"]["sliders"][0]["steps"]) == 6
+    assert walk_order(fig) == [0, 1, 2, 3, 4, 5]
+    assert lit_cell(fig["data"][2 + 2 * 3]) == (1, 1)  # step 3 lights logical (1, 1) of the 3x2 view
+    assert fig["data"][1]["text"][0] == ["1", "2", "3", "4", "5", "6"]
+    assert "`M.view(3, 2)` reads storage cells in the order [0, 1, 2, 3, 4, 5]" in texts(at)
+
+
+def test_transpose_walk_jumps(at):
+    set_explorer(at, recipe="transpose(d0, d1)")
+    fig = walk_figure(at)
+    assert walk_order(fig) == [0, 3, 1, 4, 2, 5]
+    assert "step 1: element (0, 1) → cell 3" in fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"]
+    table = explorer_table(at)
+    assert table["is_contiguous"].tolist() == [True, False]
+    assert table["memory"].tolist()[1] == "shares M's storage"
+
+
+def test_contiguous_copies_and_view_error(at):
+    set_explorer(at, recipe="transpose(d0, d1).contiguous()")
+    assert walk_order(walk_figure(at)) == [0, 1, 2, 3, 4, 5]
+    assert explorer_table(at)["memory"].tolist()[-1] == "own storage (a copy)"
+    assert walk_figure(at)["data"][1]["text"][0] == ["1", "4", "2", "5", "3", "6"]
+    set_explorer(at, recipe="transpose(d0, d1).view(new shape)", new="6")
+    assert any("view size is not compatible" in e.value for e in at.error)
+    set_explorer(at, recipe="transpose(d0, d1).reshape(new shape)", new="-1")
+    assert not at.error
+    assert explorer_table(at)["memory"].tolist()[-1] == "own storage (a copy)"
+    set_explorer(at, recipe="transpose(d0, d1).contiguous().view(new shape)", new="2, 3")
+    assert walk_order(walk_figure(at)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_slices_show_offset_and_unused_cells(at):
+    set_explorer(at, recipe="[..., 1:] (drop the first column)")
+    table = explorer_table(at)
+    assert table["storage_offset"].tolist() == [0, 1]
+    fig = walk_figure(at)
+    assert walk_order(fig) == [1, 2, 4, 5]
+    assert fig["data"][1]["z"][0] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]  # cells 0 and 3 are never read
+    set_explorer(at, recipe="[..., ::2] (every other column)")
+    assert explorer_table(at)["stride"].tolist()[-1] == "(3, 2)"
+
+
+@pytest.mark.parametrize("base, recipe, new, d0, d1, message", [
+    ("a, b", "view(new shape)", "3, 2", 0, 1, "Starting shape"),
+    ("7, 7", "view(new shape)", "3, 2", 0, 1, "at most 48"),
+    ("-1, 6", "view(new shape)", "3, 2", 0, 1, "cannot contain -1"),
+    ("2, 3", "view(new shape)", "4, 2", 0, 1, "RuntimeError: shape '[4, 2]' is invalid"),
+    ("2, 3", "reshape(new shape)", "x", 0, 1, "New shape"),
+    ("2, 3", "transpose(d0, d1)", "3, 2", 3, 0, "IndexError: Dimension out of range"),
+    ("2, 3", "transpose(d0, d1)", "3, 2", -4, 3, "IndexError"),
+])
+def test_bad_inputs_give_messages(at, base, recipe, new, d0, d1, message):
+    set_explorer(at, base, recipe, new, d0, d1)
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert walk_figure(at)["data"]
+
+
+def test_reader_shapes_and_permutations(at):
+    set_explorer(at, base="2, 3, 2, 2", recipe="transpose(d0, d1)", d0=0, d1=3)
+    fig = walk_figure(at)
+    assert len(fig["layout"]["sliders"][0]["steps"]) == 24
+    order = walk_order(fig)
+    assert sorted(order) == list(range(24)) and order != list(range(24))
+    assert explorer_table(at)["stride"].tolist() == ["(12, 4, 2, 1)", "(1, 4, 2, 12)"]
+    set_explorer(at, base="6, 8", recipe="reshape(new shape)", new="4, -1, 2")
+    assert explorer_table(at)["shape"].tolist()[-1] == "(4, 6, 2)"
+    set_explorer(at, base="48", recipe="view(new shape)", new="2, 2, 2, 6")
+    assert len(walk_figure(at)["layout"]["sliders"][0]["steps"]) == 48
+    assert figure_json_bytes(at) < 2_000_000
+
+
+def test_head_walk_default(at):
+    fig = head_figure(at)
+    steps = fig["layout"]["sliders"][0]["steps"]
+    assert len(steps) == 8 and len(fig["data"]) == 16
+    titles = [s["args"][1]["title.text"] for s in steps]
+    assert titles[0].startswith("keys = W_key(x) · shape (1, 4, 4)")
+    assert "NOT contiguous" in titles[2] and "same storage as the step before" in titles[2]
+    assert "(1, 2, 4, 4)" in titles[3] and "new storage" in titles[3]
+    # stage 0: heads interleaved per token in memory; stage 3: the scores grouped by head
+    assert fig["data"][1]["z"][0] == [0.0, 0.0, 1.0, 1.0] * 4
+    assert fig["data"][7]["z"][0] == [0.0] * 16 + [1.0] * 16
+    # stage 2 (after transpose): reading order jumps
+    assert fig["data"][5]["text"][0][:4] == ["0", "1", "8", "9"]
+    table = next(d.value for d in at.dataframe if "stage" in d.value.columns)
+    assert table["is_contiguous"].tolist() == [True, True, False, True, True, False, True, True]
+
+
+@pytest.mark.parametrize("T, H, d_h", [(1, 1, 1), (8, 4, 4), (8, 1, 4), (1, 4, 1)])
+def test_head_walk_extremes(at, T, H, d_h):
+    at.slider(key="ml_T").set_value(T).run()
+    at.slider(key="ml_H").set_value(H).run()
+    at.slider(key="ml_dh").set_value(d_h).run()
+    assert not at.exception
+    fig = head_figure(at)
+    title = fig["layout"]["sliders"][0]["steps"][0]["args"][1]["title.text"]
+    assert f"shape (1, {T}, {H * d_h})" in title
+    scores_heads = np.array([v for row in fig["data"][7]["z"] for v in row if v is not None], dtype=float)
+    assert len(scores_heads) == H * T * T
+    assert figure_json_bytes(at) < 2_000_000
+
+
+@pytest.mark.parametrize("B, H, d_h, dtype, at_1024", [
+    (8, 12, 64, "float32", "384.0 MiB"), (1, 1, 1, "float32", "4.0 MiB"), (512, 128, 512, "float64", "512.0 GiB"),
+    (8, 12, 64, "bfloat16 / float16", "192.0 MiB"),
+])
+def test_score_cost(at, B, H, d_h, dtype, at_1024):
+    at.number_input(key="ml_cost_B").set_value(B)
+    at.number_input(key="ml_cost_H").set_value(H)
+    at.number_input(key="ml_cost_dh").set_value(d_h)
+    at.selectbox(key="ml_cost_dtype").set_value(dtype)
+    at.run()
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["attn_scores at T = 1024"] == at_1024
+    fig = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("Bytes against T"))
+    scores = np.asarray(fig["data"][0]["y"], dtype=float)
+    qkv = np.asarray(fig["data"][1]["y"], dtype=float)
+    np.testing.assert_allclose(scores[1:] / scores[:-1], 4.0)
+    np.testing.assert_allclose(qkv[1:] / qkv[:-1], 2.0)
