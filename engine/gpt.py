@@ -1,0 +1,407 @@
+"""The course's character-level GPT (lesson "multi-head attention and positional encoding").
+
+A decoder-only Transformer in the GPT-2 layout (Radford et al., 2019), written after the
+lesson's ``gpt.py`` and nanoGPT: token embedding + position information, ``n_layer`` pre-LayerNorm
+blocks (causal multi-head self-attention, then an MLP, each on a residual path), a final
+LayerNorm and a linear head giving next-character logits.
+
+Attention has two paths that give the same output (tests hold them equal to 1e-5):
+
+* the default path calls ``F.scaled_dot_product_attention`` (a fused kernel; dropout on the
+  attention weights only in training);
+* the manual path writes out ``attn_scores = q @ k^T / sqrt(head_dim)``, the causal mask,
+  the softmax and ``attn_weights @ v``; it runs when the attention weights are asked for.
+
+Position information is chosen by ``GPTConfig.pos_encoding``: "learned" (GPT-2's absolute
+position table, added to the token embeddings in ``GPT.embed``) or "none" (no position
+information: the permutation experiment shows what the causal mask alone leaks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+POS_ENCODINGS = ("learned", "none")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes and switches of the GPT. Frozen, so it can key a cache.
+
+    Raises:
+        ValueError: if a size is not positive, n_embd is not divisible by n_head, dropout is
+            outside [0, 1), or pos_encoding is unknown (the message names the values).
+    """
+
+    vocab_size: int = 2500  # distinct characters; set from the corpus tokenizer before training
+    block_size: int = 128  # context_length: the most tokens the model reads at once
+    n_embd: int = 128  # width of the residual stream (d_model)
+    n_head: int = 4  # num_heads; head_dim = n_embd // n_head
+    n_layer: int = 4  # number of Transformer blocks
+    dropout: float = 0.1  # on embeddings, attention weights, and residual branches (training only)
+    bias: bool = True  # biases in Linear layers and LayerNorm (the lesson counts them: qkv 3168 at n_embd 32)
+    pos_encoding: str = "learned"  # "learned" absolute positions (GPT-2) or "none"
+    causal: bool = True  # mask future positions; False lets every token see the whole block
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_embd", "n_head", "n_layer"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(
+                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head}); "
+                f"{self.n_embd} % {self.n_head} = {self.n_embd % self.n_head}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.pos_encoding not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one head: n_embd // n_head."""
+        return self.n_embd // self.n_head
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GPTConfig:
+        """Inverse of ``to_dict``; raises ``ValueError`` for unknown or invalid fields."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown GPTConfig field(s): {unknown}")
+        return cls(**data)
+
+
+PRESETS: dict[str, GPTConfig] = {
+    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context.
+    "course": GPTConfig(block_size=128, n_embd=128, n_head=4, n_layer=4, dropout=0.1),
+    # Small enough that ~300 steps of batch 32 train in about a minute on a 2-core CPU.
+    "quick": GPTConfig(block_size=64, n_embd=64, n_head=4, n_layer=2, dropout=0.1),
+    # For tests: a few thousand parameters, no dropout so runs are deterministic.
+    "tiny": GPTConfig(vocab_size=16, block_size=16, n_embd=32, n_head=4, n_layer=2, dropout=0.0),
+}
+
+
+def preset(name: str, **overrides) -> GPTConfig:
+    """A named preset ("course", "quick", "tiny"), with fields replaced by ``overrides``.
+
+    Raises:
+        ValueError: for an unknown name or an invalid override.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return GPTConfig(**{**PRESETS[name].to_dict(), **overrides})
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention with one Linear for q, k and v (lesson section "several heads").
+
+    ``qkv`` maps n_embd -> 3 * n_embd; the result is split into q, k, v and each is cut into
+    n_head heads of head_dim by view/transpose; ``proj`` mixes the re-joined heads. The parameter
+    count does not depend on n_head (n_embd 32: qkv 32*96 + 96 = 3168, proj 32*32 + 32 = 1056).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.causal = config.causal
+        self.dropout = config.dropout
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W_query | W_key | W_value
+        self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        if config.causal:
+            # mask[i, j] is True where query i may look at key j (j <= i). Not persistent: it is
+            # rebuilt from the config, so checkpoints hold weights only.
+            mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
+            self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attends over the sequence.
+
+        Args:
+            x: float tensor (B, T, C) with C = n_embd and T <= block_size.
+            return_weights: if True, take the manual path and also return the attention weights.
+
+        Returns:
+            y: (B, T, C) context vectors after ``proj`` (and residual dropout in training).
+            attn_weights: (B, n_head, T, T) softmax weights (rows sum to 1, before attention
+                dropout) if ``return_weights``, else None.
+        """
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
+        head_dim = C // self.n_head
+        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        # Relative position encodings that act on q and k (RoPE) rotate them here, per head.
+        if return_weights:
+            context_vec, attn_weights = self._manual_attention(q, k, v)
+        else:
+            context_vec = F.scaled_dot_product_attention(
+                q, k, v, is_causal=self.causal, dropout_p=self.dropout if self.training else 0.0
+            )  # (B, nh, T, hs)
+            attn_weights = None
+        y = context_vec.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C)
+        return self.resid_dropout(self.proj(y)), attn_weights
+
+    def _manual_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scaled dot-product attention written out; q, k, v are (B, nh, T, hs)."""
+        T, head_dim = q.size(-2), q.size(-1)
+        attn_scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
+        if self.causal:
+            attn_scores = attn_scores.masked_fill(~self.mask[:T, :T], float("-inf"))
+        attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, nh, T, T), rows sum to 1
+        context_vec = self.attn_dropout(attn_weights) @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
+        return context_vec, attn_weights
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward layer: n_embd -> 4 n_embd -> GELU -> n_embd."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) -> (B, T, C)."""
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm Transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, return_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, T, C) -> (B, T, C), plus the attention weights (B, nh, T, T) or None."""
+        attn_out, attn_weights = self.attn(self.ln_1(x), return_weights=return_weights)
+        x = x + attn_out
+        x = x + self.mlp(self.ln_2(x))
+        return x, attn_weights
+
+
+class GPTOutput(NamedTuple):
+    """What ``GPT.forward`` returns (a tuple, so ``model(idx)[0]`` is the logits).
+
+    Attributes:
+        logits: float (B, T, vocab_size), unnormalised next-token scores.
+        loss: scalar float tensor, mean cross-entropy in nats over B*T targets; None without targets.
+        attn_weights: with ``return_weights``, a list of n_layer tensors (B, n_head, T, T); else None.
+    """
+
+    logits: torch.Tensor
+    loss: torch.Tensor | None
+    attn_weights: list[torch.Tensor] | None
+
+
+class GPT(nn.Module):
+    """The course's character-level GPT.
+
+    Weights start as in GPT-2 / nanoGPT: normal(0, 0.02) for Linear and Embedding weights, zero
+    biases, and the Linear layers that write into the residual stream (``attn.proj``,
+    ``mlp.proj``) scaled down by 1/sqrt(2 * n_layer).
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
+        if config.pos_encoding == "learned":
+            self.pos_emb = nn.Embedding(config.block_size, config.n_embd)  # row t: the vector of position t
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for name, param in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self, include_embeddings: bool = True) -> int:
+        """Number of parameters; without the token and position tables if ``include_embeddings`` is False."""
+        total = sum(p.numel() for p in self.parameters())
+        if not include_embeddings:
+            total -= self.tok_emb.weight.numel()
+            if self.config.pos_encoding == "learned":
+                total -= self.pos_emb.weight.numel()
+        return total
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token embeddings plus position information: int64 (B, T) -> float (B, T, C).
+
+        "learned" adds row t of ``pos_emb`` at position t; "none" adds nothing.
+        """
+        x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
+        if self.config.pos_encoding == "learned":
+            pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
+            x = x + self.pos_emb(pos)  # (B, T, C) + (T, C) -> (B, T, C)
+        return self.drop(x)
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_weights: bool = False
+    ) -> GPTOutput:
+        """Next-token logits for every position, and the loss if ``targets`` are given.
+
+        Args:
+            idx: int64 (B, T) token ids, 1 <= T <= block_size, ids < vocab_size.
+            targets: int64 (B, T) next-token ids, or None.
+            return_weights: use the manual attention path and return every layer's weights.
+
+        Returns:
+            GPTOutput(logits (B, T, vocab_size), loss or None, list of n_layer (B, nh, T, T) or None).
+
+        Raises:
+            ValueError: if idx is not 2-d, is empty, or T > block_size (crop the prompt first:
+                ``generate`` does it for you).
+        """
+        if idx.dim() != 2:
+            raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
+        B, T = idx.size()
+        if T == 0:
+            raise ValueError("idx holds no tokens (T = 0)")
+        if T > self.config.block_size:
+            raise ValueError(
+                f"sequence of {T} tokens is longer than block_size {self.config.block_size}; "
+                f"keep the last {self.config.block_size} tokens (generate crops the prompt this way)"
+            )
+        x = self.embed(idx)  # (B, T, C)
+        weights: list[torch.Tensor] = []
+        for block in self.blocks:
+            x, attn_weights = block(x, return_weights=return_weights)
+            if return_weights:
+                weights.append(attn_weights)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, vocab_size)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))  # (B*T, V) vs (B*T,)
+        return GPTOutput(logits, loss, weights if return_weights else None)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Extends each row of ``idx`` by ``max_new_tokens`` sampled tokens.
+
+        The model runs in eval mode (no dropout) and is put back in its previous mode afterwards.
+        Only the last block_size tokens are fed to the model at each step.
+
+        Args:
+            idx: int64 (B, T) prompt ids, T >= 1 (any length).
+            max_new_tokens: number of tokens to add (>= 0).
+            temperature: 0 picks the most likely token (greedy, deterministic); > 0 divides the
+                logits before sampling (below 1: sharper, above 1: flatter).
+            top_k: keep only the k most likely tokens before sampling; values above vocab_size are
+                clamped to vocab_size; None keeps all.
+            generator: a ``torch.Generator`` on the model's device, for reproducible samples.
+
+        Returns:
+            int64 (B, T + max_new_tokens): the prompt followed by the new ids (all < vocab_size).
+
+        Raises:
+            ValueError: for an empty prompt, a negative temperature or max_new_tokens, or top_k < 1.
+        """
+        if idx.dim() != 2 or idx.size(1) == 0:
+            raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
+        was_training = self.training
+        self.eval()
+        try:
+            for _ in range(max_new_tokens):
+                idx_cond = idx[:, -self.config.block_size :]  # (B, <= block_size)
+                logits = self(idx_cond).logits[:, -1, :]  # (B, T, V) -> (B, V): last position only
+                idx_next = _pick_next(logits, temperature, top_k, generator)  # (B, 1)
+                idx = torch.cat((idx, idx_next), dim=1)  # (B, T) -> (B, T + 1)
+        finally:
+            self.train(was_training)
+        return idx
+
+
+def _pick_next(
+    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Chooses one id per row from logits (B, V) -> int64 (B, 1)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        k = min(top_k, logits.size(-1))
+        kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
+def generate_text(
+    model: GPT,
+    tokenizer,
+    prompt: str,
+    max_new_tokens: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+) -> str:
+    """Text in, text out: the prompt followed by ``max_new_tokens`` generated characters.
+
+    Args:
+        model: a GPT whose vocabulary matches ``tokenizer``.
+        tokenizer: a ``CharTokenizer``; the prompt is encoded with errors="strict".
+        prompt: the start of the text; an empty prompt starts the model from a newline (when the
+            vocabulary has one), which is not repeated in the result.
+        temperature, top_k: see ``GPT.generate``.
+        seed: seeds a private generator, so the same seed gives the same text; None uses the global RNG.
+
+    Raises:
+        ValueError: for characters outside the vocabulary (named in the message), an empty prompt
+            when the vocabulary has no newline, or an invalid sampling setting.
+    """
+    start = prompt
+    if not start:
+        if "\n" not in tokenizer.stoi:
+            raise ValueError("the prompt is empty and the vocabulary has no newline to start from")
+        start = "\n"
+    device = next(model.parameters()).device
+    idx = torch.tensor([tokenizer.encode(start)], dtype=torch.long, device=device)  # (1, T)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+    return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())

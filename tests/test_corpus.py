@@ -1,0 +1,141 @@
+"""Corpora: fortune-file parsing (fortunes-zh), the pydoc fallback, uploads, split and batches."""
+
+import pytest
+import torch
+
+from engine.corpus import (
+    FORTUNES_DIR,
+    MAX_BYTES,
+    CorpusError,
+    corpus_from_bytes,
+    load_corpus,
+    parse_fortunes,
+    strip_ansi,
+)
+
+needs_fortunes = pytest.mark.skipif(
+    not (FORTUNES_DIR / "tang300").is_file(), reason="Debian package fortunes-zh is not installed"
+)
+
+FORTUNE_BYTES = (
+    "\x1b[32m《登鹳雀楼》\x1b[m\r\n\x1b[33m作者：王之涣\x1b[m\r\n白日依山尽，黄河入海流。\r\n欲穷千里目，更上一层楼。\r\n%\r\n"
+    "\x1b[32m题目:《塞上》\x1b[m\n\x1b[33m作者:柳开\x1b[m\n鸣骹直上一千尺，\n%    \n"
+    "\x1b[32m《静夜思》\x1b[m\n\x1b[33m作者：李白\x1b[m\n床前明月光，疑是地上霜。\n%\n"
+).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def tang():
+    return load_corpus("tang300")
+
+
+@needs_fortunes
+def test_tang300_has_313_clean_poems(tang):
+    assert tang.name == "tang300" and tang.message is None
+    assert len(tang.records) == 313
+    everything = "".join(r.title + r.author + r.body for r in tang.records) + tang.text
+    assert "\x1b" not in everything and "[m" not in everything
+    assert "白日依山尽" in tang.text
+    poem = next(r for r in tang.records if "白日依山尽" in r.body)
+    assert (poem.title, poem.author) == ("《登鹳雀楼》", "王之涣")
+    assert poem.body == "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
+    assert all(r.title and r.author for r in tang.records)
+    assert not any("作者" in r.body for r in tang.records)  # author lines never leak into bodies
+
+
+@needs_fortunes
+def test_song100_separator_with_trailing_spaces():
+    song = load_corpus("song100")
+    assert len(song.records) == 96  # one separator line is "%    "; an exact "%" match would give 95
+    assert not any("题目" in r.body or "作者" in r.body for r in song.records)
+    assert not any(r.title.startswith("题目") for r in song.records)
+
+
+def test_parse_fortunes_keeps_title_author_body_apart():
+    records = parse_fortunes(FORTUNE_BYTES.decode("utf-8"))
+    assert [r.title for r in records] == ["《登鹳雀楼》", "《塞上》", "《静夜思》"]
+    assert [r.author for r in records] == ["王之涣", "柳开", "李白"]
+    assert records[0].body == "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
+    assert records[1].body == "鸣骹直上一千尺，"
+
+
+def test_strip_ansi():
+    assert strip_ansi("\x1b[32m《题》\x1b[m x \x1b[1;33mY\x1b[0m") == "《题》 x Y"
+
+
+@needs_fortunes
+def test_split_is_deterministic_and_by_record(tang):
+    again = load_corpus("tang300")
+    assert torch.equal(tang.train_ids, again.train_ids) and torch.equal(tang.val_ids, again.val_ids)
+    val_text = tang.tokenizer.decode(tang.val_ids)
+    assert val_text.startswith(tang.records[9].body)  # records 9, 19, 29, ... are validation
+    assert tang.records[19].body in val_text and tang.records[0].body not in val_text
+    share = len(tang.val_ids) / (len(tang.train_ids) + len(tang.val_ids))
+    assert 0.05 < share < 0.15
+
+
+def test_get_batch_shapes_shift_and_seed(tang):
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    x, y = tang.get_batch("train", 4, 32, g1)
+    x2, y2 = tang.get_batch("train", 4, 32, g2)
+    assert x.shape == y.shape == (4, 32) and x.dtype == y.dtype == torch.int64
+    assert torch.equal(x[:, 1:], y[:, :-1])  # y is x moved one token ahead
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    assert int(x.max()) < tang.vocab_size
+
+
+def test_get_batch_errors(tang):
+    with pytest.raises(ValueError, match="split must be"):
+        tang.get_batch("test", 2, 8)
+    with pytest.raises(ValueError, match="block_size .* needs more"):
+        tang.get_batch("val", 2, len(tang.val_ids))
+    with pytest.raises(ValueError, match="positive"):
+        tang.get_batch("train", 0, 8)
+
+
+def test_fallback_when_fortunes_missing(tmp_path):
+    corpus = load_corpus("tang300", fortunes_dir=tmp_path / "missing")
+    assert corpus.name == "pydoc_topics"
+    assert "fortunes-zh" in corpus.message and "tang300" in corpus.message
+    assert len(corpus.records) > 10 and corpus.vocab_size < 200
+    x, y = corpus.get_batch("val", 2, 64)
+    assert x.shape == (2, 64)
+
+
+def test_unknown_corpus_name():
+    with pytest.raises(ValueError, match="unknown corpus 'tang'"):
+        load_corpus("tang")
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "empty"),
+        (b"  \n\n ", "empty"),
+        (b"abc\x00def" * 10, "NUL bytes"),
+        ("白日依山尽".encode("gbk") * 10, "not UTF-8"),
+        (b"ab", "too short"),
+    ],
+)
+def test_corpus_from_bytes_errors(data, message):
+    with pytest.raises(CorpusError, match=message):
+        corpus_from_bytes(data, "upload.txt")
+
+
+def test_corpus_from_bytes_too_large():
+    with pytest.raises(CorpusError, match="over the 20 MB limit"):
+        corpus_from_bytes(b"a" * (MAX_BYTES + 1), "big.txt")
+    assert issubclass(CorpusError, ValueError)
+
+
+def test_corpus_from_bytes_paragraphs_and_fortunes():
+    paragraphs = "\n\n".join(f"paragraph {i}\nline two of {i}" for i in range(12)).encode("utf-8")
+    corpus = corpus_from_bytes(b"\xef\xbb\xbf" + paragraphs, "notes.txt")  # a BOM is dropped
+    assert corpus.name == "notes.txt" and len(corpus.records) == 12
+    assert corpus.records[0].body == "paragraph 0\nline two of 0" and "\ufeff" not in corpus.text
+    assert corpus.tokenizer.decode(corpus.val_ids) == corpus.records[9].body  # only record 9 of 0..11
+
+    fortunes = corpus_from_bytes(FORTUNE_BYTES, "mine.u8")
+    assert len(fortunes.records) == 3  # fewer than 10 records: the last 10 % of characters is validation
+    assert fortunes.tokenizer.decode(torch.cat([fortunes.train_ids, fortunes.val_ids])) == fortunes.text
+

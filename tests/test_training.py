@@ -1,0 +1,235 @@
+"""Training loop (callbacks, stop flag, divergence), checkpoints, and the command line."""
+
+import json
+import threading
+
+import pytest
+import torch
+
+from engine import train as train_cli
+from engine.corpus import corpus_from_bytes
+from engine.gpt import GPT, preset
+from engine.training import (
+    META_FILE,
+    WEIGHTS_FILE,
+    Callbacks,
+    CheckpointError,
+    TrainConfig,
+    TrainingDivergedError,
+    checkpoint_from_bytes,
+    checkpoint_to_bytes,
+    load_checkpoint,
+    pick_device,
+    save_checkpoint,
+    train,
+)
+
+LINES = ["白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。", "床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"]
+TEXT = "\n\n".join(LINES[i % 4] + "\n" + LINES[(i + 1) % 4] for i in range(24))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return corpus_from_bytes(TEXT.encode("utf-8"), "poems.txt")
+
+
+FAST = TrainConfig(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=5, eval_interval=10, eval_iters=2, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def trained(corpus):
+    return train(preset("tiny"), corpus, FAST)
+
+
+# --- loop -----------------------------------------------------------------------------------------
+
+
+def test_pick_device():
+    assert pick_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert pick_device() == torch.device("cpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        pick_device("tpu")
+
+
+def test_train_config_validation_and_schedule():
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        TrainConfig(steps=10, warmup_steps=11)
+    c = TrainConfig(steps=100, learning_rate=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    assert c.lr_at(5) == pytest.approx(5e-4)
+    assert c.lr_at(10) == pytest.approx(1e-3)
+    assert c.lr_at(100) == pytest.approx(1e-4)
+
+
+def test_training_reduces_loss_and_keeps_history(trained, corpus):
+    h = trained.history
+    assert list(h.columns) == ["step", "train_loss", "val_loss", "elapsed_s"]
+    assert list(h["step"]) == [0, 10, 20, 30]
+    assert h["train_loss"].iloc[-1] < 0.7 * h["train_loss"].iloc[0]
+    assert not trained.stopped and trained.steps_done == 30 and len(trained.step_losses) == 30
+    assert trained.model.config.vocab_size == corpus.vocab_size and not trained.model.training
+    assert trained.final_val_loss == h["val_loss"].iloc[-1]
+    summary = trained.summary()
+    json.dumps(summary)  # JSON-ready
+    assert summary["steps_done"] == 30 and summary["corpus"] == "poems.txt"
+
+
+def test_same_seed_same_run(corpus):
+    config = TrainConfig(steps=4, batch_size=4, warmup_steps=1, eval_interval=4, eval_iters=1, device="cpu")
+    a = train(preset("tiny", dropout=0.1), corpus, config)
+    b = train(preset("tiny", dropout=0.1), corpus, config)
+    assert a.step_losses == b.step_losses
+
+
+def test_callbacks_are_called(corpus):
+    steps, evals = [], []
+    config = TrainConfig(steps=6, batch_size=4, warmup_steps=1, eval_interval=3, eval_iters=1, device="cpu")
+    train(preset("tiny"), corpus, config,
+          callbacks=Callbacks(on_step=lambda s, loss, tps: steps.append((s, loss, tps)),
+                              on_eval=lambda s, tr, va: evals.append((s, tr, va))))
+    assert [s for s, _, _ in steps] == [1, 2, 3, 4, 5, 6]
+    assert all(loss > 0 and tps > 0 for _, loss, tps in steps)
+    assert [s for s, _, _ in evals] == [0, 3, 6]
+
+
+@pytest.mark.parametrize("kind", ["event", "callable"])
+def test_stop_flag_ends_the_run(corpus, kind):
+    event = threading.Event()
+    stop = event if kind == "event" else event.is_set
+
+    def on_step(step, loss, tokens_per_s):
+        if step == 3:
+            event.set()
+
+    config = TrainConfig(steps=50, batch_size=4, warmup_steps=1, eval_interval=10, eval_iters=1, device="cpu")
+    result = train(preset("tiny"), corpus, config, callbacks=Callbacks(on_step=on_step), stop=stop)
+    assert result.stopped and result.steps_done == 3
+    assert list(result.history["step"]) == [0, 3]  # a stopped run still ends with an evaluation
+
+
+def test_nan_loss_raises_a_clear_error(corpus):
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", vocab_size=corpus.vocab_size))
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("nan")
+    with pytest.raises(TrainingDivergedError, match="became nan at step 1"):
+        train(model, corpus, FAST)
+
+
+def test_train_rejects_mismatched_model_and_long_block(corpus):
+    with pytest.raises(ValueError, match="vocab_size 16 differs"):
+        train(GPT(preset("tiny", vocab_size=16)), corpus, FAST)
+    with pytest.raises(ValueError, match="too long for corpus"):
+        train(preset("tiny", block_size=10_000), corpus, FAST)
+
+
+# --- checkpoints ----------------------------------------------------------------------------------
+
+
+def _logits(model):
+    idx = torch.arange(8)[None, :] % model.config.vocab_size  # (1, 8)
+    with torch.no_grad():
+        return model(idx).logits
+
+
+def test_save_load_gives_identical_logits(trained, tmp_path):
+    folder = save_checkpoint(tmp_path / "ckpt", trained.model, trained.tokenizer, trained.summary())
+    assert sorted(p.name for p in folder.iterdir()) == [META_FILE, WEIGHTS_FILE]  # no temporary files left
+    ckpt = load_checkpoint(folder)
+    assert ckpt.config == trained.model.config and ckpt.tokenizer == trained.tokenizer
+    assert ckpt.summary["steps_done"] == 30
+    torch.testing.assert_close(_logits(ckpt.model), _logits(trained.model), atol=0, rtol=0)
+
+
+def test_single_file_round_trip(trained, tmp_path):
+    data = checkpoint_to_bytes(trained.model, trained.tokenizer, {"note": "upload"})
+    ckpt = checkpoint_from_bytes(data)
+    assert ckpt.summary == {"note": "upload"}
+    torch.testing.assert_close(_logits(ckpt.model), _logits(trained.model), atol=0, rtol=0)
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(data)
+    torch.testing.assert_close(_logits(load_checkpoint(path).model), _logits(trained.model), atol=0, rtol=0)
+
+
+def test_broken_checkpoints_give_clear_errors(trained, tmp_path):
+    assert issubclass(CheckpointError, ValueError)
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "nothing")
+    folder = save_checkpoint(tmp_path / "c", trained.model, trained.tokenizer)
+
+    weights = (folder / WEIGHTS_FILE).read_bytes()
+    (folder / WEIGHTS_FILE).write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(CheckpointError, match="SHA-256 does not match"):
+        load_checkpoint(folder)
+    (folder / WEIGHTS_FILE).write_bytes(weights)
+
+    meta = (folder / META_FILE).read_text(encoding="utf-8")
+    (folder / META_FILE).write_text(meta[:40], encoding="utf-8")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        load_checkpoint(folder)
+
+    edited = json.loads(meta)
+    edited["config"]["n_layer"] = 3
+    (folder / META_FILE).write_text(json.dumps(edited), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="do not match the config"):
+        load_checkpoint(folder)
+
+    edited = json.loads(meta)
+    edited["tokenizer"]["chars"] = edited["tokenizer"]["chars"][:-1]
+    (folder / META_FILE).write_text(json.dumps(edited), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="tokenizer has"):
+        load_checkpoint(folder)
+
+    (folder / META_FILE).unlink()
+    with pytest.raises(CheckpointError, match="checkpoint.json is missing"):
+        load_checkpoint(folder)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [(b"", "shorter than"), (b"\xff" * 64, "header length exceeds"), (b"garbage!" + b"{}" * 4, "header length")],
+)
+def test_bad_bytes_give_clear_errors(data, message):
+    with pytest.raises(CheckpointError, match=message):
+        checkpoint_from_bytes(data)
+
+
+def test_truncated_single_file_and_foreign_safetensors(trained):
+    import safetensors.torch
+
+    data = checkpoint_to_bytes(trained.model, trained.tokenizer)
+    with pytest.raises(CheckpointError):
+        checkpoint_from_bytes(data[:-100])
+    foreign = safetensors.torch.save({"w": torch.zeros(2)})
+    with pytest.raises(CheckpointError, match="not made by this app"):
+        checkpoint_from_bytes(foreign)
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+def test_command_line_trains_prints_and_saves(tmp_path, capsys):
+    text_file = tmp_path / "poems.txt"
+    text_file.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "model"
+    code = train_cli.main(["--preset", "tiny", "--corpus", str(text_file), "--steps", "4", "--batch-size", "4",
+                           "--eval-interval", "2", "--eval-iters", "1", "--log-interval", "2",
+                           "--sample-chars", "6", "--device", "cpu", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "step     2/4" in printed and "eval     4:" in printed
+    assert "done after 4 steps" in printed and "val loss" in printed
+    assert "greedy  '白日" in printed and "sampled '白日" in printed
+    ckpt = load_checkpoint(out)
+    assert ckpt.summary["command"].startswith("python -m engine.train --preset tiny")
+    assert ckpt.config.vocab_size == ckpt.tokenizer.vocab_size
