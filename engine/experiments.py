@@ -45,7 +45,7 @@ def attention_param_counts(n_embd: int = 32, head_counts: Iterable[int] = (1, 2,
 
 def permutation_experiment(
     n_layers: Iterable[int] = range(1, 7),
-    pos_encodings: Iterable[str] = ("none", "learned"),
+    pos_encodings: Iterable[str] = ("none", "learned", "sinusoidal", "rope"),
     seed: int = 0,
     line_a: str = "白日依山尽",
     line_b: str = "山依日白尽",
@@ -62,7 +62,8 @@ def permutation_experiment(
 
     Args:
         n_layers: layer counts to try.
-        pos_encodings: values of ``GPTConfig.pos_encoding`` to try.
+        pos_encodings: values of ``GPTConfig.pos_encoding`` to try (default: all four; "rope" needs
+            an even head_dim = n_embd // n_head).
         seed: seed for the initial weights.
         line_a, line_b: the two lines; the lesson's second line permutes the first four characters.
 

@@ -13,8 +13,11 @@ Attention has two paths that give the same output (tests hold them equal to 1e-5
   the softmax and ``attn_weights @ v``; it runs when the attention weights are asked for.
 
 Position information is chosen by ``GPTConfig.pos_encoding``: "learned" (GPT-2's absolute
-position table, added to the token embeddings in ``GPT.embed``) or "none" (no position
-information: the permutation experiment shows what the causal mask alone leaks).
+position table, added to the token embeddings in ``GPT.embed``), "none" (no position
+information: the permutation experiment shows what the causal mask alone leaks), "sinusoidal"
+(the fixed table of Vaswani et al., 2017, added in ``GPT.embed``) or "rope" (RoFormer, Su et al.,
+2021: q and k rotated inside ``CausalSelfAttention``, nothing added to the input). The tables and
+rotations come from ``engine.positions``. Only "learned" is limited to block_size positions.
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-POS_ENCODINGS = ("learned", "none")
+from engine import positions
+
+POS_ENCODINGS = ("learned", "none", "sinusoidal", "rope")
+#: The sinusoidal table (entries in [-1, 1]) is multiplied by this before it is added: the token embeddings
+#: start with std 0.02, and a table 50 times louder would drown which character sits where (an untrained
+#: model then hardly tells "白日依山尽" from "山依日白尽"). Vaswani et al. (2017, section 3.4) balance the two
+#: the other way round, multiplying the embeddings by sqrt(d_model).
+SINUSOIDAL_SCALE = 0.02
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class GPTConfig:
     n_layer: int = 4  # number of Transformer blocks
     dropout: float = 0.1  # on embeddings, attention weights, and residual branches (training only)
     bias: bool = True  # biases in Linear layers and LayerNorm (the lesson counts them: qkv 3168 at n_embd 32)
-    pos_encoding: str = "learned"  # "learned" absolute positions (GPT-2) or "none"
+    pos_encoding: str = "learned"  # "learned" absolute (GPT-2), "none", "sinusoidal" (fixed table) or "rope" (rotary)
     causal: bool = True  # mask future positions; False lets every token see the whole block
 
     def __post_init__(self) -> None:
@@ -63,6 +73,11 @@ class GPTConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.pos_encoding not in POS_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
+        if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(
+                f"rope rotates pairs of dimensions, so head_dim = n_embd // n_head must be even; "
+                f"got {self.n_embd} // {self.n_head} = {self.n_embd // self.n_head}"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -126,6 +141,13 @@ class CausalSelfAttention(nn.Module):
             # rebuilt from the config, so checkpoints hold weights only.
             mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
             self.register_buffer("mask", mask, persistent=False)
+        self.rope = config.pos_encoding == "rope"
+        if self.rope:
+            # cos/sin of the angles t * theta_i for t < block_size, (block_size, head_dim // 2) each; fixed, so
+            # not persistent. Longer sequences compute theirs on the fly (see _rope_cos_sin).
+            cos, sin = positions.rope_cos_sin(config.block_size, config.head_dim)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, x: torch.Tensor, return_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attends over the sequence.
@@ -145,7 +167,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
         k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
         v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        # Relative position encodings that act on q and k (RoPE) rotate them here, per head.
+        if self.rope:  # rotate each head's q and k by their positions; v is left as it is
+            cos, sin = self._rope_cos_sin(T)  # (T, hs/2) each
+            q = positions.rotate_pairs(q, cos, sin)  # (B, nh, T, hs)
+            k = positions.rotate_pairs(k, cos, sin)  # (B, nh, T, hs)
         if return_weights:
             context_vec, attn_weights = self._manual_attention(q, k, v)
         else:
@@ -156,12 +181,21 @@ class CausalSelfAttention(nn.Module):
         y = context_vec.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C)
         return self.resid_dropout(self.proj(y)), attn_weights
 
+    def _rope_cos_sin(self, T: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos/sin for positions 0..T-1, (T, hs/2) each; computed when T exceeds the cached block_size."""
+        if T <= self.rope_cos.size(0):
+            return self.rope_cos[:T], self.rope_sin[:T]
+        cos, sin = positions.rope_cos_sin(T, 2 * self.rope_cos.size(1))
+        return cos.to(self.rope_cos.device), sin.to(self.rope_sin.device)
+
     def _manual_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scaled dot-product attention written out; q, k, v are (B, nh, T, hs)."""
         T, head_dim = q.size(-2), q.size(-1)
         attn_scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
         if self.causal:
-            attn_scores = attn_scores.masked_fill(~self.mask[:T, :T], float("-inf"))
+            # past block_size (sinusoidal, rope, none) the cached mask is too small: build one for T
+            mask = self.mask[:T, :T] if T <= self.mask.size(0) else torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            attn_scores = attn_scores.masked_fill(~mask, float("-inf"))
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, nh, T, T), rows sum to 1
         context_vec = self.attn_dropout(attn_weights) @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
         return context_vec, attn_weights
@@ -227,6 +261,10 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
         if config.pos_encoding == "learned":
             self.pos_emb = nn.Embedding(config.block_size, config.n_embd)  # row t: the vector of position t
+        elif config.pos_encoding == "sinusoidal":
+            # fixed table, rebuilt from the config, so not in the state_dict; scaled (see SINUSOIDAL_SCALE)
+            table = SINUSOIDAL_SCALE * positions.sinusoidal_table(config.block_size, config.n_embd)  # (block_size, C)
+            self.register_buffer("pos_table", table, persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
@@ -257,12 +295,25 @@ class GPT(nn.Module):
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
         """Token embeddings plus position information: int64 (B, T) -> float (B, T, C).
 
-        "learned" adds row t of ``pos_emb`` at position t; "none" adds nothing.
+        "learned" adds row t of ``pos_emb`` at position t; "sinusoidal" adds row t of the fixed
+        table times ``SINUSOIDAL_SCALE`` (computed by formula past block_size); "none" and "rope" add nothing (rope acts in
+        attention).
+
+        Raises:
+            ValueError: with "learned", if T > block_size (the table has no row for later positions).
         """
+        T = idx.size(1)
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
         if self.config.pos_encoding == "learned":
-            pos = torch.arange(idx.size(1), device=idx.device)  # (T,)
+            positions.check_learned_positions(T, self.config.block_size)
+            pos = torch.arange(T, device=idx.device)  # (T,)
             x = x + self.pos_emb(pos)  # (B, T, C) + (T, C) -> (B, T, C)
+        elif self.config.pos_encoding == "sinusoidal":
+            if T <= self.pos_table.size(0):
+                table = self.pos_table[:T]  # (T, C)
+            else:  # past block_size: the same formula, computed for T positions
+                table = SINUSOIDAL_SCALE * positions.sinusoidal_table(T, self.config.n_embd).to(x.device)  # (T, C)
+            x = x + table  # (B, T, C) + (T, C) -> (B, T, C)
         return self.drop(x)
 
     def forward(
@@ -271,7 +322,7 @@ class GPT(nn.Module):
         """Next-token logits for every position, and the loss if ``targets`` are given.
 
         Args:
-            idx: int64 (B, T) token ids, 1 <= T <= block_size, ids < vocab_size.
+            idx: int64 (B, T) token ids, T >= 1 (T <= block_size with "learned"), ids < vocab_size.
             targets: int64 (B, T) next-token ids, or None.
             return_weights: use the manual attention path and return every layer's weights.
 
@@ -279,17 +330,18 @@ class GPT(nn.Module):
             GPTOutput(logits (B, T, vocab_size), loss or None, list of n_layer (B, nh, T, T) or None).
 
         Raises:
-            ValueError: if idx is not 2-d, is empty, or T > block_size (crop the prompt first:
-                ``generate`` does it for you).
+            ValueError: if idx is not 2-d, is empty, or T > block_size with "learned" positions (crop
+                the prompt first: ``generate`` does it for you).
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
         B, T = idx.size()
         if T == 0:
             raise ValueError("idx holds no tokens (T = 0)")
-        if T > self.config.block_size:
+        if T > self.config.block_size and self.config.pos_encoding == "learned":
             raise ValueError(
-                f"sequence of {T} tokens is longer than block_size {self.config.block_size}; "
+                f"sequence of {T} tokens is longer than block_size {self.config.block_size}: the learned position "
+                f"table has no row for positions {self.config.block_size}..{T - 1}; "
                 f"keep the last {self.config.block_size} tokens (generate crops the prompt this way)"
             )
         x = self.embed(idx)  # (B, T, C)

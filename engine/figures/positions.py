@@ -1,0 +1,252 @@
+"""Figures of section 7 (positional encodings): permutation sweep, causal visibility, tables, RoPE.
+
+Built on :mod:`engine.figures.core`; no Streamlit. Large tables (block_size x n_embd) are sent
+as numpy float32 arrays, which Plotly >= 6 encodes as compact base64, and carry no cell text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.figures.core import PALETTE, SIGNED_SCALE, add_step_slider, base_layout, heatmap_trace, matrix_axes, to_numpy
+
+#: Colour of each encoding, the same in every figure of the page.
+ENCODING_COLORS = {"none": PALETTE[7], "learned": PALETTE[0], "sinusoidal": PALETTE[2], "rope": PALETTE[1]}
+#: Differences below this are drawn at this height on the log axis (an exact 0 has no logarithm).
+LOG_FLOOR = 1e-10
+#: Float32 rounding of logits of size ~1: differences around here mean "the same".
+ROUNDING_LEVEL = 1e-6
+
+
+def permutation_figure(table: pd.DataFrame, active_layers: int = 1) -> go.Figure:
+    """The permutation experiment: one bar per encoding, a Plotly slider over n_layer.
+
+    Args:
+        table: DataFrame with ``n_layer``, ``pos_encoding``, ``max_abs_diff`` (see
+            :func:`engine.sections.positional_encodings.permutation_by_layers`).
+        active_layers: the n_layer shown first.
+
+    Returns:
+        A figure with one bar trace per n_layer (one bar per encoding, log y axis, the exact value
+        written on each bar) and ``layout.sliders[0]`` with one step per n_layer.
+
+    Raises:
+        ValueError: if ``active_layers`` is not in the table.
+    """
+    layers = sorted(int(n) for n in table["n_layer"].unique())
+    if active_layers not in layers:
+        raise ValueError(f"active_layers={active_layers} is not one of {layers}")
+    encodings = list(dict.fromkeys(table["pos_encoding"]))
+    values = table["max_abs_diff"].to_numpy(dtype=np.float64)
+    top = math.ceil(math.log10(max(float(values.max()), 10 * ROUNDING_LEVEL))) + 1
+    fig = go.Figure()
+    titles = []
+    for n_layer in layers:
+        part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
+        diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
+        fig.add_bar(
+            x=encodings,
+            y=np.maximum(diffs, LOG_FLOOR),
+            text=[f"{d:.1e}" if d > 0 else "0 (exact)" for d in diffs],
+            textposition="outside",
+            marker_color=[ENCODING_COLORS.get(e, PALETTE[3]) for e in encodings],
+            name=f"n_layer = {n_layer}",
+            showlegend=False,
+            hovertemplate="%{x}: max |Δ logits| = %{text}<extra></extra>",
+        )
+        none = part["max_abs_diff"].get("none")
+        note = f"; none: {none:.1e}" if none is not None else ""
+        titles.append(f"“白日依山尽” vs “山依日白尽”, last position, {n_layer} layer{'s' if n_layer > 1 else ''}{note}")
+    fig.add_hline(
+        y=ROUNDING_LEVEL, line_dash="dot", line_color="#999",
+        annotation_text="float32 rounding level", annotation_position="top left",
+    )
+    fig.update_yaxes(type="log", range=[math.log10(LOG_FLOOR), top], title_text="max |logits(line) − logits(permuted)|",
+                     gridcolor="#eee", exponentformat="power")
+    fig.update_xaxes(title_text="pos_encoding")
+    base_layout(fig, titles[layers.index(active_layers)], 440)
+    fig.update_layout(margin=dict(t=60))
+    return add_step_slider(
+        fig, [str(n) for n in layers], traces_per_step=1, prefix="n_layer = ", active=layers.index(active_layers),
+        step_layouts=[{"title.text": t} for t in titles],
+    )
+
+
+def visibility_figure(line: str, permuted: str, visibility: dict) -> go.Figure:
+    """What each position sees under the causal mask in both lines, and how many tokens that is.
+
+    Left: the (T, T) mask; each visible cell names the character of both lines at that key
+    position ("白/山"); rows where both lines see the same characters are marked "same set".
+    Right: the visible-token count t + 1 of each position.
+
+    Args:
+        line, permuted: the two texts (T characters each).
+        visibility: the dict of :func:`engine.sections.positional_encodings.causal_visibility`.
+
+    Returns:
+        A figure with a heatmap trace and a horizontal bar trace.
+    """
+    mask = to_numpy(visibility["mask"])
+    counts = to_numpy(visibility["counts"]).astype(int)
+    same = [bool(s) for s in to_numpy(visibility["same_set"])]
+    T = len(line)
+    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (" · same set" if same[t] else "") for t in range(T)]
+    cols = [str(j) for j in range(T)]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.7, 0.3], horizontal_spacing=0.04,
+                        subplot_titles=("keys visible to each query (line / permuted)", "tokens visible = t + 1"))
+    cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
+    fig.add_trace(
+        go.Heatmap(
+            z=mask, x=list(range(T)), y=list(range(T)), text=cell_text, texttemplate="%{text}",
+            colorscale=[[0.0, "#f6f6f6"], [1.0, "#9ecae1"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
+            hovertemplate="query %{y} sees key %{x}: %{text}<extra></extra>",
+        ),
+        row=1, col=1,
+    )
+    matrix_axes(fig, rows, cols, None, "key position", row=1, col=1)
+    fig.add_trace(
+        go.Bar(x=counts, y=list(range(T)), orientation="h", text=[str(c) for c in counts], textposition="outside",
+               marker_color=PALETTE[0], showlegend=False, hovertemplate="position %{y}: %{x} tokens<extra></extra>"),
+        row=1, col=2,
+    )
+    fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=2)
+    fig.update_xaxes(range=[0, T + 1.5], title_text="count", row=1, col=2)
+    fig.update_annotations(yshift=28)
+    base_layout(fig, None, 60 * T + 140)
+    fig.update_layout(margin=dict(t=90))
+    return fig
+
+
+def tables_figure(panels: dict[str, object], row_title: str = "position", col_title: str = "dimension",
+                  zmax: float | None = None, height: int = 430) -> go.Figure:
+    """Large signed tables side by side (e.g. block_size x n_embd position tables), row 0 on top.
+
+    Each panel has its own symmetric colour range (a learned table at init spans about ±0.06, the
+    sinusoidal one ±1) and its own colour bar; values are in the hover, not in the cells. Panels are
+    placed with axis domains rather than ``make_subplots``, which keeps a rerun cheap.
+
+    Args:
+        panels: panel title -> (rows, cols) tensor or array (shapes may differ).
+        row_title, col_title: axis titles.
+        zmax: colour limit for every panel; defaults to each panel's largest |value|.
+        height: figure height in px.
+
+    Returns:
+        A figure with one heatmap trace (float32 array) per panel.
+
+    Raises:
+        ValueError: if there is no panel or a table is not 2-d.
+    """
+    if not panels:
+        raise ValueError("tables_figure needs at least one panel")
+    n = len(panels)
+    gap = 0.06
+    width = (1 - gap * (n - 1)) / n
+    fig = go.Figure()
+    layout: dict = {}
+    for c, (name, table) in enumerate(panels.items()):
+        z = to_numpy(table).astype(np.float32)
+        if z.ndim != 2:
+            raise ValueError(f"panel {name!r} must be 2-d, got shape {z.shape}")
+        limit = float(zmax if zmax is not None else max(float(np.abs(z).max()), 1e-12))
+        suffix = "" if c == 0 else str(c + 1)
+        left = c * (width + gap)
+        fig.add_trace(go.Heatmap(
+            z=z, xaxis=f"x{suffix}", yaxis=f"y{suffix}", colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, zmid=0,
+            colorbar=dict(x=left + width + 0.005, xanchor="left", len=0.85, thickness=10, y=0.45),
+            hovertemplate=f"{row_title} %{{y}} · {col_title} %{{x}}: %{{z:.4f}}<extra>{name}</extra>",
+        ))
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width - 0.03], anchor=f"y{suffix}", side="top",
+                                        title_text=col_title, showgrid=False)
+        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.9], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
+                                        title_text=row_title if c == 0 else None)
+        fig.add_annotation(text=f"<b>{name}</b>", x=left, xref="paper", xanchor="left", y=1.0, yref="paper",
+                           yanchor="bottom", showarrow=False)
+    fig.update_layout(**layout)
+    base_layout(fig, None, height, top=60)
+    return fig
+
+
+def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go.Figure:
+    """Chosen pairs of dimensions of one vector, rotated by RoPE at ``position``: one 2-d panel each.
+
+    Each panel shows the circle the pair moves on (its length never changes), the faint trail of
+    the pair at positions 0..position, and an arrow to where it is at ``position``.
+
+    Args:
+        rotation: the dict of :func:`engine.sections.positional_encodings.rope_rotation`.
+        position: the position drawn (0 <= position < its n_positions).
+        pairs: indices i of the pairs (2i, 2i+1) to draw (at most 8).
+
+    Returns:
+        A figure with 3 traces per pair (circle, trail, arrow).
+
+    Raises:
+        ValueError: if the position or a pair index is out of range.
+    """
+    pts = to_numpy(rotation["pairs"])  # (P, hd/2, 2)
+    theta = to_numpy(rotation["theta"])
+    radius = to_numpy(rotation["pair_norms"])
+    if not 0 <= position < pts.shape[0]:
+        raise ValueError(f"position {position} outside [0, {pts.shape[0]})")
+    if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= 8:
+        raise ValueError(f"pairs must be 1 to 8 indices in [0, {pts.shape[1]}), got {list(pairs)}")
+    titles = [f"pair {i} (dims {2 * i}, {2 * i + 1})<br>θ = {theta[i]:.3g} rad/pos · {math.degrees(position * theta[i]) % 360:.1f}°"
+              for i in pairs]
+    fig = make_subplots(rows=1, cols=len(pairs), subplot_titles=titles, horizontal_spacing=0.03)
+    ring = np.linspace(0, 2 * np.pi, 73)
+    reach = float(max(radius[list(pairs)].max(), 1e-6)) * 1.15
+    for c, i in enumerate(pairs, start=1):
+        color = PALETTE[(c - 1) % len(PALETTE)]
+        fig.add_scatter(x=radius[i] * np.cos(ring), y=radius[i] * np.sin(ring), mode="lines",
+                        line=dict(color="#ddd", width=1), hoverinfo="skip", showlegend=False, row=1, col=c)
+        trail = pts[: position + 1, i]
+        fig.add_scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", marker=dict(size=4, color=color, opacity=0.3),
+                        hovertemplate="(%{x:.3f}, %{y:.3f})<extra>earlier positions</extra>", showlegend=False, row=1, col=c)
+        x, y = pts[position, i]
+        fig.add_scatter(x=[0, x], y=[0, y], mode="lines+markers", line=dict(color=color, width=3),
+                        marker=dict(size=[0, 9], color=color), showlegend=False,
+                        hovertemplate=f"position {position}: (%{{x:.3f}}, %{{y:.3f}})<extra>pair {i}</extra>", row=1, col=c)
+        fig.update_xaxes(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee",
+                         showgrid=False, row=1, col=c)
+        fig.update_yaxes(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False,
+                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1, row=1, col=c)
+    fig.update_annotations(font_size=11)
+    base_layout(fig, None, 300)
+    fig.update_layout(margin=dict(t=70))
+    return fig
+
+
+def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], decimals: int = 2) -> go.Figure:
+    """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
+
+    Args:
+        matrices: panel title -> (T, T) scores.
+        position_labels: panel title -> the T position labels of that panel (queries = keys).
+        decimals: digits written in each cell.
+
+    Returns:
+        A figure with one heatmap trace per matrix on a shared, symmetric colour range.
+    """
+    n = len(matrices)
+    limit = max(float(np.abs(to_numpy(m)).max()) for m in matrices.values()) or 1.0
+    fig = make_subplots(rows=1, cols=n, subplot_titles=list(matrices), horizontal_spacing=0.12 / max(n - 1, 1))
+    for c, (name, matrix) in enumerate(matrices.items(), start=1):
+        labels = list(position_labels[name])
+        fig.add_trace(
+            heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, decimals=decimals,
+                          showscale=c == n),
+            row=1, col=c,
+        )
+        matrix_axes(fig, labels, labels, "query position m" if c == 1 else None, "key position n", row=1, col=c)
+    fig.update_annotations(yshift=40)
+    T = len(next(iter(position_labels.values())))
+    base_layout(fig, None, max(320, 34 * T + 160))
+    fig.update_layout(margin=dict(t=110))
+    return fig

@@ -1,0 +1,349 @@
+"""Engine tests for section 7: sinusoidal table, RoPE, learned-table limits, the page's experiments and figures."""
+
+import math
+
+import pytest
+import torch
+
+from engine import positions as P
+from engine.figures import positions as PF
+from engine.sections import positional_encodings as S
+
+
+# --- sinusoidal ---------------------------------------------------------------------------------
+
+
+def test_sinusoidal_position_zero_is_zero_one_alternating():
+    table = P.sinusoidal_table(16, 8)
+    assert table.shape == (16, 8) and table.dtype == torch.float32
+    assert torch.equal(table[0], torch.tensor([0.0, 1.0] * 4))
+
+
+def test_sinusoidal_follows_vaswani_formula():
+    table = P.sinusoidal_table(50, 6)
+    pos, i = 37, 2  # columns 4 (sin) and 5 (cos) share the frequency 10000^(-4/6)
+    angle = pos / 10000 ** (2 * i / 6)
+    assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+    assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert table[pos, 0].item() == pytest.approx(math.sin(pos), abs=1e-6)  # pair 0 turns 1 rad per position
+
+
+@pytest.mark.parametrize("n_embd", [1, 3, 7, 33])
+def test_sinusoidal_odd_width(n_embd):
+    table = P.sinusoidal_table(10, n_embd)
+    assert table.shape == (10, n_embd)
+    assert torch.isfinite(table).all()
+    expected_row0 = torch.tensor([0.0 if j % 2 == 0 else 1.0 for j in range(n_embd)])
+    assert torch.equal(table[0], expected_row0)
+    # the unpaired last column is a sine of frequency 10000^(-(n_embd - 1)/n_embd)
+    angle = 9 / 10000 ** ((n_embd - 1) / n_embd)
+    assert table[9, -1].item() == pytest.approx(math.sin(angle), abs=1e-6)
+
+
+def test_sinusoidal_runs_past_any_block_size_and_matches_the_table():
+    table = P.sinusoidal_table(128, 32)
+    far = P.sinusoidal_encoding(torch.arange(120, 300), 32)
+    assert far.shape == (180, 32)
+    torch.testing.assert_close(far[:8], table[120:128])
+    assert torch.isfinite(far).all()
+
+
+def test_sinusoidal_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="n_embd"):
+        P.sinusoidal_table(4, 0)
+    with pytest.raises(ValueError, match="block_size"):
+        P.sinusoidal_table(0, 4)
+
+
+# --- RoPE -----------------------------------------------------------------------------------------
+
+
+def test_rope_frequencies_pair_ladder():
+    theta = P.rope_frequencies(8)
+    torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("head_dim", [1, 3, 31])
+def test_rope_odd_head_dim_is_a_clear_error(head_dim):
+    with pytest.raises(ValueError, match="head_dim must be even"):
+        P.apply_rope(torch.randn(1, 2, 4, head_dim))
+    with pytest.raises(ValueError, match="head_dim must be even"):
+        P.rope_frequencies(head_dim)
+
+
+def test_rope_preserves_norms():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 50, 16)  # (B, nh, T, hs)
+    y = P.apply_rope(x, torch.arange(1000, 1050))
+    assert y.shape == x.shape
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(y[..., 1:, :], x[..., 1:, :])  # it did rotate
+
+
+def test_rope_identity_at_position_zero():
+    torch.manual_seed(1)
+    x = torch.randn(3, 2, 1, 8)
+    assert torch.equal(P.apply_rope(x, torch.tensor([0])), x)
+    x5 = torch.randn(1, 1, 5, 8)
+    assert torch.equal(P.apply_rope(x5)[..., 0, :], x5[..., 0, :])
+
+
+def test_rope_uses_adjacent_pairs_with_the_documented_frequencies():
+    head_dim = 8
+    x = torch.zeros(1, head_dim)
+    x[0, 2] = 1.0  # pair 1 = dims (2, 3), theta_1 = 10000^(-2/8) = 0.1
+    y = P.apply_rope(x, torch.tensor([5]))
+    angle = 5 * 0.1
+    expected = torch.zeros(head_dim)
+    expected[2], expected[3] = math.cos(angle), math.sin(angle)
+    torch.testing.assert_close(y[0], expected, atol=1e-6, rtol=0)
+
+
+def dot_after_rope(q, k, m, n):
+    q_m = P.apply_rope(q[None], torch.tensor([m]))[0]
+    k_n = P.apply_rope(k[None], torch.tensor([n]))[0]
+    return float(q_m @ k_n)
+
+
+def test_rope_score_depends_only_on_distance():
+    torch.manual_seed(2)
+    q, k = torch.randn(32), torch.randn(32)
+    scores = [dot_after_rope(q, k, m, n) for m, n in ((2, 4), (5, 7), (0, 2))]
+    assert max(scores) - min(scores) < 1e-5
+    assert abs(dot_after_rope(q, k, 2, 4) - dot_after_rope(q, k, 2, 5)) > 1e-3  # another distance differs
+    assert abs(dot_after_rope(q, k, 3, 3) - float(q @ k)) < 1e-5  # distance 0 is the plain dot product
+
+
+def test_rope_cache_and_manual_rotation_agree():
+    torch.manual_seed(3)
+    x = torch.randn(2, 3, 6, 10)
+    cos, sin = P.rope_cos_sin(6, 10)
+    torch.testing.assert_close(P.rotate_pairs(x, cos, sin), P.apply_rope(x))
+    with pytest.raises(ValueError, match="cos/sin must be"):
+        P.rotate_pairs(x, cos[:5], sin[:5])
+    with pytest.raises(ValueError, match="positions has 3 entries"):
+        P.apply_rope(x, torch.arange(3))
+
+
+# --- learned limits, causal counts ----------------------------------------------------------------
+
+
+def test_learned_positions_error_past_block_size():
+    P.check_learned_positions(16, 16)
+    with pytest.raises(ValueError, match=r"position 16 is past the learned position table: it has 16 rows"):
+        P.check_learned_positions(17, 16)
+
+
+def test_visible_token_counts():
+    assert P.visible_token_counts(5).tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError):
+        P.visible_token_counts(0)
+
+
+# --- page experiments -------------------------------------------------------------------------------
+
+
+def test_causal_visibility_of_the_two_lines():
+    vis = S.causal_visibility()
+    assert vis["counts"].tolist() == [1, 2, 3, 4, 5]
+    assert torch.equal(vis["mask"], torch.ones(5, 5, dtype=torch.int64).tril())
+    # 白日依山 and 山依日白 hold the same characters too: positions 3 and 4 see the same set
+    assert vis["same_set"].tolist() == [False, False, False, True, True]
+    with pytest.raises(ValueError, match="equal length"):
+        S.causal_visibility("白日", "山")
+
+
+def test_rope_rotation_keeps_pair_lengths():
+    torch.manual_seed(4)
+    v = torch.randn(16)
+    rot = S.rope_rotation(v, 40)
+    assert rot["pairs"].shape == (40, 8, 2)
+    torch.testing.assert_close(rot["pairs"].norm(dim=-1), rot["pair_norms"].expand(40, 8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(rot["norms"], torch.full((40,), float(v.norm())), atol=1e-5, rtol=0)
+    assert rot["angles"][3, 0].item() == pytest.approx(3.0)
+
+
+def test_rope_score_matrix_constant_along_diagonals_and_shift_invariant():
+    torch.manual_seed(5)
+    q, k = torch.randn(16), torch.randn(16)
+    result = S.rope_score_matrix(q, k, T=10, shift=500)
+    assert result["attn_scores"].shape == (10, 10)
+    assert result["max_diagonal_spread"] < 1e-5
+    assert result["max_shift_diff"] < 1e-4
+    assert result["by_distance"].shape == (19,)
+    assert result["by_distance"][9].item() == pytest.approx(float(q @ k), abs=1e-5)  # distance 0
+    # adding a table instead of rotating depends on absolute positions
+    additive = S.additive_score_matrix(q, k, P.sinusoidal_table(10, 16))
+    assert additive["max_diagonal_spread"] > 0.1
+
+
+def test_position_similarity_of_sinusoidal_depends_on_distance_only():
+    sim = S.position_similarity(P.sinusoidal_table(12, 16))
+    assert S.diagonal_spread(sim) < 1e-5
+    torch.testing.assert_close(torch.diagonal(sim), torch.ones(12))
+
+
+# --- figures ------------------------------------------------------------------------------------------
+
+
+def test_permutation_figure_has_one_step_per_layer():
+    import pandas as pd
+
+    rows = [{"n_layer": n, "pos_encoding": e, "max_abs_diff": (1e-8 if (n == 1 and e == "none") else 10.0 ** -(3 - n / 3))}
+            for n in range(1, 7) for e in P.POS_ENCODINGS]
+    rows[0]["max_abs_diff"] = 0.0
+    fig = PF.permutation_figure(pd.DataFrame(rows), active_layers=2)
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["1", "2", "3", "4", "5", "6"]
+    assert len(fig.data) == 6 and [t.visible for t in fig.data] == [False, True, False, False, False, False]
+    assert list(fig.data[0].x) == list(P.POS_ENCODINGS)
+    assert fig.data[0].y[0] == PF.LOG_FLOOR and fig.data[0].text[0] == "0 (exact)"
+    assert fig.layout.yaxis.type == "log"
+    with pytest.raises(ValueError):
+        PF.permutation_figure(pd.DataFrame(rows), active_layers=9)
+
+
+def test_rope_pairs_figure_draws_the_rotated_pair():
+    torch.manual_seed(6)
+    rot = S.rope_rotation(torch.randn(8), 20)
+    fig = PF.rope_pairs_figure(rot, 7, [0, 3])
+    assert len(fig.data) == 6
+    arrow = fig.data[2]
+    assert arrow.x[1] == pytest.approx(float(rot["pairs"][7, 0, 0]), abs=1e-6)
+    with pytest.raises(ValueError):
+        PF.rope_pairs_figure(rot, 20, [0])
+
+
+# --- the GPT with each position encoding --------------------------------------------------------------
+
+from engine import gpt as G  # noqa: E402
+from engine.experiments import permutation_experiment  # noqa: E402
+
+
+def tiny_gpt(pos_encoding: str, **overrides) -> G.GPT:
+    torch.manual_seed(0)
+    return G.GPT(G.preset("tiny", pos_encoding=pos_encoding, **overrides)).eval()
+
+
+def ids(T: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, 16, (2, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_config_accepts_four_encodings_and_rope_needs_even_head_dim():
+    assert set(G.POS_ENCODINGS) == set(P.POS_ENCODINGS)
+    for enc in P.POS_ENCODINGS:
+        assert G.preset("tiny", pos_encoding=enc).pos_encoding == enc
+    with pytest.raises(ValueError, match="head_dim = n_embd // n_head must be even; got 12 // 4 = 3"):
+        G.GPTConfig(n_embd=12, n_head=4, pos_encoding="rope")
+    G.GPTConfig(n_embd=12, n_head=4, pos_encoding="sinusoidal")  # odd head_dim is fine without rope
+
+
+def test_state_dict_keys_learned_unchanged_and_fixed_encodings_add_none():
+    keys = {enc: set(tiny_gpt(enc).state_dict()) for enc in P.POS_ENCODINGS}
+    assert keys["learned"] - keys["none"] == {"pos_emb.weight"}
+    assert keys["sinusoidal"] == keys["none"] and keys["rope"] == keys["none"]
+    assert tiny_gpt("learned").pos_emb.weight.shape == (16, 32)
+
+
+def test_embed_adds_the_scaled_sinusoidal_table_and_nothing_for_rope():
+    x = ids(10)
+    sin_model, rope_model = tiny_gpt("sinusoidal"), tiny_gpt("rope")
+    table = G.SINUSOIDAL_SCALE * P.sinusoidal_table(16, 32)
+    torch.testing.assert_close(sin_model.embed(x), sin_model.tok_emb(x) + table[:10])
+    torch.testing.assert_close(rope_model.embed(x), rope_model.tok_emb(x))
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "rope"])
+@pytest.mark.parametrize("T", [9, 16, 40])
+def test_manual_path_equals_sdpa_for_new_encodings(pos_encoding, T):
+    model = tiny_gpt(pos_encoding)
+    with torch.no_grad():
+        fast = model(ids(T)).logits
+        manual, _, weights = model(ids(T), return_weights=True)
+    torch.testing.assert_close(manual, fast, atol=1e-5, rtol=1e-5)
+    assert weights[0].shape == (2, 4, T, T)
+    assert torch.equal(torch.triu(weights[0], diagonal=1), torch.zeros_like(weights[0]))
+
+
+def test_rope_rotates_q_and_k_inside_attention():
+    config = G.preset("tiny", pos_encoding="rope")
+    torch.manual_seed(3)
+    attn = G.CausalSelfAttention(config).eval()
+    x = torch.randn(1, 6, 32)  # (B, T, C)
+    with torch.no_grad():
+        y, _ = attn(x)
+        q, k, v = attn.qkv(x).split(32, dim=2)  # 3 x (1, 6, 32)
+        q, k, v = (t.view(1, 6, 4, 8).transpose(1, 2) for t in (q, k, v))  # (1, 6, 32) -> (1, 4, 6, 8)
+        q, k = P.apply_rope(q), P.apply_rope(k)  # rotated by positions 0..5, adjacent pairs
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # (1, 4, 6, 8)
+        ref = attn.proj(ref.transpose(1, 2).reshape(1, 6, 32))  # (1, 4, 6, 8) -> (1, 6, 32)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
+
+
+def test_learned_errors_past_block_size_while_the_others_run():
+    x = ids(24)  # block_size 16
+    with pytest.raises(ValueError, match="24 tokens is longer than block_size 16: the learned position table"):
+        tiny_gpt("learned")(x)
+    with pytest.raises(ValueError, match="past the learned position table"):
+        tiny_gpt("learned").embed(x)
+    for enc in ("none", "sinusoidal", "rope"):
+        with torch.no_grad():
+            out = tiny_gpt(enc)(x).logits
+        assert out.shape == (2, 24, 16) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "rope"])
+def test_new_encodings_keep_causality(pos_encoding):
+    model = tiny_gpt(pos_encoding)
+    x = ids(12)
+    y = x.clone()
+    y[:, 8:] = (y[:, 8:] + 1) % 16  # change the future only
+    with torch.no_grad():
+        a, b = model(x).logits, model(y).logits
+    torch.testing.assert_close(a[:, :8], b[:, :8])
+    assert not torch.allclose(a[:, 8:], b[:, 8:])
+
+
+def test_permutation_thresholds_for_every_encoding():
+    table = permutation_experiment(n_layers=(1, 2), seed=0)
+    assert list(table["pos_encoding"].unique()) == ["none", "learned", "sinusoidal", "rope"]
+    diff = table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    assert diff[(1, "none")] < 1e-5  # float rounding: the same five vectors summed in another order
+    for enc in ("learned", "sinusoidal", "rope"):
+        assert diff[(1, enc)] > 1e-4, enc
+    for enc in P.POS_ENCODINGS:
+        assert diff[(2, enc)] > 1e-4, enc
+
+
+def test_permutation_by_layers_covers_every_layer_and_encoding():
+    table = S.permutation_by_layers(n_embd=32, seed=0, layers=(1, 3))
+    assert len(table) == 8 and list(table.columns) == ["n_layer", "pos_encoding", "max_abs_diff"]
+    diff = table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    assert diff[(1, "none")] < 1e-5 and diff[(3, "none")] > 1e-4  # exercise 1: 3 layers without positions
+
+
+def test_run_past_block_size_table():
+    table = S.run_past_block_size(24, block_size=16)
+    ran = dict(zip(table["pos_encoding"], table["ran"]))
+    assert ran == {"none": True, "learned": False, "sinusoidal": True, "rope": True}
+    learned = table.set_index("pos_encoding").loc["learned"]
+    assert "longer than block_size 16" in learned["message"] and learned["logits shape"] == ""
+    assert table.set_index("pos_encoding").loc["rope", "logits shape"] == "(1, 24, 16)"
+    assert S.run_past_block_size(16, block_size=16)["ran"].all()
+
+
+def test_learned_table_of_an_untrained_model():
+    table = S.learned_table(G.GPTConfig(vocab_size=16, block_size=32, n_embd=24, n_head=1, n_layer=1), seed=0)
+    assert table.shape == (32, 24)
+    assert 0.015 < float(table.std()) < 0.025  # normal(0, 0.02) init
+    assert S.shipped_learned_table("/nonexistent/model") is None
+
+
+def test_tables_figure_panels_read_like_tables():
+    fig = PF.tables_figure({"a": P.sinusoidal_table(12, 5), "b": torch.zeros(3, 4)}, zmax=1.0)
+    assert len(fig.data) == 2
+    assert fig.data[0].z.shape == (12, 5) and fig.data[0].z.dtype.name == "float32"
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis2.autorange == "reversed"
+    assert fig.data[1].xaxis == "x2" and fig.data[0].zmax == 1.0
+    with pytest.raises(ValueError):
+        PF.tables_figure({})
