@@ -156,7 +156,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
         note = "same storage as the step before" if s.shares_previous else "new storage"
         step_layouts.append({
             "title.text": (f"{s.title} · shape {lay.shape} · stride {lay.stride} · "
-                           f"{'contiguous' if lay.is_contiguous else 'NOT contiguous'} · {note}<br>{legend}"),
+                           f"{'contiguous' if lay.is_contiguous else 'NOT contiguous'} · {note}"),
             "yaxis.tickvals": list(range(rows)),
             "yaxis.ticktext": s.row_labels,
             "yaxis.range": [max(rows, max_rows) - 0.5, -0.5],
@@ -173,7 +173,9 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
     fig.update_yaxes(tickmode="array", showgrid=False, row=2, col=1)
     fig.update_xaxes(showgrid=False, title_text="cell within the row", row=2, col=1)
     base_layout(fig, stages[0].title, height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 260))
-    fig.update_layout(margin=dict(t=100))
+    fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=34,
+                       showarrow=False, font=dict(size=14))
+    fig.update_layout(margin=dict(t=110))
     add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix="stage ",
                     step_layouts=step_layouts)
     return fig
