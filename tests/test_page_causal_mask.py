@@ -20,7 +20,7 @@ def badges(at, colour):
 
 
 #: The page's tables in order (AppTest does not expose a dataframe's key).
-TABLES = {"cm_leak_table": 0, "cm_buffer_meta": 1, "cm_nan_table": 2}
+TABLES = {"cm_leak_table": 0, "cm_buffer_keys": 1, "cm_buffer_meta": 2, "cm_nan_table": 3}
 
 
 def table(at, key):
@@ -105,9 +105,11 @@ def test_triu_explorer_extremes(at, k, message):
 
 
 def test_register_buffer_table(fresh):
+    keys = table(fresh, "cm_buffer_keys")
+    assert keys["state_dict() keys"].iloc[0].startswith("mask, ")
+    assert "mask" not in keys["state_dict() keys"].iloc[2]
     buffers = table(fresh, "cm_buffer_meta").set_index("mask held as")
-    assert buffers["state_dict() keys"].iloc[0].startswith("mask, ")
-    assert "mask" not in buffers["state_dict() keys"].iloc[2]
+    assert buffers["mask in state_dict()"].tolist() == [True, False, False]
     assert buffers["mask after .to()"].tolist() == ["meta", "meta", "cpu"]
     assert buffers["forward after .to()"].iloc[2].startswith("RuntimeError")
 
@@ -130,11 +132,11 @@ def check_masked_row(at, row, token, guard):
     if guard == GUARDS[0]:
         assert any("NaN" in e.value for e in at.error)
         weights = table(at, "cm_nan_table")
-        assert weights.iloc[row, 1:].isna().all()
-        assert not weights.drop(index=row).iloc[:, 1:].isna().any().any()
+        assert (weights.iloc[row, 1:] == "nan").all()
+        assert not (weights.drop(index=row).iloc[:, 1:] == "nan").any().any()
         assert len(at.get("plotly_chart")) == 4  # two ways, leakage, triu, mask: no weights heatmap
     else:
-        assert len(at.dataframe) == 2 and len(at.get("plotly_chart")) == 5
+        assert len(at.dataframe) == 3 and len(at.get("plotly_chart")) == 5
         assert not at.error
         success = at.success[-1].value
         assert success.startswith(f"No NaN. Row {row} (“{token}”) = [")

@@ -108,4 +108,4 @@ def test_train_vs_eval(at, p):
     fig = next(f for f in figures(at) if [a["text"] for a in f["layout"].get("annotations", [])][:3]
                == ["train(), call 1", "train(), call 2", "eval()"])
     eval_rows = cell_values(fig["data"][2]).sum(axis=1)
-    np.testing.assert_allclose(eval_rows, np.ones(6), atol=5e-4)
+    np.testing.assert_allclose(eval_rows, np.ones(6), atol=4e-3)  # cells show 3 decimals

@@ -8,6 +8,7 @@ from engine import attention as A
 from engine import chapter
 from engine.device import pick_device
 from engine.figures import attention_heatmap
+from engine.figures.core import format_value
 from engine.figures import causal_mask as CF
 from engine.sections import causal_mask as M
 from ui import page
@@ -84,7 +85,10 @@ page.show_code(M.triu_explorer)
 
 # --- 4. register_buffer -----------------------------------------------------------------------------------
 page.prose(PAGE, "buffer")
-st.dataframe(M.buffer_demo("meta"), hide_index=True, key="cm_buffer_meta")
+buffers = M.buffer_demo("meta")
+st.dataframe(buffers[["mask held as", "state_dict() keys"]], hide_index=True, key="cm_buffer_keys")
+st.dataframe(buffers.drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_meta",
+             column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
 page.prose(PAGE, "buffer_meta")
 device = pick_device()
 if device.type == "cpu":
@@ -92,7 +96,8 @@ if device.type == "cpu":
                "the same pattern: the plain attribute stays on the CPU and the forward pass raises a device-mismatch error.")
 else:
     st.markdown(f"This machine has a **{device.type}** device; the same experiment with `.to('{device.type}')`:")
-    st.dataframe(M.buffer_demo(device), hide_index=True, key="cm_buffer_device")
+    st.dataframe(M.buffer_demo(device).drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_device",
+                 column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
 page.show_code(M.CausalAttentionPlainMask, M.CausalAttentionNonPersistent, M.buffer_demo)
 
 # --- 5. fully masked row ----------------------------------------------------------------------------------
@@ -108,10 +113,9 @@ with c2:
     if demo["nan_rows"]:
         st.error(f"Row {row} (“{nan_token}”) has no visible position: softmax of all −inf is 0/0 = NaN. "
                  "A chart cannot draw it, so here are the weights as numbers:")
-        weights_df = pd.DataFrame(demo["attn_weights"].double().numpy(), columns=TOKENS)
+        weights_df = pd.DataFrame([[format_value(float(v)) for v in row] for row in demo["attn_weights"]], columns=TOKENS)
         weights_df.insert(0, "query", TOKENS)
-        st.dataframe(weights_df.style.format({c: "{:.4f}" for c in TOKENS}, na_rep="NaN"), hide_index=True,
-                     key="cm_nan_table")
+        st.dataframe(weights_df, hide_index=True, key="cm_nan_table")
     else:
         st.plotly_chart(attention_heatmap(demo["attn_weights"], TOKENS, title=f"attn_weights with the guard “{guard}”"),
                         key="cm_nan_weights")

@@ -21,8 +21,8 @@ MASK_SCALE = [[0.0, "#f3f6fa"], [1.0, "#5b6b80"]]
 def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
     """Both masking routes as a 2 x 3 grid of heatmaps.
 
-    Top row (mask after the softmax): all weights, weights times ``tril`` (row sums
-    in the row labels), renormalised. Bottom row (mask before the softmax): the
+    Top row (mask after the softmax): all weights, weights times ``tril``,
+    renormalised. Bottom row (mask before the softmax): the
     scores, the scores with -inf above the diagonal, their softmax.
 
     Args:
@@ -33,18 +33,16 @@ def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
         A figure with 6 heatmap traces, row 0 of every matrix on top.
     """
     tokens = list(tokens)
-    row_sums = to_numpy(result["row_sums"])
-    summed_labels = [f"{t} (Σ {s:.4f})" for t, s in zip(tokens, row_sums)]
     panels = [
         (result["attn_weights"], "1 · softmax of all scores", tokens, WEIGHTS_SCALE),
-        (result["masked_simple"], "2 · × tril(ones): future weights zeroed", summed_labels, WEIGHTS_SCALE),
+        (result["masked_simple"], "2 · × tril(ones): future weights zeroed", tokens, WEIGHTS_SCALE),
         (result["masked_simple_norm"], "3 · ÷ row sums: renormalised", tokens, WEIGHTS_SCALE),
         (result["attn_scores"], "1 · scores queries @ keys.T", tokens, SIGNED_SCALE),
         (result["masked_scores"], "2 · masked_fill(triu(diagonal=1), -inf)", tokens, SIGNED_SCALE),
         (result["attn_weights_causal"], "3 · softmax(masked / √d_k)", tokens, WEIGHTS_SCALE),
     ]
     fig = make_subplots(
-        rows=2, cols=3, subplot_titles=[p[1] for p in panels], horizontal_spacing=0.1, vertical_spacing=0.16
+        rows=2, cols=3, subplot_titles=[p[1] for p in panels], horizontal_spacing=0.07, vertical_spacing=0.2
     )
     for i, (matrix, _, row_labels, scale) in enumerate(panels):
         r, c = divmod(i, 3)
@@ -57,9 +55,9 @@ def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
         matrix_axes(fig, row_labels, tokens, row=r + 1, col=c + 1)
     fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
     fig.update_yaxes(tickfont=dict(size=11))
-    fig.update_annotations(font=dict(size=13), yshift=34)
-    base_layout(fig, None, 860)
-    fig.update_layout(margin=dict(t=90, l=10, r=10, b=10))
+    fig.update_annotations(font=dict(size=13), yshift=58)
+    base_layout(fig, None, 900)
+    fig.update_layout(margin=dict(t=110, l=10, r=10, b=10))
     return fig
 
 
@@ -108,4 +106,4 @@ def mask_heatmap(mask, tokens: Sequence[str], title: str | None = None) -> go.Fi
     tokens = list(tokens)
     fig = go.Figure(heatmap_trace(to_numpy(mask), tokens, tokens, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0, showscale=False))
     matrix_axes(fig, tokens, tokens, "query (row)", "key (column)")
-    return base_layout(fig, title, 380)
+    return base_layout(fig, title, 420, top=100 if title else 60)

@@ -68,12 +68,11 @@ def dropout_slider_figure(sweep: dict[float, dict], tokens: Sequence[str], activ
         )
     for col, labels in ((1, tokens), (2, ["Σ"]), (3, tokens), (4, ["Σ"])):
         matrix_axes(fig, tokens, labels, row=1, col=col)
-    fig.update_yaxes(showticklabels=False, row=1, col=2)
-    fig.update_yaxes(showticklabels=False, row=1, col=4)
+    for col in (2, 3, 4):  # every panel shares the rows of the first one
+        fig.update_yaxes(showticklabels=False, row=1, col=col)
     fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
-    fig.update_annotations(yshift=30)
-    base_layout(fig, titles[p_values.index(active_p)], 470)
-    fig.update_layout(margin=dict(t=110))
+    fig.update_annotations(yshift=55)
+    base_layout(fig, titles[p_values.index(active_p)], 500, top=140)
     return add_step_slider(
         fig,
         [f"{p:.1f}" for p in p_values],
@@ -120,11 +119,10 @@ def train_eval_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
     zmax = float(torch.stack([result["train_1"], result["train_2"], result["eval_1"]]).max())
     for col, (key, s) in enumerate(zip(("train_1", "train_2", "eval_1"), sums), start=1):
         rows = [f"{t} (Σ {v:.2f})" for t, v in zip(tokens, s)]
-        fig.add_trace(heatmap_trace(result[key], rows, tokens, zmin=0.0, zmax=zmax, showscale=False), row=1, col=col)
+        fig.add_trace(heatmap_trace(result[key], rows, tokens, zmin=0.0, zmax=zmax, decimals=3, showscale=False), row=1, col=col)
         matrix_axes(fig, rows, tokens, row=1, col=col)
     fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
     fig.update_yaxes(tickfont=dict(size=11))
-    fig.update_annotations(yshift=30)
-    base_layout(fig, None, 430)
-    fig.update_layout(margin=dict(t=90))
+    fig.update_annotations(yshift=55)
+    base_layout(fig, None, 460, top=110)
     return fig

@@ -43,7 +43,7 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
         cols=3,
         column_widths=[0.5, 0.25, 0.25],
         horizontal_spacing=0.08,
-        subplot_titles=("spread of the scores (box: quartiles, whiskers: 1–99 %)", "largest softmax weight", "gradient factor w(1−w)"),
+        subplot_titles=("spread of the scores (box: quartiles, whiskers: 1–99 %)", "largest of 8 softmax weights", "gradient factor w(1−w) of it"),
     )
     reach = max(max(abs(b["unscaled"]["p1"]), abs(b["unscaled"]["p99"])) for b in sweep["boxes"].values())
     labels = ["without scale", "with 1/√d_k"]
@@ -89,7 +89,7 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
             f"d_k = {d_k}: var(q·k) = {row['var(q·k)']:.2f} (theory {d_k}), "
             f"var(q·k/√d_k) = {row['var(q·k/√d_k)']:.3f} (theory 1), {sweep['n_samples']:,} samples"
         )
-    fig.update_xaxes(range=[-1.1 * reach, 1.1 * reach], title_text="score", zeroline=True, zerolinecolor="#999", row=1, col=1)
+    fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text="score", zeroline=True, zerolinecolor="#999", row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], row=1, col=2)
     fig.update_yaxes(range=[0, 0.3], row=1, col=3)
     fig.update_yaxes(gridcolor="#eee")

@@ -273,7 +273,7 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
 
     Returns:
         DataFrame, one row per entry of :data:`MASK_HOLDERS`: ``mask held as``,
-        ``state_dict() keys``, ``in named_buffers()``, ``weights after .to()``,
+        ``state_dict() keys``, ``mask in state_dict()``, ``in named_buffers()``, ``weights after .to()``,
         ``mask after .to()``, ``forward after .to()`` ("ok, shape (...)" or the error).
     """
     rows = []
@@ -281,6 +281,7 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
         torch.manual_seed(123)
         module = cls(3, 2, context_length, 0.0)
         keys = ", ".join(module.state_dict().keys())
+        in_state = "mask" in module.state_dict()
         buffers = [name for name, _ in module.named_buffers()]
         module.to(target)
         x = torch.rand(2, context_length, 3, device=target)  # (b, T, d_in)
@@ -294,6 +295,7 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
             {
                 "mask held as": label,
                 "state_dict() keys": keys,
+                "mask in state_dict()": in_state,
                 "in named_buffers()": "mask" in buffers,
                 "weights after .to()": str(module.W_query.weight.device),
                 "mask after .to()": str(module.mask.device),
