@@ -20,14 +20,28 @@ INFO = next(p for p in PAGES if p.url_path == "causal-mask")
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
 
+
+@st.cache_data(show_spinner=False)
+def two_ways_cached() -> tuple[dict, dict]:
+    """The chapter's two masking routes (fixed inputs, seed 789) and their figure as a Plotly dict."""
+    result = M.mask_two_ways(M.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
+    return result, CF.two_ways_figure(result, TOKENS).to_plotly_json()
+
+
+@st.cache_data(show_spinner=False)
+def buffer_table(target: str):
+    """:func:`engine.sections.causal_mask.buffer_demo` for one device name (a constant per machine)."""
+    return M.buffer_demo(target)
+
+
 page.header("3 · Hiding the future: causal attention", INFO.section, PAGE)
 inputs = A.chapter_inputs()  # (6, 3)
 scores = M.v2_scores(inputs, seed=chapter.SA_V2_SEED, d_out=2)  # (6, 6), the chapter's sa_v2
 
 # --- 1. two routes ------------------------------------------------------------------------------------
 page.prose(PAGE, "two_ways")
-result = M.mask_two_ways(scores, d_k=2)
-st.plotly_chart(CF.two_ways_figure(result, TOKENS), key="cm_two_ways")
+result, two_ways_figure = two_ways_cached()
+st.plotly_chart(two_ways_figure, key="cm_two_ways")
 page.chapter_check("weights before masking (sa_v2, seed 789)", result["attn_weights"], chapter.SA_V2_WEIGHTS)
 st.markdown(f"row sums after zeroing the future = {page.fmt_row(result['row_sums'])}")
 page.chapter_check("renormalised weights (route 1)", result["masked_simple_norm"], chapter.CAUSAL_WEIGHTS)
@@ -85,7 +99,7 @@ page.show_code(M.triu_explorer)
 
 # --- 4. register_buffer -----------------------------------------------------------------------------------
 page.prose(PAGE, "buffer")
-buffers = M.buffer_demo("meta")
+buffers = buffer_table("meta")
 st.dataframe(buffers[["mask held as", "state_dict() keys"]], hide_index=True, key="cm_buffer_keys")
 st.dataframe(buffers.drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_meta",
              column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
@@ -96,7 +110,7 @@ if device.type == "cpu":
                "the same pattern: the plain attribute stays on the CPU and the forward pass raises a device-mismatch error.")
 else:
     st.markdown(f"This machine has a **{device.type}** device; the same experiment with `.to('{device.type}')`:")
-    st.dataframe(M.buffer_demo(device).drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_device",
+    st.dataframe(buffer_table(str(device)).drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_device",
                  column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
 page.show_code(M.CausalAttentionPlainMask, M.CausalAttentionNonPersistent, M.buffer_demo)
 
@@ -113,7 +127,7 @@ with c2:
     if demo["nan_rows"]:
         st.error(f"Row {row} (“{nan_token}”) has no visible position: softmax of all −inf is 0/0 = NaN. "
                  "A chart cannot draw it, so here are the weights as numbers:")
-        weights_df = pd.DataFrame([[format_value(float(v)) for v in row] for row in demo["attn_weights"]], columns=TOKENS)
+        weights_df = pd.DataFrame([[format_value(float(v)) for v in r] for r in demo["attn_weights"]], columns=TOKENS)
         weights_df.insert(0, "query", TOKENS)
         st.dataframe(weights_df, hide_index=True, key="cm_nan_table")
     else:
