@@ -112,7 +112,10 @@ def test_register_buffer_table(fresh):
     buffers = table(fresh, "cm_buffer_meta").set_index("mask held as")
     assert buffers["mask in state_dict()"].tolist() == [True, False, False]
     assert buffers["mask after .to()"].tolist() == ["meta", "meta", "cpu"]
-    assert buffers["forward after .to()"].iloc[2].startswith("RuntimeError")
+    outcomes = next(t for t in texts(fresh) if t.startswith("- forward after `.to('meta')`")).split("\n")
+    assert len(outcomes) == 3
+    assert outcomes[0].endswith("`ok, shape (2, 6, 2)`") and outcomes[1].endswith("`ok, shape (2, 6, 2)`")
+    assert "plain attribute" in outcomes[2] and "`RuntimeError: Tensor on device meta is not on the expected device cpu!`" in outcomes[2]
 
 
 @pytest.mark.parametrize("guard", GUARDS)

@@ -101,8 +101,9 @@ page.show_code(M.triu_explorer)
 page.prose(PAGE, "buffer")
 buffers = buffer_table("meta")
 st.dataframe(buffers[["mask held as", "state_dict() keys"]], hide_index=True, key="cm_buffer_keys")
-st.dataframe(buffers.drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_meta",
-             column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
+st.dataframe(buffers.drop(columns=["state_dict() keys", "forward after .to()"]), hide_index=True, key="cm_buffer_meta")
+st.markdown("\n".join(f"- forward after `.to('meta')`, {held}: `{outcome}`"
+                       for held, outcome in zip(buffers["mask held as"], buffers["forward after .to()"])))
 page.prose(PAGE, "buffer_meta")
 device = pick_device()
 if device.type == "cpu":
@@ -110,8 +111,10 @@ if device.type == "cpu":
                "the same pattern: the plain attribute stays on the CPU and the forward pass raises a device-mismatch error.")
 else:
     st.markdown(f"This machine has a **{device.type}** device; the same experiment with `.to('{device.type}')`:")
-    st.dataframe(buffer_table(str(device)).drop(columns="state_dict() keys"), hide_index=True, key="cm_buffer_device",
-                 column_config={"forward after .to()": st.column_config.TextColumn(width="large")})
+    on_device = buffer_table(str(device))
+    st.dataframe(on_device.drop(columns=["state_dict() keys", "forward after .to()"]), hide_index=True, key="cm_buffer_device")
+    st.markdown("\n".join(f"- forward after `.to('{device.type}')`, {held}: `{outcome}`"
+                           for held, outcome in zip(on_device["mask held as"], on_device["forward after .to()"])))
 page.show_code(M.CausalAttentionPlainMask, M.CausalAttentionNonPersistent, M.buffer_demo)
 
 # --- 5. fully masked row ----------------------------------------------------------------------------------
