@@ -47,8 +47,8 @@ def random_value(widget, rng: random.Random):
     if kind in ("Checkbox", "Toggle"):
         return rng.random() < 0.5
     if kind == "NumberInput":
-        lo = widget.min_value if widget.min_value is not None else -1e6
-        hi = widget.max_value if widget.max_value is not None else 1e6
+        lo = widget.min if widget.min is not None else -1e6
+        hi = widget.max if widget.max is not None else 1e6
         return _cast(rng.choice([lo, hi, rng.uniform(lo, hi)]), widget.value if widget.value is not None else lo)
     if kind in ("TextInput", "TextArea"):
         return rng.choice(STRINGS)

@@ -73,12 +73,18 @@ def chapter_check(label: str, value, expected, applies: bool = True, decimals: i
     return ok
 
 
+@functools.cache
+def _source(obj: Callable | type) -> str:
+    """``inspect.getsource`` once per object (the engine does not change while the app runs)."""
+    return inspect.getsource(obj)
+
+
 def show_code(*objects: Callable | type, label: str = "Code that ran") -> None:
     """An expander with the source of the engine functions/classes the page just called."""
     with st.expander(label, icon=":material/code:"):
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
-            st.code(inspect.getsource(obj), language="python")
+            st.code(_source(obj), language="python")
 
 
 def check_yourself(page: str) -> None:
