@@ -14,11 +14,13 @@ import torch
 from torch import Tensor
 
 from engine import attention as A
+from engine.rng import uses_global_rng
 
 #: Ways to keep a fully masked row from turning into NaN, by name (see :func:`masked_row_demo`).
 GUARDS: tuple[str, ...] = ("none (-inf)", "large finite negative", "nan_to_num after softmax", "keep the diagonal visible")
 
 
+@uses_global_rng
 def v2_scores(inputs: Tensor, seed: int = 789, d_out: int = 2) -> Tensor:
     """Unscaled scores ``queries @ keys.T`` of a SelfAttention_v2 built after ``manual_seed(seed)``.
 
@@ -95,6 +97,7 @@ def mask_two_ways(attn_scores: Tensor, d_k: int) -> dict[str, Tensor | float]:
     }
 
 
+@uses_global_rng
 def leakage_test(inputs: Tensor, token_index: int, delta: float, seed: int = 123, d_out: int = 2) -> pd.DataFrame:
     """Perturb one token's embedding and see which output rows move, with and without the mask.
 
@@ -259,6 +262,7 @@ MASK_HOLDERS: dict[str, type[A.CausalAttention]] = {
 }
 
 
+@uses_global_rng
 def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) -> pd.DataFrame:
     """Where the mask goes with ``.to(target)`` and whether it is saved, for each way of holding it.
 

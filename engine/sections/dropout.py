@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from engine import attention as A
 from engine.sections import causal_mask as M
+from engine.rng import uses_global_rng
 
 #: Dropout rates the in-figure slider visits: 0, 0.1, ..., 0.9.
 P_VALUES: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(10))
@@ -30,6 +31,7 @@ def chapter_causal_weights(inputs: Tensor) -> Tensor:
     return M.mask_two_ways(M.v2_scores(inputs, seed=789, d_out=2), d_k=2)["attn_weights_causal"]
 
 
+@uses_global_rng
 def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.device = "cpu") -> dict[str, Tensor]:
     """``nn.Dropout(p)`` on a matrix of ones, then on the weights, each right after ``manual_seed(seed)``.
 
@@ -78,6 +80,7 @@ def dropout_sweep(weights: Tensor, seed: int, p_values: tuple[float, ...] = P_VA
     return {p: dropout_pair(weights, p, seed) for p in p_values}
 
 
+@uses_global_rng
 def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: int = 0) -> pd.DataFrame:
     """The mean of many dropped-out copies of the weights converges back to the weights.
 
@@ -120,6 +123,7 @@ def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: in
     )
 
 
+@uses_global_rng
 def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) -> dict[str, Tensor | float | bool]:
     """``CausalAttention`` with dropout p, called twice in train() mode and twice in eval() mode.
 

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from engine import attention as A
+from engine.rng import uses_global_rng
 
 #: The key sizes the 1/sqrt(d_k) sweep visits: 1, 2, 4, ..., 1024.
 DK_VALUES: tuple[int, ...] = tuple(2**i for i in range(11))
@@ -23,6 +24,7 @@ DK_VALUES: tuple[int, ...] = tuple(2**i for i in range(11))
 INIT_D_INS: tuple[int, ...] = (3, 16, 64, 256, 1024)
 
 
+@uses_global_rng
 def chapter_projections(seed: int, d_in: int, d_out: int) -> dict[str, Tensor]:
     """W_query, W_key, W_value drawn as in the chapter: ``manual_seed(seed)``, then three ``torch.rand``.
 
@@ -141,6 +143,7 @@ def _box_stats(x: Tensor) -> dict[str, float]:
     return {"p1": p1, "q1": q1, "median": median, "q3": q3, "p99": p99, "min": float(x.min()), "max": float(x.max())}
 
 
+@uses_global_rng
 def init_comparison(d_ins: tuple[int, ...] = INIT_D_INS, d_out: int = 512, n_tokens: int = 256, seed: int = 0) -> pd.DataFrame:
     """``torch.rand`` vs ``nn.Linear``'s default initialisation, measured at several d_in.
 
@@ -193,6 +196,7 @@ def init_comparison(d_ins: tuple[int, ...] = INIT_D_INS, d_out: int = 512, n_tok
     return pd.DataFrame(rows)
 
 
+@uses_global_rng
 def v1_v2_outputs(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dict[str, Tensor]:
     """SelfAttention_v1 and SelfAttention_v2 built after their own seeds, run on the inputs.
 
@@ -217,6 +221,7 @@ def v1_v2_outputs(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dic
         return {"v1": sa_v1(inputs), "v2": sa_v2(inputs)}
 
 
+@uses_global_rng
 def exercise_3_1(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dict[str, Tensor | float]:
     """Exercise 3.1: copy SelfAttention_v2's weights (transposed) into SelfAttention_v1.
 
