@@ -347,3 +347,10 @@ def test_tables_figure_panels_read_like_tables():
     assert fig.data[1].xaxis == "x2" and fig.data[0].zmax == 1.0
     with pytest.raises(ValueError):
         PF.tables_figure({})
+
+
+def test_one_thread_restores_the_thread_count():
+    before = torch.get_num_threads()
+    with S.one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before

@@ -42,6 +42,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)"),
     PageInfo("views/memory_layout.py", "6 · Memory layout", "memory-layout", ":material/memory:", ESSAY,
              "Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory"),
+    PageInfo("views/positional_encodings.py", "7 · Positional encodings", "positional-encodings", ":material/pin_drop:", ESSAY,
+             "Lesson 000 parts 2–3: attention ignores order, the causal mask, learned, sinusoidal and rotary positions"),
 )
 
 

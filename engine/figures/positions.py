@@ -45,12 +45,11 @@ def permutation_figure(table: pd.DataFrame, active_layers: int = 1) -> go.Figure
     encodings = list(dict.fromkeys(table["pos_encoding"]))
     values = table["max_abs_diff"].to_numpy(dtype=np.float64)
     top = math.ceil(math.log10(max(float(values.max()), 10 * ROUNDING_LEVEL))) + 1
-    fig = go.Figure()
-    titles = []
+    bars, titles = [], []
     for n_layer in layers:
         part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
         diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
-        fig.add_bar(
+        bars.append(go.Bar(
             x=encodings,
             y=np.maximum(diffs, LOG_FLOOR),
             text=[f"{d:.1e}" if d > 0 else "0 (exact)" for d in diffs],
@@ -59,19 +58,21 @@ def permutation_figure(table: pd.DataFrame, active_layers: int = 1) -> go.Figure
             name=f"n_layer = {n_layer}",
             showlegend=False,
             hovertemplate="%{x}: max |Δ logits| = %{text}<extra></extra>",
-        )
+        ))
         none = part["max_abs_diff"].get("none")
         note = f"; none: {none:.1e}" if none is not None else ""
         titles.append(f"“白日依山尽” vs “山依日白尽”, last position, {n_layer} layer{'s' if n_layer > 1 else ''}{note}")
-    fig.add_hline(
-        y=ROUNDING_LEVEL, line_dash="dot", line_color="#999",
-        annotation_text="float32 rounding level", annotation_position="top left",
-    )
-    fig.update_yaxes(type="log", range=[math.log10(LOG_FLOOR), top], title_text="max |logits(line) − logits(permuted)|",
-                     gridcolor="#eee", exponentformat="power")
-    fig.update_xaxes(title_text="pos_encoding")
-    base_layout(fig, titles[layers.index(active_layers)], 440)
-    fig.update_layout(margin=dict(t=60))
+    # one constructor call (a dotted line at float32 rounding level, log y axis): cheaper than many updates
+    fig = go.Figure(bars, layout=dict(
+        shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=ROUNDING_LEVEL, y1=ROUNDING_LEVEL,
+                     line=dict(dash="dot", color="#999"))],
+        annotations=[dict(text="float32 rounding level", xref="paper", x=0, xanchor="left", y=math.log10(ROUNDING_LEVEL),
+                          yanchor="bottom", showarrow=False, font=dict(color="#777"))],
+        yaxis=dict(type="log", range=[math.log10(LOG_FLOOR), top], title_text="max |logits(line) − logits(permuted)|",
+                   gridcolor="#eee", exponentformat="power"),
+        xaxis=dict(title_text="pos_encoding"),
+    ))
+    base_layout(fig, titles[layers.index(active_layers)], 440, top=60)
     return add_step_slider(
         fig, [str(n) for n in layers], traces_per_step=1, prefix="n_layer = ", active=layers.index(active_layers),
         step_layouts=[{"title.text": t} for t in titles],
@@ -98,29 +99,30 @@ def visibility_figure(line: str, permuted: str, visibility: dict) -> go.Figure:
     T = len(line)
     rows = [f"t={t} · {line[t]}/{permuted[t]}" + (" · same set" if same[t] else "") for t in range(T)]
     cols = [str(j) for j in range(T)]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.7, 0.3], horizontal_spacing=0.04,
-                        subplot_titles=("keys visible to each query (line / permuted)", "tokens visible = t + 1"))
     cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
-    fig.add_trace(
-        go.Heatmap(
-            z=mask, x=list(range(T)), y=list(range(T)), text=cell_text, texttemplate="%{text}",
-            colorscale=[[0.0, "#f6f6f6"], [1.0, "#9ecae1"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
-            hovertemplate="query %{y} sees key %{x}: %{text}<extra></extra>",
-        ),
-        row=1, col=1,
+    heat = go.Heatmap(
+        z=mask, x=list(range(T)), y=list(range(T)), text=cell_text, texttemplate="%{text}",
+        colorscale=[[0.0, "#f6f6f6"], [1.0, "#9ecae1"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
+        hovertemplate="query %{y} sees key %{x}: %{text}<extra></extra>",
     )
-    matrix_axes(fig, rows, cols, None, "key position", row=1, col=1)
-    fig.add_trace(
-        go.Bar(x=counts, y=list(range(T)), orientation="h", text=[str(c) for c in counts], textposition="outside",
-               marker_color=PALETTE[0], showlegend=False, hovertemplate="position %{y}: %{x} tokens<extra></extra>"),
-        row=1, col=2,
-    )
-    fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=2)
-    fig.update_xaxes(range=[0, T + 1.5], title_text="count", row=1, col=2)
-    fig.update_annotations(yshift=28)
-    base_layout(fig, None, 60 * T + 140)
-    fig.update_layout(margin=dict(t=90))
-    return fig
+    bars = go.Bar(x=counts, y=list(range(T)), orientation="h", text=[str(c) for c in counts], textposition="outside",
+                  marker_color=PALETTE[0], showlegend=False, xaxis="x2", yaxis="y2",
+                  hovertemplate="position %{y}: %{x} tokens<extra></extra>")
+    # two panels placed by axis domains (one constructor call; make_subplots is slow on every rerun)
+    fig = go.Figure([heat, bars], layout=dict(
+        xaxis=dict(domain=[0, 0.66], side="top", tickmode="array", tickvals=list(range(T)), ticktext=cols, showgrid=False),
+        yaxis=dict(domain=[0, 0.86], autorange="reversed", tickmode="array", tickvals=list(range(T)), ticktext=rows,
+                   showgrid=False),
+        xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text="count", gridcolor="#eee"),
+        yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
+        annotations=[
+            dict(text="key positions each query sees (character in line / in permuted)", xref="paper", x=0,
+                 xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False),
+            dict(text="tokens visible = t + 1", xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
+                 yanchor="bottom", showarrow=False),
+        ],
+    ))
+    return base_layout(fig, None, 60 * T + 140, top=40)
 
 
 def tables_figure(panels: dict[str, object], row_title: str = "position", col_title: str = "dimension",
@@ -128,7 +130,8 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
     """Large signed tables side by side (e.g. block_size x n_embd position tables), row 0 on top.
 
     Each panel has its own symmetric colour range (a learned table at init spans about ±0.06, the
-    sinusoidal one ±1) and its own colour bar; values are in the hover, not in the cells. Panels are
+    sinusoidal one ±1) and its own horizontal colour bar underneath; values are in the hover, not in
+    the cells. Panels are
     placed with axis domains rather than ``make_subplots``, which keeps a rerun cheap.
 
     Args:
@@ -146,10 +149,9 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
     if not panels:
         raise ValueError("tables_figure needs at least one panel")
     n = len(panels)
-    gap = 0.06
+    gap = 0.08
     width = (1 - gap * (n - 1)) / n
-    fig = go.Figure()
-    layout: dict = {}
+    traces, layout, annotations = [], {}, []
     for c, (name, table) in enumerate(panels.items()):
         z = to_numpy(table).astype(np.float32)
         if z.ndim != 2:
@@ -157,19 +159,21 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
         limit = float(zmax if zmax is not None else max(float(np.abs(z).max()), 1e-12))
         suffix = "" if c == 0 else str(c + 1)
         left = c * (width + gap)
-        fig.add_trace(go.Heatmap(
+        traces.append(go.Heatmap(
             z=z, xaxis=f"x{suffix}", yaxis=f"y{suffix}", colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, zmid=0,
-            colorbar=dict(x=left + width + 0.005, xanchor="left", len=0.85, thickness=10, y=0.45),
+            colorbar=dict(orientation="h", x=left + width / 2, xanchor="center", len=width, lenmode="fraction",
+                          y=-0.03, yanchor="top", thickness=10, tickformat=".2g"),
             hovertemplate=f"{row_title} %{{y}} · {col_title} %{{x}}: %{{z:.4f}}<extra>{name}</extra>",
         ))
-        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width - 0.03], anchor=f"y{suffix}", side="top",
-                                        title_text=col_title, showgrid=False)
-        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.9], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
+        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        fig.add_annotation(text=f"<b>{name}</b>", x=left, xref="paper", xanchor="left", y=1.0, yref="paper",
-                           yanchor="bottom", showarrow=False)
-    fig.update_layout(**layout)
-    base_layout(fig, None, height, top=60)
+        annotations.append(dict(text=f"<b>{name}</b><br>rows: {row_title} · columns: {col_title}", x=left, xref="paper",
+                                xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
+    # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
+    fig = go.Figure(traces, layout=dict(annotations=annotations, margin=dict(b=60), **layout))
+    base_layout(fig, None, height, top=70)
+    fig.update_layout(margin=dict(b=60))
     return fig
 
 
@@ -197,30 +201,41 @@ def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go
         raise ValueError(f"position {position} outside [0, {pts.shape[0]})")
     if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= 8:
         raise ValueError(f"pairs must be 1 to 8 indices in [0, {pts.shape[1]}), got {list(pairs)}")
-    titles = [f"pair {i} (dims {2 * i}, {2 * i + 1})<br>θ = {theta[i]:.3g} rad/pos · {math.degrees(position * theta[i]) % 360:.1f}°"
-              for i in pairs]
-    fig = make_subplots(rows=1, cols=len(pairs), subplot_titles=titles, horizontal_spacing=0.03)
+    n = len(pairs)
+    gap = 0.03
+    width = (1 - gap * (n - 1)) / n
     ring = np.linspace(0, 2 * np.pi, 73)
     reach = float(max(radius[list(pairs)].max(), 1e-6)) * 1.15
-    for c, i in enumerate(pairs, start=1):
-        color = PALETTE[(c - 1) % len(PALETTE)]
-        fig.add_scatter(x=radius[i] * np.cos(ring), y=radius[i] * np.sin(ring), mode="lines",
-                        line=dict(color="#ddd", width=1), hoverinfo="skip", showlegend=False, row=1, col=c)
+    traces, layout, annotations = [], {}, []
+    for c, i in enumerate(pairs):
+        color = PALETTE[c % len(PALETTE)]
+        suffix = "" if c == 0 else str(c + 1)
+        axes = dict(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=False)
         trail = pts[: position + 1, i]
-        fig.add_scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", marker=dict(size=4, color=color, opacity=0.3),
-                        hovertemplate="(%{x:.3f}, %{y:.3f})<extra>earlier positions</extra>", showlegend=False, row=1, col=c)
         x, y = pts[position, i]
-        fig.add_scatter(x=[0, x], y=[0, y], mode="lines+markers", line=dict(color=color, width=3),
-                        marker=dict(size=[0, 9], color=color), showlegend=False,
-                        hovertemplate=f"position {position}: (%{{x:.3f}}, %{{y:.3f}})<extra>pair {i}</extra>", row=1, col=c)
-        fig.update_xaxes(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee",
-                         showgrid=False, row=1, col=c)
-        fig.update_yaxes(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False,
-                         scaleanchor=f"x{'' if c == 1 else c}", scaleratio=1, row=1, col=c)
-    fig.update_annotations(font_size=11)
-    base_layout(fig, None, 300)
-    fig.update_layout(margin=dict(t=70))
-    return fig
+        traces += [
+            go.Scatter(x=radius[i] * np.cos(ring), y=radius[i] * np.sin(ring), mode="lines",
+                       line=dict(color="#ddd", width=1), hoverinfo="skip", **axes),
+            go.Scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", marker=dict(size=4, color=color, opacity=0.3),
+                       hovertemplate="(%{x:.3f}, %{y:.3f})<extra>earlier positions</extra>", **axes),
+            go.Scatter(x=[0, x], y=[0, y], mode="lines+markers", line=dict(color=color, width=3),
+                       marker=dict(size=[0, 9], color=color),
+                       hovertemplate=f"position {position}: (%{{x:.3f}}, %{{y:.3f}})<extra>pair {i}</extra>", **axes),
+        ]
+        left = c * (width + gap)
+        frame = dict(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False)
+        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", **frame)
+        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.8], anchor=f"x{suffix}", scaleanchor=f"x{suffix}", scaleratio=1,
+                                        **frame)
+        annotations.append(dict(
+            text=f"pair {i} (dims {2 * i}, {2 * i + 1})<br>θ = {theta[i]:.3g} rad/pos · "
+                 f"{math.degrees(position * theta[i]) % 360:.1f}°",
+            xref="paper", x=left + width / 2, xanchor="center", y=0.84, yref="paper", yanchor="bottom",
+            showarrow=False, font=dict(size=11),
+        ))
+    # one constructor call with axis domains: make_subplots and per-panel updates are slow on every rerun
+    fig = go.Figure(traces, layout=dict(annotations=annotations, **layout))
+    return base_layout(fig, None, 300, top=20)
 
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], decimals: int = 2) -> go.Figure:
@@ -244,8 +259,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
                           showscale=c == n),
             row=1, col=c,
         )
-        matrix_axes(fig, labels, labels, "query position m" if c == 1 else None, "key position n", row=1, col=c)
-    fig.update_annotations(yshift=40)
+        matrix_axes(fig, labels, labels, "query position m" if c == 1 else None, None, row=1, col=c)
+    fig.update_annotations(yshift=30)
     T = len(next(iter(position_labels.values())))
     base_layout(fig, None, max(320, 34 * T + 160))
     fig.update_layout(margin=dict(t=110))

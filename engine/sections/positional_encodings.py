@@ -9,7 +9,8 @@ sinusoidal table follows Vaswani et al. (2017), section 3.5.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,22 @@ PERMUTED = "山依日白尽"
 LAYERS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 #: Where the app's shipped trained model lives (made by ``python -m engine.train``).
 SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang300"
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(1)``, then restore the previous count.
+
+    The page's models are tiny (a few thousand to a few hundred thousand parameters): splitting
+    their small matrix products over threads costs more than it saves, and on a busy 2-core machine
+    the waiting threads make a 0.2 s sweep take 10 s. Performance only; results do not change.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def permutation_by_layers(
@@ -59,10 +76,11 @@ def permutation_by_layers(
     Raises:
         ValueError: from the experiment (e.g. an empty line, odd head_dim with rope).
     """
-    table = experiments.permutation_experiment(
-        n_layers=tuple(layers), pos_encodings=tuple(pos_encodings), seed=seed, line_a=line, line_b=permuted,
-        n_embd=n_embd, n_head=n_head,
-    )
+    with one_thread():
+        table = experiments.permutation_experiment(
+            n_layers=tuple(layers), pos_encodings=tuple(pos_encodings), seed=seed, line_a=line, line_b=permuted,
+            n_embd=n_embd, n_head=n_head,
+        )
     return table[["n_layer", "pos_encoding", "max_abs_diff"]].reset_index(drop=True)
 
 
@@ -103,8 +121,9 @@ def learned_table(config: GPTConfig, seed: int = 0) -> Tensor:
     Returns:
         float32 (block_size, n_embd), entries ~ normal(0, 0.02) (GPT-2 init).
     """
-    torch.manual_seed(seed)
-    model = GPT(GPTConfig(**{**config.to_dict(), "pos_encoding": "learned"}))
+    with one_thread():
+        torch.manual_seed(seed)
+        model = GPT(GPTConfig(**{**config.to_dict(), "pos_encoding": "learned"}))
     return model.pos_emb.weight.detach().clone()
 
 
@@ -271,16 +290,17 @@ def run_past_block_size(T: int, block_size: int = 16, seed: int = 0) -> pd.DataF
         ``message`` (the ValueError's text when it did not run), one row per encoding.
     """
     rows = []
-    for enc in positions.POS_ENCODINGS:
-        torch.manual_seed(seed)
-        model = GPT(GPTConfig(vocab_size=16, block_size=block_size, n_embd=32, n_head=4, n_layer=1, dropout=0.0,
-                              pos_encoding=enc)).eval()
-        idx = torch.randint(0, 16, (1, T))  # (1, T) token ids
-        try:
-            with torch.no_grad():
-                logits = model(idx).logits  # (1, T, vocab_size)
-        except ValueError as exc:
-            rows.append({"pos_encoding": enc, "ran": False, "logits shape": "", "message": str(exc)})
-        else:
-            rows.append({"pos_encoding": enc, "ran": True, "logits shape": str(tuple(logits.shape)), "message": ""})
+    with one_thread():
+        for enc in positions.POS_ENCODINGS:
+            torch.manual_seed(seed)
+            model = GPT(GPTConfig(vocab_size=16, block_size=block_size, n_embd=32, n_head=4, n_layer=1, dropout=0.0,
+                                  pos_encoding=enc)).eval()
+            idx = torch.randint(0, 16, (1, T))  # (1, T) token ids
+            try:
+                with torch.no_grad():
+                    logits = model(idx).logits  # (1, T, vocab_size)
+            except ValueError as exc:
+                rows.append({"pos_encoding": enc, "ran": False, "logits shape": "", "message": str(exc)})
+            else:
+                rows.append({"pos_encoding": enc, "ran": True, "logits shape": str(tuple(logits.shape)), "message": ""})
     return pd.DataFrame(rows)
