@@ -354,3 +354,20 @@ def test_one_thread_restores_the_thread_count():
     with S.one_thread():
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "rope"])
+def test_checkpoint_round_trip_with_fixed_encodings(tmp_path, pos_encoding):
+    from engine.tokenizer import CharTokenizer
+    from engine.training import load_checkpoint, save_checkpoint
+
+    tokenizer = CharTokenizer("白日依山尽黄河入海流欲穷千里目更上一层楼")
+    torch.manual_seed(0)
+    model = G.GPT(G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_embd=32, n_head=4, n_layer=1,
+                              pos_encoding=pos_encoding)).eval()
+    save_checkpoint(tmp_path / "m", model, tokenizer)
+    loaded = load_checkpoint(tmp_path / "m")
+    assert loaded.config.pos_encoding == pos_encoding
+    x = ids(12) % tokenizer.vocab_size
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(x).logits, model(x).logits)
