@@ -4,8 +4,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Debian packages: the Tang poems / Song ci corpus, and Chromium for the browser test.
-APT_PACKAGES := fortunes-zh chromium
+# Debian packages: the Tang poems / Song ci corpus; Chromium and a CJK font for the browser test.
+APT_PACKAGES := fortunes-zh chromium fonts-wqy-microhei
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup apt venv run test bench clean
