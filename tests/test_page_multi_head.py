@@ -5,7 +5,7 @@ import pytest
 
 from engine.bench import attention as bench
 from engine.layout import human_bytes
-from tests.plotly_json import figure_json_bytes, figures, open_page
+from tests.plotly_json import ROOT, figure_json_bytes, figures, open_page
 
 PAGE = "views/multi_head.py"
 
@@ -153,9 +153,23 @@ def test_split_that_does_not_divide_gets_a_message(at, d_out, heads, ok):
         assert "4 or 8" in at.error[0].value
 
 
-def test_benchmark_section_and_live_measurement(at, monkeypatch):
-    shown = texts(at) + [i.value for i in at.info] + [c.value for c in at.caption]
-    assert any("Measured on" in t for t in shown) or any("No benchmark results ship" in t for t in shown)
+def test_shipped_benchmark_table(at):
+    data = bench.load_results(ROOT / "assets" / "bench_attention.json")
+    captions = [c.value for c in at.caption]
+    assert any(data["machine"]["cpu"] in c and f"{data['machine']['cores']} cores" in c and data["machine"]["torch"] in c
+               for c in captions)
+    tables = [d.value for d in at.dataframe if "variant" in d.value.columns]
+    assert len(tables) == len(data["sizes"]) >= 2
+    for table, size in zip(tables, data["sizes"]):
+        assert list(table["variant"]) == list(bench.VARIANTS)
+        np.testing.assert_allclose(table["forward ms"], [r["forward_ms"] for r in size["results"]])
+        assert (table["max |out − split|"] < 1e-4).all()
+        assert any(t.startswith(f"**Input {size['label']}**") for t in texts(at))
+    bars = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Time per call")]
+    assert len(bars) == len(data["sizes"]) and bars[0]["data"][0]["y"] == list(bench.VARIANTS)
+
+
+def test_live_measurement(at, monkeypatch):
     monkeypatch.setattr(bench, "SMALL", bench.TINY)
     at.button(key="mh_bench_rerun").click().run()
     assert not at.exception

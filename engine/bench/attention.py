@@ -230,8 +230,9 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
     Returns:
         JSON-ready dict: the size's fields and ``label``, and ``results``: one
         dict per variant with ``variant``, ``description``, ``forward_ms``
-        (median), ``forward_samples_ms``, ``forward_backward_ms`` and samples
-        (None without backward), ``max_abs_diff_vs_split``.
+        (median), ``forward_min_ms``, ``forward_samples_ms``,
+        ``forward_backward_ms``, its min and samples (None without backward),
+        ``max_abs_diff_vs_split``.
     """
     names = list(variants or VARIANTS)
     modules = {n: m for n, m in build_variants(size).items() if n in names}
@@ -249,8 +250,10 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
             "variant": n,
             "description": VARIANTS[n],
             "forward_ms": 1e3 * statistics.median(fwd[n]),
+            "forward_min_ms": 1e3 * min(fwd[n]),
             "forward_samples_ms": [1e3 * s for s in fwd[n]],
             "forward_backward_ms": 1e3 * statistics.median(bwd[n]) if bwd else None,
+            "forward_backward_min_ms": 1e3 * min(bwd[n]) if bwd else None,
             "forward_backward_samples_ms": [1e3 * s for s in bwd[n]] if bwd else None,
             "max_abs_diff_vs_split": float((outs[n] - reference).abs().max()),
         })
@@ -290,15 +293,19 @@ def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1,
                   progress: Callable[[str], None] | None = None) -> dict:
     """The whole benchmark: machine info, settings, and :func:`bench_size` for each size, in one run."""
     started = time.perf_counter()
+    load_at_start = machine_info()["load_average_1min"]
     measured = []
     for size in sizes:
         if progress:
             progress(f"timing {len(VARIANTS)} variants on {size.label} …")
         measured.append(bench_size(size, repeats, warmup, backward))
+    machine = machine_info()
+    machine["load_average_1min_end"] = machine_info()["load_average_1min"]
+    machine["load_average_1min"] = load_at_start
     return {
         "benchmark": "attention",
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(),
+        "machine": machine,
         "settings": {"repeats": repeats, "warmup": warmup, "backward": backward, "dtype": "float32",
                      "statistic": "median", "seconds_total": round(time.perf_counter() - started, 1)},
         "sizes": measured,
@@ -328,9 +335,13 @@ def results_table(data: dict) -> pd.DataFrame:
 
 
 def machine_line(data: dict) -> str:
-    """E.g. "AMD EPYC 7B13 · 2 cores (torch 2 threads) · torch 2.13.0+cpu · 2026-11-30"."""
+    """E.g. "AMD EPYC · 2 cores (torch 2 threads) · torch 2.13.0+cpu · load 1.2 → 1.5 · measured 2026-11-30"."""
     m = data["machine"]
-    return (f"{m['cpu']} · {m['cores']} cores (torch {m['torch_threads']} threads) · torch {m['torch']} · "
+    load = ""
+    if m.get("load_average_1min") is not None:
+        end = m.get("load_average_1min_end")
+        load = f" · load {m['load_average_1min']:.1f}" + (f" → {end:.1f}" if end is not None else "")
+    return (f"{m['cpu']} · {m['cores']} cores (torch {m['torch_threads']} threads) · torch {m['torch']}{load} · "
             f"measured {data['created'][:10]}")
 
 
@@ -390,6 +401,12 @@ def main(argv: list[str]) -> int:
     data = run_benchmark(sizes, repeats, args.warmup, not args.no_backward,
                          progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     print(format_table(data))
+    machine = data["machine"]
+    busiest = max(v for v in (machine["load_average_1min"], machine["load_average_1min_end"]) if v is not None) \
+        if machine["load_average_1min"] is not None else None
+    if busiest is not None and machine["cores"] and busiest > machine["cores"]:
+        print(f"warning: load average {busiest:.1f} on {machine['cores']} cores — other processes competed for the "
+              "CPU; timings are inflated and noisy (compare ratios, or rerun on a quiet machine)", file=sys.stderr)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1), encoding="utf-8")
