@@ -99,11 +99,13 @@ class GPTConfig:
 
 
 PRESETS: dict[str, GPTConfig] = {
-    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context.
+    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context. Dropout 0.1: on
+    # tang300 (~22k training characters for ~1.45M parameters) 0.2 did not stop the overfitting either
+    # (val loss 7.24 vs 7.53 after 1000 steps, both lowest near step 200) and sampled worse text.
     "course": GPTConfig(block_size=128, n_embd=128, n_head=4, n_layer=4, dropout=0.1),
     # Small enough that ~300 steps of batch 32 train in about a minute on a 2-core CPU.
     "quick": GPTConfig(block_size=64, n_embd=64, n_head=4, n_layer=2, dropout=0.1),
-    # For tests: a few thousand parameters, no dropout so runs are deterministic.
+    # For tests: about 27k parameters at vocab_size 16, no dropout so runs are deterministic.
     "tiny": GPTConfig(vocab_size=16, block_size=16, n_embd=32, n_head=4, n_layer=2, dropout=0.0),
 }
 

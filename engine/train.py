@@ -88,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval {step:5d}: train {train_loss:.4f}  val {val_loss:.4f}", flush=True)
 
     stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if in_main_thread else None
     try:
         result = train(model_config, corpus, train_config, callbacks=Callbacks(on_step, on_eval), stop=stop)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
 
     state = "stopped" if result.stopped else "done"
     print(f"{state} after {result.steps_done} steps in {result.wall_s:.1f} s "

@@ -172,7 +172,7 @@ class TrainResult:
         }
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on parameters of 2+ dimensions except embeddings; fused where supported."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
@@ -185,7 +185,7 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig, device: torch.de
     ]
     kwargs = dict(lr=config.learning_rate, betas=(config.beta1, config.beta2))
     try:
-        return torch.optim.AdamW(groups, fused=device.type in ("cpu", "cuda", "mps"), **kwargs)
+        return torch.optim.AdamW(groups, fused=True, **kwargs)  # one kernel per step where the device has it
     except (RuntimeError, ValueError):
         return torch.optim.AdamW(groups, **kwargs)
 
@@ -276,7 +276,7 @@ def train(
                 f"allows at most {corpus.max_block_size}"
             )
         model.to(device)
-        optimizer = make_optimizer(model, config, device)
+        optimizer = make_optimizer(model, config)
         generator = torch.Generator().manual_seed(config.seed)
         hooks = _callbacks(callbacks)
         should_stop = _stop_fn(stop)
@@ -439,10 +439,14 @@ def _header_metadata(data: bytes) -> dict:
     return header.get("__metadata__") or {}
 
 
-def _build(meta: dict, weights: bytes, device: str | torch.device, where: str) -> Checkpoint:
+def _check_format(meta: object, where: str) -> None:
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{where}: expected format {CHECKPOINT_FORMAT!r}, found {found!r}")
+
+
+def _build(meta: dict, weights: bytes, device: str | torch.device, where: str) -> Checkpoint:
+    _check_format(meta, where)
     try:
         config = GPTConfig.from_dict(meta["config"])
         tokenizer = CharTokenizer.from_dict(meta["tokenizer"])
@@ -503,9 +507,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{meta_path}: not valid JSON ({exc})") from exc
+    _check_format(meta, str(meta_path))
     weights = weights_path.read_bytes()
-    expected = meta.get("weights_sha256") if isinstance(meta, dict) else None
-    if expected != hashlib.sha256(weights).hexdigest():
+    if meta.get("weights_sha256") != hashlib.sha256(weights).hexdigest():
         raise CheckpointError(
             f"{weights_path}: its SHA-256 does not match the one in {META_FILE} "
             "(the files come from different saves, or one is damaged)"

@@ -84,3 +84,15 @@ def test_constructor_rejects_empty_and_multichar():
         CharTokenizer("")
     with pytest.raises(ValueError, match="single characters"):
         CharTokenizer(["ab", "c"])
+
+
+@given(st.text(min_size=1), st.text())
+def test_encode_tensor_matches_encode(vocab_text, text):
+    tok = CharTokenizer.from_text(vocab_text)
+    expected = tok.encode(text, errors="drop")
+    assert tok.encode_tensor(text, errors="drop").tolist() == expected
+    if tok.unknown_chars(text):
+        with pytest.raises(ValueError, match="not in the vocabulary"):
+            tok.encode_tensor(text)
+    else:
+        assert tok.encode_tensor(text).tolist() == expected

@@ -190,6 +190,10 @@ def test_broken_checkpoints_give_clear_errors(trained, tmp_path):
     with pytest.raises(CheckpointError, match="tokenizer has"):
         load_checkpoint(folder)
 
+    (folder / META_FILE).write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="expected format"):
+        load_checkpoint(folder)
+
     (folder / META_FILE).unlink()
     with pytest.raises(CheckpointError, match="checkpoint.json is missing"):
         load_checkpoint(folder)

@@ -73,7 +73,7 @@ def time_training_step(
     config = GPTConfig(**{**config.to_dict(), "vocab_size": corpus.vocab_size})
     torch.manual_seed(0)
     model = GPT(config).to(device).train()
-    optimizer = make_optimizer(model, TrainConfig(), device)
+    optimizer = make_optimizer(model, TrainConfig())
     generator = torch.Generator().manual_seed(0)
     times = []
     for i in range(warmup + steps):
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.bench train", description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="course")
     p.add_argument("--batch-sizes", default="32", help="comma-separated batch sizes (default: 32)")
-    p.add_argument("--dropouts", default="0.1,0.0", help="comma-separated dropout rates (default: the preset's 0.1, and 0)")
+    p.add_argument("--dropouts", default=None, help="comma-separated dropout rates (default: the preset's, and 0)")
     p.add_argument("--steps", type=int, default=8, help="timed steps per row")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per row")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
@@ -123,11 +123,12 @@ def main(argv: list[str]) -> int:
     device = pick_device(args.device)
     base = preset(args.preset, vocab_size=load_corpus("tang300").vocab_size)
     flops_per_token = training_flops_per_token(base)
+    dropouts = [float(d) for d in args.dropouts.split(",")] if args.dropouts else sorted({base.dropout, 0.0}, reverse=True)
 
     ceiling_before = matmul_gflops(args.matmul_n, device=device)
     rows = []
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-        for dropout in (float(d) for d in args.dropouts.split(",")):
+        for dropout in dropouts:
             config = preset(args.preset, vocab_size=base.vocab_size, dropout=dropout)
             for path in ("manual", "sdpa"):
                 step_s = time_training_step(config, batch_size, path == "manual", args.steps, args.warmup, device)
