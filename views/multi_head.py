@@ -95,6 +95,8 @@ def show_bench(data: dict, key: str) -> None:
                 "forward+backward ms": st.column_config.NumberColumn(format="%.2f"),
                 "× fastest (fwd)": st.column_config.NumberColumn(format="%.2f"),
                 "× fastest (fwd+bwd)": st.column_config.NumberColumn(format="%.2f"),
+                "forward min ms": st.column_config.NumberColumn(format="%.2f"),
+                "forward+backward min ms": st.column_config.NumberColumn(format="%.2f"),
                 "max |out − split|": st.column_config.NumberColumn(format="%.1e"),
             },
         )

@@ -87,9 +87,10 @@ class BenchSize:
 
 #: The chapter-sized input: small enough that every variant takes milliseconds.
 SMALL = BenchSize(8, 64, 256, 4)
-#: GPT-2 small's attention at its full context (8 × 1024 × 768, 12 heads) would take several
-#: minutes for the seven variants on a 2-core CPU; the batch is cut to 2 (per-sequence cost unchanged).
-LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 so the default run stays near 3 minutes on 2 cores")
+#: GPT-2 small's attention at its full context (8 × 1024 × 768, 12 heads) takes about 3 minutes for
+#: the seven variants on 2 idle cores; the batch is cut to 2 (per-sequence cost unchanged).
+LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2: B=8 alone takes about 3 minutes on 2 idle cores "
+                                         "(far longer on a busy machine); the cost per sequence is the same")
 #: For tests: runs in milliseconds.
 TINY = BenchSize(2, 8, 16, 4)
 
@@ -313,7 +314,8 @@ def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1,
 
 
 def results_table(data: dict) -> pd.DataFrame:
-    """One row per (size, variant): ms forward and forward+backward, slowdown vs the fastest, output difference."""
+    """One row per (size, variant): median ms forward and forward+backward, slowdown vs the fastest median,
+    the fastest single run of each (None in files written before it was recorded), output difference."""
     rows = []
     for size in data["sizes"]:
         fastest_fwd = min(r["forward_ms"] for r in size["results"])
@@ -329,6 +331,8 @@ def results_table(data: dict) -> pd.DataFrame:
                 "× fastest (fwd)": r["forward_ms"] / fastest_fwd,
                 "forward+backward ms": fb,
                 "× fastest (fwd+bwd)": fb / fastest_bwd if fb is not None and fastest_bwd else None,
+                "forward min ms": r.get("forward_min_ms"),
+                "forward+backward min ms": r.get("forward_backward_min_ms"),
                 "max |out − split|": r["max_abs_diff_vs_split"],
             })
     return pd.DataFrame(rows)
@@ -352,11 +356,16 @@ def format_table(data: dict) -> str:
     table = results_table(data)
     for size in data["sizes"]:
         lines += ["", f"input {size['label']}" + (f"  [{size['note']}]" if size.get("note") else "")]
-        lines.append(f"  {'variant':<12} {'forward ms':>11} {'× best':>7} {'fwd+bwd ms':>11} {'× best':>7} {'max |diff|':>10}  what")
+        lines.append(f"  {'variant':<12} {'forward ms':>11} {'× best':>7} {'(min)':>9} {'fwd+bwd ms':>11} {'× best':>7} "
+                     f"{'(min)':>9} {'max |diff|':>10}  what")
+
+        def cell(v, fmt):
+            return "—" if v is None or pd.isna(v) else format(v, fmt)
+
         for _, r in table[table["size"] == size["label"]].iterrows():
-            fb = "—" if pd.isna(r["forward+backward ms"]) else f"{r['forward+backward ms']:.2f}"
-            fbx = "—" if pd.isna(r["× fastest (fwd+bwd)"]) else f"{r['× fastest (fwd+bwd)']:.2f}"
-            lines.append(f"  {r['variant']:<12} {r['forward ms']:>11.2f} {r['× fastest (fwd)']:>7.2f} {fb:>11} {fbx:>7} "
+            lines.append(f"  {r['variant']:<12} {r['forward ms']:>11.2f} {r['× fastest (fwd)']:>7.2f} "
+                         f"{cell(r['forward min ms'], '.2f'):>9} {cell(r['forward+backward ms'], '.2f'):>11} "
+                         f"{cell(r['× fastest (fwd+bwd)'], '.2f'):>7} {cell(r['forward+backward min ms'], '.2f'):>9} "
                          f"{r['max |out − split|']:>10.1e}  {r['what']}")
     lines.append(f"\ntotal {data['settings']['seconds_total']} s")
     return "\n".join(lines)
@@ -390,12 +399,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--size", action="append", type=_parse_size, metavar="B,T,C,H",
                         help="input size to time instead of the defaults (repeatable)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default 5, quick 3)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default 7, quick 3)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     parser.add_argument("--no-backward", action="store_true", help="time the forward pass only")
     args = parser.parse_args(argv)
     sizes = args.size or ([SMALL] if args.quick else [SMALL, LARGE])
-    repeats = args.repeats or (3 if args.quick else 5)
+    repeats = args.repeats or (3 if args.quick else 7)
     if repeats < 1 or args.warmup < 0:
         parser.error("--repeats must be at least 1 and --warmup at least 0")
     data = run_benchmark(sizes, repeats, args.warmup, not args.no_backward,
