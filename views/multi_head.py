@@ -87,8 +87,7 @@ def show_bench(data: dict, key: str) -> None:
     st.caption(f"Measured on **{bench.machine_line(data)}** · median of {data['settings']['repeats']} runs, float32.")
     for i, (size, (rows, figure)) in enumerate(zip(data["sizes"], bench_view(data))):
         st.markdown(f"**Input {size['label']}**" + (f" — {size['note']}" if size.get("note") else ""))
-        left, right = st.columns([3, 2])
-        left.dataframe(
+        st.dataframe(
             rows.drop(columns=["size"]), hide_index=True, key=f"{key}_table_{i}",
             column_config={
                 "forward ms": st.column_config.NumberColumn(format="%.2f"),
@@ -100,7 +99,7 @@ def show_bench(data: dict, key: str) -> None:
                 "max |out − split|": st.column_config.NumberColumn(format="%.1e"),
             },
         )
-        right.plotly_chart(figure, key=f"{key}_bars_{i}")
+        st.plotly_chart(figure, key=f"{key}_bars_{i}")
 
 
 page.header("5 · Multi-head attention", INFO.section, PAGE)

@@ -62,9 +62,11 @@ def bench_bars(table: pd.DataFrame, size_label: str) -> go.Figure:
             marker_color=PALETTE[k],
             text=[f"{v:.2f}" if v < 10 else f"{v:.0f}" for v in values],
             textposition="outside",
+            cliponaxis=False,
             hovertemplate="%{y}: %{x:.3f} ms<extra>" + column + "</extra>",
         )
+    largest = max([float(v) for v in table["forward+backward ms"].dropna()] + [float(v) for v in table["forward ms"]])
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="milliseconds (median)", gridcolor="#eee")
+    fig.update_xaxes(title_text="milliseconds (median)", gridcolor="#eee", range=[0, 1.12 * largest])
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
     return base_layout(fig, f"Time per call · {size_label}", 80 + 44 * len(table) + 60)
