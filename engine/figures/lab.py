@@ -1,0 +1,199 @@
+"""Figures of the GPT Lab: live loss chart, attention per layer and head, position tables, experiments.
+
+Built on :mod:`engine.figures.core`; no Streamlit. Large matrices (position tables of
+block_size x n_embd) are sent as float32 numpy arrays without cell text, which Plotly >= 6
+encodes as compact base64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.figures.core import (
+    PALETTE,
+    SIGNED_SCALE,
+    WEIGHTS_SCALE,
+    add_step_slider,
+    base_layout,
+    heatmap_trace,
+    matrix_axes,
+    to_numpy,
+)
+
+TRAIN_COLOR = PALETTE[0]
+VAL_COLOR = PALETTE[1]
+BATCH_COLOR = "#bbbbbb"
+#: The batch-loss line keeps at most this many points (every k-th step), so the live chart stays small.
+MAX_BATCH_POINTS = 400
+#: Cells (layers x heads x T x T) the attention figure may hold; the page shortens the line to stay under it.
+MAX_ATTENTION_CELLS = 16_000
+
+
+def loss_chart(
+    history: Sequence[tuple[int, float, float]],
+    step_losses: Sequence[float],
+    steps: int,
+    title: str | None = "Loss while training",
+    height: int = 340,
+) -> go.Figure:
+    """Train and validation loss (nats) against the step, with the noisy batch loss behind them.
+
+    Args:
+        history: evaluations ``(step, train_loss, val_loss)``.
+        step_losses: the batch loss of steps 1, 2, ... (drawn thin and grey, thinned to
+            :data:`MAX_BATCH_POINTS` points).
+        steps: planned steps: the x axis spans [0, steps] from the start, so the curves grow
+            from left to right.
+
+    Returns:
+        A figure with traces "batch loss", "train loss", "val loss" (in that order).
+    """
+    fig = go.Figure()
+    losses = np.asarray(step_losses, dtype=np.float64)
+    stride = max(1, int(np.ceil(len(losses) / MAX_BATCH_POINTS)))
+    x_batch = np.arange(1, len(losses) + 1)[::stride]
+    fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name="batch loss",
+                    line=dict(color=BATCH_COLOR, width=1), hovertemplate="step %{x}: %{y:.3f}<extra>batch</extra>")
+    h = np.asarray(history, dtype=np.float64).reshape(-1, 3)  # (evaluations, 3): step, train, val
+    for col, name, color in ((1, "train loss", TRAIN_COLOR), (2, "val loss", VAL_COLOR)):
+        fig.add_scatter(x=h[:, 0], y=h[:, col], mode="lines+markers", name=name, line=dict(color=color, width=2),
+                        marker=dict(size=6), hovertemplate="step %{x}: %{y:.4f}<extra>" + name + "</extra>")
+    fig.update_xaxes(title_text="step", range=[0, max(1, steps)], gridcolor="#eee")
+    fig.update_yaxes(title_text="cross-entropy (nats)", gridcolor="#eee", rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    return base_layout(fig, title, height, top=60 if title else 30)
+
+
+def attention_line_length(n_layer: int, n_head: int, limit: int = 32) -> int:
+    """Longest line (characters) whose attention maps for every layer and head fit :data:`MAX_ATTENTION_CELLS`."""
+    fit = int((MAX_ATTENTION_CELLS / max(1, n_layer * n_head)) ** 0.5)
+    return max(2, min(limit, fit))
+
+
+def attention_slider(attn_weights, tokens: Sequence[str], title: str = "attn_weights") -> go.Figure:
+    """One heatmap per (layer, head) of a model's attention on a line, and a Plotly slider over them.
+
+    Args:
+        attn_weights: (n_layer, n_head, T, T) weights in [0, 1], T >= 1 (row i: query i, column j: key j).
+        tokens: the T characters (row and column labels).
+        title: figure title; each step appends "layer l · head h".
+
+    Returns:
+        A figure with n_layer * n_head heatmap traces in (layer, head) order, colour range [0, 1]
+        for every head, row 0 on top, and ``layout.sliders[0]`` with one step per (layer, head).
+
+    Raises:
+        ValueError: if the weights are not 4-d or T does not match the tokens.
+    """
+    w = to_numpy(attn_weights)
+    if w.ndim != 4 or w.shape[2] != w.shape[3] or w.shape[2] != len(tokens):
+        raise ValueError(f"attn_weights must be (n_layer, n_head, T, T) with T = {len(tokens)}, got {w.shape}")
+    n_layer, n_head, T, _ = w.shape
+    labels = [f"{i}:{t}" for i, t in enumerate(tokens)]  # position-prefixed, so repeated characters stay apart
+    fig = go.Figure()
+    step_labels, layouts = [], []
+    for layer in range(n_layer):
+        for head in range(n_head):
+            fig.add_trace(heatmap_trace(w[layer, head], labels, labels, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
+                                        decimals=2, name=f"layer {layer} · head {head}"))
+            step_labels.append(f"layer {layer} · head {head}")
+            layouts.append({"title.text": f"{title} — layer {layer} · head {head}"})
+    matrix_axes(fig, labels, labels, "query (position:character)", "key")
+    base_layout(fig, f"{title} — layer 0 · head 0", max(360, 30 * T + 200), top=110)
+    return add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
+
+
+def position_tables_figure(trained, untrained, similarity: bool = True) -> go.Figure:
+    """The learned position table after training next to the table it started from.
+
+    Args:
+        trained, untrained: (block_size, n_embd) tables.
+        similarity: add a second row with each table's cosine similarity between positions
+            (block_size x block_size): a trained table makes nearby positions alike (a bright band
+            along the diagonal), a random one does not.
+
+    Returns:
+        A 1x2 (or 2x2) subplot figure; tables on a shared signed colour scale, rows = positions
+        (row 0 on top).
+
+    Raises:
+        ValueError: if the two tables differ in shape.
+    """
+    a, b = to_numpy(trained), to_numpy(untrained)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"both tables must be (block_size, n_embd) of one shape, got {a.shape} and {b.shape}")
+    rows = 2 if similarity else 1
+    titles = ["pos_emb after training", "pos_emb before training (same seed)"]
+    if similarity:
+        titles += ["cosine similarity of positions, trained", "cosine similarity of positions, untrained"]
+    fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
+    bound = float(max(np.abs(a).max(), np.abs(b).max(), 1e-6))
+    for col, table in ((1, a), (2, b)):
+        fig.add_trace(go.Heatmap(z=table.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-bound, zmax=bound,
+                                 showscale=col == 1, colorbar=dict(len=0.45 if similarity else 1, y=1, yanchor="top"),
+                                 hovertemplate="position %{y} · dim %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="position" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text="dimension", row=1, col=col)
+        if similarity:
+            unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # rows of length 1
+            sim = unit @ unit.T  # (block_size, n_embd) @ (n_embd, block_size) -> (block_size, block_size)
+            fig.add_trace(go.Heatmap(z=sim.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-1, zmax=1,
+                                     showscale=col == 1, colorbar=dict(len=0.45, y=0, yanchor="bottom"),
+                                     hovertemplate="position %{y} vs %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
+            fig.update_yaxes(autorange="reversed", title_text="position" if col == 1 else None, row=2, col=col)
+            fig.update_xaxes(title_text="position", row=2, col=col)
+    return base_layout(fig, None, 820 if similarity else 420, top=40)
+
+
+def experiment_curves(experiment: dict, height: int = 380) -> go.Figure:
+    """Validation loss (solid) and training loss (dotted) against the step for every run of an experiment.
+
+    Args:
+        experiment: a dict of ``engine.lab_experiments.run_experiment`` (``title``, ``runs`` with
+            ``label`` and ``history``).
+
+    Returns:
+        A figure with two traces per run, "<label> · val" then "<label> · train", one colour per run.
+    """
+    fig = go.Figure()
+    for k, run in enumerate(experiment["runs"]):
+        color = PALETTE[k % len(PALETTE)]
+        h = run["history"]
+        fig.add_scatter(x=h["step"], y=h["val_loss"], mode="lines+markers", name=f"{run['label']} · val",
+                        line=dict(color=color, width=2), marker=dict(size=5),
+                        hovertemplate="step %{x}: %{y:.4f}<extra>" + run["label"] + " · val</extra>")
+        fig.add_scatter(x=h["step"], y=h["train_loss"], mode="lines", name=f"{run['label']} · train",
+                        line=dict(color=color, width=1, dash="dot"),
+                        hovertemplate="step %{x}: %{y:.4f}<extra>" + run["label"] + " · train</extra>")
+    fig.update_xaxes(title_text="step", gridcolor="#eee")
+    fig.update_yaxes(title_text="loss (nats)", gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    return base_layout(fig, experiment.get("title"), height)
+
+
+def loss_by_position_figure(runs: Sequence[dict], height: int = 340) -> go.Figure:
+    """Validation loss at each position of the window for several runs (log y axis).
+
+    A causal model's loss falls a little along the window (more context); a model trained
+    without the mask is near 0 everywhere except the last position, the only one generation uses.
+
+    Args:
+        runs: dicts with ``label`` and ``loss_by_position`` (block_size floats, nats).
+
+    Returns:
+        A figure with one line per run.
+    """
+    fig = go.Figure()
+    for k, run in enumerate(runs):
+        y = np.maximum(np.asarray(run["loss_by_position"], dtype=np.float64), 1e-4)
+        fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=run["label"],
+                        line=dict(color=PALETTE[k % len(PALETTE)], width=2),
+                        hovertemplate="position %{x}: %{y:.4f}<extra>" + run["label"] + "</extra>")
+    fig.update_xaxes(title_text="position in the window (the last one is what generation uses)", gridcolor="#eee")
+    fig.update_yaxes(title_text="val loss (nats, log scale)", type="log", gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    return base_layout(fig, "Validation loss by position", height, top=60)
