@@ -44,6 +44,8 @@ PAGES: tuple[PageInfo, ...] = (
              "Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory"),
     PageInfo("views/positional_encodings.py", "7 · Positional encodings", "positional-encodings", ":material/pin_drop:", ESSAY,
              "Lesson 000 parts 2–3: attention ignores order, the causal mask, learned, sinusoidal and rotary positions"),
+    PageInfo("views/lab.py", "8 · GPT lab", "lab", ":material/science:", LAB,
+             "Lesson 000 exercises 2–3: train the course's GPT on Tang poems, generate, look inside"),
 )
 
 

@@ -194,6 +194,7 @@ def loss_by_position_figure(runs: Sequence[dict], height: int = 340) -> go.Figur
                         line=dict(color=PALETTE[k % len(PALETTE)], width=2),
                         hovertemplate="position %{x}: %{y:.4f}<extra>" + run["label"] + "</extra>")
     fig.update_xaxes(title_text="position in the window (the last one is what generation uses)", gridcolor="#eee")
-    fig.update_yaxes(title_text="val loss (nats, log scale)", type="log", gridcolor="#eee")
+    fig.update_yaxes(title_text="val loss (nats, log scale)", type="log", gridcolor="#eee",
+                     tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     return base_layout(fig, "Validation loss by position", height, top=60)
