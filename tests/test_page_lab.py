@@ -256,3 +256,23 @@ def test_experiment_results_are_shown_at_once():
     assert len(tables) == 3 and list(tables[0]["run"]) == [r.label for r in X.EXPERIMENTS["heads"].runs]
     assert any("same parameter count for every head count" in t for t in texts(at))
     assert any(c.startswith("Shipped results: `python -m engine.lab_experiments") for c in captions(at))
+
+
+def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
+    at = open_page(PAGE)
+    at.number_input(key="lab_rerun_steps").set_value(10).run()
+    at.button(key="lab_rerun_experiment_causal").click().run()
+    assert at.button(key="lab_rerun_experiment_causal").disabled  # while it runs
+    deadline = time.monotonic() + DEADLINE_S
+    while "causal" not in (at.session_state["lab_exp_live"] if "lab_exp_live" in at.session_state else {}):
+        assert time.monotonic() < deadline, progress_text(at)
+        time.sleep(0.5)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+    assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(at)
+    lines = [t for t in texts(at) if "at the last position" in t]
+    assert [t.split(":")[0] for t in lines] == [r.label for r in X.EXPERIMENTS["causal"].runs]
+    other = open_page(PAGE)
+    other.number_input(key="lab_rerun_steps").set_value(10).run()
+    other.button(key="lab_rerun_experiment_causal").click().run()
+    assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(other)  # from the cache, at once

@@ -306,16 +306,20 @@ st.caption(f"{parameters(model_config):,} parameters · head_dim {n_embd // n_he
 
 job = st.session_state.get("lab_job")
 running = job is not None and not job.snapshot().finished
-if st.button("Train", key="lab_train", type="primary", icon=":material/play_arrow:", disabled=running or bool(problems)):
+clicked = st.button("Train", key="lab_train", type="primary", icon=":material/play_arrow:",
+                    disabled=running or bool(problems))
+if clicked and not running and not problems:
     submitted = lab_runner.submit(model_config, train_config, corpus)
     if submitted.reused:
         st.session_state["lab_own"] = submitted.model
         st.session_state["lab_use"] = OWN
-        st.success("A model with exactly these settings on this text was trained before on this server: reusing it.",
-                   icon=":material/recycling:")
+        st.session_state["lab_notice"] = ("A model with exactly these settings on this text was trained before on "
+                                          "this server: reusing it.")
     else:
         st.session_state["lab_job"] = submitted.job
-        running = True
+    st.rerun()  # redraw with the Train button disabled and the progress polling
+if notice := st.session_state.pop("lab_notice", None):
+    st.success(notice, icon=":material/recycling:")
 
 # --- 3. training ----------------------------------------------------------------------------------------------------
 page.prose(PAGE, "training")
@@ -463,14 +467,14 @@ for name, experiment in X.EXPERIMENTS.items():
     jobs = st.session_state.setdefault("lab_exp_jobs", {})
     exp_running = name in jobs and not jobs[name].snapshot().finished
     if st.button(f"Rerun live with {rerun_steps} steps per run (batch {RERUN_BATCH})", key=f"lab_rerun_experiment_{name}",
-                 disabled=exp_running or corpus is None, icon=":material/replay:"):
+                 disabled=exp_running or corpus is None, icon=":material/replay:") and not exp_running:
         if corpus is not None and corpus.max_block_size >= X.Run("").config().block_size:
             exp_job, cached = lab_runner.submit_experiment(name, corpus, rerun_steps, RERUN_BATCH, seed)
             if cached is not None:
                 st.session_state.setdefault("lab_exp_live", {})[name] = cached
-                st.rerun()
-            jobs[name] = exp_job
-            exp_running = True
+            else:
+                jobs[name] = exp_job
+            st.rerun()  # redraw with the button disabled and the progress polling
         else:
             st.error("This text is too short for the course model's block_size of 128.")
     st.fragment(run_every=POLL_S if exp_running else None)(experiment_panel)(name)
