@@ -386,6 +386,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     """Writes ``data`` to a temporary file beside ``path``, then renames it over ``path``."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private (0600); a checkpoint is for others to read
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

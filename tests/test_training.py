@@ -237,3 +237,22 @@ def test_command_line_trains_prints_and_saves(tmp_path, capsys):
     ckpt = load_checkpoint(out)
     assert ckpt.summary["command"].startswith("python -m engine.train --preset tiny")
     assert ckpt.config.vocab_size == ckpt.tokenizer.vocab_size
+
+
+def test_shipped_model_loads_and_matches_the_corpus():
+    from pathlib import Path
+
+    from engine.corpus import FORTUNES_DIR, load_corpus
+    from engine.gpt import PRESETS, generate_text
+
+    folder = Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang300"
+    ckpt = load_checkpoint(folder)
+    assert ckpt.config == preset("course", vocab_size=ckpt.tokenizer.vocab_size)
+    assert ckpt.config.n_embd == PRESETS["course"].n_embd and not ckpt.model.training
+    assert ckpt.summary["steps_done"] == 1000 and ckpt.summary["corpus"] == "tang300"
+    assert ckpt.summary["command"].startswith("python -m engine.train --preset course --corpus tang300")
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 10 * 2**20
+    text = generate_text(ckpt.model, ckpt.tokenizer, "白日", 12, temperature=0)
+    assert text.startswith("白日") and len(text) == 14 and not ckpt.tokenizer.unknown_chars(text)
+    if (FORTUNES_DIR / "tang300").is_file():
+        assert ckpt.tokenizer == load_corpus("tang300").tokenizer
