@@ -105,9 +105,19 @@ def test_short_training_runs_to_the_end(trained):
     assert not at.button(key="lab_train").disabled and not [b for b in at.button if b.key == "lab_stop"]
 
 
+def generate(at, **values):
+    """Sets the generation form's controls and presses Generate."""
+    for key, value in values.items():
+        widget = next(w for kind in ("slider", "number_input", "text_input") for w in getattr(at, kind) if w.key == key)
+        widget.set_value(value)
+    at.button(key="lab_generate").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_generate_and_heatmaps_use_the_trained_model(trained):
     at = trained
-    at.slider(key="lab_temp").set_value(0.0).run()
+    generate(at, lab_temp=0.0)
     poem = next(t for t in texts(at) if t.startswith("**白日**"))
     at.run()
     assert next(t for t in texts(at) if t.startswith("**白日**")) == poem  # greedy: the same text every time
@@ -129,12 +139,15 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
 
 def test_prompt_notes_for_unknown_and_long_prompts(trained):
     at = trained
-    at.text_input(key="lab_prompt").set_value("白日XYZ").run()
+    generate(at, lab_prompt="白日XYZ")
     assert any("left out of the prompt: X Y Z" in w.value for w in at.warning)
-    at.text_input(key="lab_prompt").set_value("ABC").run()
+    generate(at, lab_prompt="ABC")
     assert any("starts from a newline" in i.value for i in at.info)
-    at.text_input(key="lab_prompt").set_value("白日依山尽，黄河入海流。" * 3).run()
+    generate(at, lab_prompt="白日依山尽，黄河入海流。" * 3)
     assert any("reads only the last 16 (its block_size), so the first 20 do not influence it" in i.value for i in at.info)
+    generate(at, lab_prompt="", lab_temp=2.0, lab_top_k=0, lab_length=300, lab_gen_seed=99_999)
+    assert any(c.startswith("temperature 2 · all characters · seed 99999 · 300 new characters") for c in captions(at))
+    assert not any(t.startswith("****") for t in texts(at))  # no empty bold prompt before the text
     at.text_input(key="lab_line").set_value("QQQ").run()
     assert any("nothing to draw" in w.value for w in at.warning)
     assert not at.exception
@@ -154,6 +167,8 @@ def test_stop_mid_training_keeps_a_model():
     caption = model_caption(at)
     assert caption.startswith("Your model (trained)") and "(stopped)" in caption
     assert any(t.startswith("**白日**") for t in texts(at))
+    generate(at, lab_length=5)
+    assert any(c.endswith("· 5 new characters") for c in captions(at))  # generation works with the stopped model
 
 
 def test_two_readers_never_see_each_others_models(trained):

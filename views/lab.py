@@ -365,12 +365,16 @@ else:
 
 # --- 4. generate ------------------------------------------------------------------------------------------------------
 page.prose(PAGE, "generate")
-c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 2, 1])
-prompt = c1.text_input("prompt", key=bound("lab_prompt", DEFAULT_PROMPT))
-temperature = float(c2.slider("temperature (0 = greedy)", 0.0, 2.0, step=0.05, key=bound("lab_temp", 0.8, lo=0.0, hi=2.0)))
-top_k = int(c3.number_input("top-k (0 = all)", 0, 5000, step=1, key=bound("lab_top_k", 20, lo=0, hi=5000)))
-length = int(c4.slider("new characters", 1, 300, step=1, key=bound("lab_length", 64, lo=1, hi=300)))
-gen_seed = int(c5.number_input("sampling seed", 0, 99_999, step=1, key=bound("lab_gen_seed", 0, lo=0, hi=99_999)))
+# A form: generating hundreds of characters takes a second or two on a CPU, so it runs when the reader asks.
+with st.form("lab_generate_form", border=False):
+    c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 2, 1])
+    prompt = c1.text_input("prompt", key=bound("lab_prompt", DEFAULT_PROMPT))
+    temperature = float(c2.slider("temperature (0 = greedy)", 0.0, 2.0, step=0.05,
+                                  key=bound("lab_temp", 0.8, lo=0.0, hi=2.0)))
+    top_k = int(c3.number_input("top-k (0 = all)", 0, 5000, step=1, key=bound("lab_top_k", 20, lo=0, hi=5000)))
+    length = int(c4.slider("new characters", 1, 300, step=1, key=bound("lab_length", 64, lo=1, hi=300)))
+    gen_seed = int(c5.number_input("sampling seed", 0, 99_999, step=1, key=bound("lab_gen_seed", 0, lo=0, hi=99_999)))
+    st.form_submit_button("Generate", key="lab_generate", icon=":material/edit_note:", disabled=current is None)
 if current is not None:
     out = generated(current.model_id, prompt, length, temperature, top_k, gen_seed, current)
     if out["unknown"]:
@@ -381,7 +385,7 @@ if current is not None:
     if out["cropped"]:
         st.info(f"The prompt has {len(out['ids'])} known characters; the model reads only the last "
                 f"{current.config.block_size} (its block_size), so the first {out['cropped']} do not influence it.")
-    st.markdown(f"**{out['kept']}**{out['new']}".replace("\n", "  \n"))
+    st.markdown((f"**{out['kept']}**" if out["kept"] else "") + out["new"].replace("\n", "  \n"))
     st.caption(f"{'greedy' if temperature == 0 else f'temperature {temperature:g}'} · "
                f"{'all characters' if top_k == 0 else f'top-k {top_k}'} · seed {gen_seed} · {len(out['new'])} new characters")
 page.show_code(lab.generate, lab.prepare_prompt, G.GPT.generate)
