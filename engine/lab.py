@@ -36,6 +36,7 @@ a training runs, and do not change the training's dropout masks either.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -360,6 +361,27 @@ def _initial_position_table(config: GPTConfig, seed: int) -> torch.Tensor:
     """``pos_emb`` of a GPT built after ``torch.manual_seed(seed)``, as ``train`` builds it: (block_size, n_embd)."""
     torch.manual_seed(seed)
     return GPT(config).pos_emb.weight.detach().float()
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Runs the block with ``n`` intra-op CPU threads in this thread, then restores the previous count.
+
+    A page's small inference (one line, one generated character at a time) gains little from a
+    second thread, and on a busy 2-core machine two threads that wait for each other can make it
+    many times slower; the count is per calling thread (OpenMP).
+
+    Raises:
+        ValueError: if n < 1.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def count_params(config: GPTConfig) -> int:

@@ -363,3 +363,13 @@ def test_training_does_not_disturb_chapter_style_seeding(corpus):
         finished(job)
     assert job.snapshot().step > 2
     assert all(torch.equal(d, expected) for d in draws)
+
+
+def test_torch_threads_is_scoped():
+    before = torch.get_num_threads()
+    with lab.torch_threads(2):
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="n must be"):
+        with lab.torch_threads(0):
+            pass

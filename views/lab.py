@@ -72,12 +72,14 @@ def shipped_model(path: str) -> tuple[lab.LabModel | None, str | None]:
 @st.cache_data(show_spinner="Generating …", max_entries=64)
 def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, seed: int,
               _model: lab.LabModel) -> dict:
-    return lab.generate(_model, prompt, length, temperature, top_k or None, seed)
+    with lab.torch_threads(1):
+        return lab.generate(_model, prompt, length, temperature, top_k or None, seed)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def attention_view(model_id: str, line: str, max_len: int, _model: lab.LabModel) -> tuple[dict, dict | None]:
-    maps = lab.attention_maps(_model, line, max_len)
+    with lab.torch_threads(1):
+        maps = lab.attention_maps(_model, line, max_len)
     if not maps["tokens"]:
         return maps, None
     return maps, LF.attention_slider(maps["attn_weights"], maps["tokens"], "attn_weights").to_plotly_json()
