@@ -267,7 +267,7 @@ def test_experiment_results_are_shown_at_once():
         return
     curves = [f for f in figures(at) if f["layout"].get("title", {}).get("text") == "val loss (solid) and train loss (dotted)"]
     assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
-    tables = [d.value for d in at.dataframe if "val, last position" in d.value.columns]
+    tables = [d.value for d in at.dataframe if "val, last pos." in d.value.columns]
     assert len(tables) == 3 and list(tables[0]["run"]) == [r.label for r in X.EXPERIMENTS["heads"].runs]
     assert any("same parameter count for every head count" in t for t in texts(at))
     assert any(c.startswith("Shipped results: `python -m engine.lab_experiments") for c in captions(at))

@@ -108,9 +108,8 @@ def results_file(path: str, mtime: float) -> dict | None:
 def experiment_view(experiment: dict) -> tuple[dict, pd.DataFrame]:
     """The curves figure (as a Plotly dict) and the table of one experiment's results."""
     table = pd.DataFrame([{
-        "run": r["label"], "parameters": r["params"], "train loss": r["final_train_loss"],
-        "val loss": r["final_val_loss"], "val, last position": r["last_position_val_loss"],
-        "wall s": r["wall_s"],
+        "run": r["label"], "params": r["params"], "train": r["final_train_loss"], "val": r["final_val_loss"],
+        "val, last pos.": r["last_position_val_loss"], "s": r["wall_s"],
     } for r in experiment["runs"]])
     figure = LF.experiment_curves({**experiment, "title": "val loss (solid) and train loss (dotted)"})
     return figure.to_plotly_json(), table
@@ -214,14 +213,14 @@ def show_experiment(experiment: dict, key: str) -> None:
     figure, table = experiment_view(experiment)
     left, right = st.columns([1, 1])
     left.plotly_chart(figure, key=f"{key}_curves")
+    right.caption("Final losses in nats; “val, last pos.” is the validation loss at the last position of the "
+                  "window only (the one generation uses); s is the wall time of the run.")
     right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
-        "run": st.column_config.TextColumn(width="medium"),
-        "parameters": st.column_config.NumberColumn(format="localized"),
-        "train loss": st.column_config.NumberColumn(format="%.3f"),
-        "val loss": st.column_config.NumberColumn(format="%.3f"),
-        "val, last position": st.column_config.NumberColumn(format="%.3f",
-                                                             help="val loss at the last position of the window only"),
-        "wall s": st.column_config.NumberColumn(format="%.0f"),
+        "params": st.column_config.NumberColumn(format="localized", help="parameters"),
+        "train": st.column_config.NumberColumn(format="%.3f", help="final train loss (nats)"),
+        "val": st.column_config.NumberColumn(format="%.3f", help="final validation loss (nats)"),
+        "val, last pos.": st.column_config.NumberColumn(format="%.3f", help="validation loss at the last position only"),
+        "s": st.column_config.NumberColumn(format="%.0f", help="wall time of the run in seconds"),
     })
 
 

@@ -149,7 +149,7 @@ def position_tables_figure(trained, untrained, similarity: bool = True) -> go.Fi
     return base_layout(fig, None, 820 if similarity else 420, top=40)
 
 
-def experiment_curves(experiment: dict, height: int = 380) -> go.Figure:
+def experiment_curves(experiment: dict, height: int = 420) -> go.Figure:
     """Validation loss (solid) and training loss (dotted) against the step for every run of an experiment.
 
     Args:
@@ -171,7 +171,7 @@ def experiment_curves(experiment: dict, height: int = 380) -> go.Figure:
                         hovertemplate="step %{x}: %{y:.4f}<extra>" + run["label"] + " · train</extra>")
     fig.update_xaxes(title_text="step", gridcolor="#eee")
     fig.update_yaxes(title_text="loss (nats)", gridcolor="#eee")
-    fig.update_layout(legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"))
     return base_layout(fig, experiment.get("title"), height)
 
 
