@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from engine.gpt import GPT, CausalSelfAttention, GPTConfig
+from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 
 
@@ -43,6 +44,7 @@ def attention_param_counts(n_embd: int = 32, head_counts: Iterable[int] = (1, 2,
     return pd.DataFrame(rows)
 
 
+@uses_global_rng
 def permutation_experiment(
     n_layers: Iterable[int] = range(1, 7),
     pos_encodings: Iterable[str] = ("none", "learned", "sinusoidal", "rope"),
@@ -58,7 +60,9 @@ def permutation_experiment(
     dropout, block_size = the longer line's length, and a vocabulary made of the characters of
     the two lines only (sorted): an untrained model's behaviour does not depend on which other
     characters a corpus would add. Each (n_layer, pos_encoding) model is built after
-    ``torch.manual_seed(seed)``, so every row is reproducible on its own.
+    ``torch.manual_seed(seed)``, so every row is reproducible on its own; the global generator is
+    held and restored by ``engine.rng.uses_global_rng``, so readers running this at the same time
+    get the same numbers.
 
     Args:
         n_layers: layer counts to try.
@@ -85,9 +89,8 @@ def permutation_experiment(
                 vocab_size=tokenizer.vocab_size, block_size=max(len(line_a), len(line_b)), n_embd=n_embd,
                 n_head=n_head, n_layer=n_layer, dropout=0.0, pos_encoding=pos_encoding,
             )
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                model = GPT(config).eval()
+            torch.manual_seed(seed)
+            model = GPT(config).eval()
             with torch.no_grad():
                 last_a = model(idx_a).logits[0, -1]  # (vocab_size,)
                 last_b = model(idx_b).logits[0, -1]  # (vocab_size,)

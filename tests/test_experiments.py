@@ -62,3 +62,13 @@ def test_permutation_is_reproducible_and_takes_encodings_as_a_parameter():
 def test_identical_lines_give_zero_difference():
     table = permutation_experiment(n_layers=(3,), pos_encodings=("learned",), line_a="白日依山尽", line_b="白日依山尽")
     assert table["max_abs_diff"].iloc[0] == 0.0
+
+
+def test_permutation_leaves_the_global_generator_alone():
+    import torch
+
+    torch.manual_seed(99)
+    expected = torch.rand(3)
+    torch.manual_seed(99)
+    permutation_experiment(n_layers=(1,), pos_encodings=("none",), seed=0)
+    assert torch.equal(torch.rand(3), expected)
