@@ -1,6 +1,7 @@
 """The lesson's measurements: attention parameter counts and the permutation experiment."""
 
 import pytest
+import torch
 
 from engine.experiments import attention_param_counts, permutation_experiment
 
@@ -65,8 +66,6 @@ def test_identical_lines_give_zero_difference():
 
 
 def test_permutation_leaves_the_global_generator_alone():
-    import torch
-
     torch.manual_seed(99)
     expected = torch.rand(3)
     torch.manual_seed(99)

@@ -2,13 +2,15 @@
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 
 from engine import train as train_cli
-from engine.corpus import corpus_from_bytes
-from engine.gpt import GPT, preset
+from engine.corpus import FORTUNES_DIR, corpus_from_bytes, load_corpus
+from engine.gpt import GPT, PRESETS, generate_text, preset
 from engine.training import (
     META_FILE,
     WEIGHTS_FILE,
@@ -209,8 +211,6 @@ def test_bad_bytes_give_clear_errors(data, message):
 
 
 def test_truncated_single_file_and_foreign_safetensors(trained):
-    import safetensors.torch
-
     data = checkpoint_to_bytes(trained.model, trained.tokenizer)
     with pytest.raises(CheckpointError):
         checkpoint_from_bytes(data[:-100])
@@ -240,11 +240,6 @@ def test_command_line_trains_prints_and_saves(tmp_path, capsys):
 
 
 def test_shipped_model_loads_and_matches_the_corpus():
-    from pathlib import Path
-
-    from engine.corpus import FORTUNES_DIR, load_corpus
-    from engine.gpt import PRESETS, generate_text
-
     folder = Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang300"
     ckpt = load_checkpoint(folder)
     assert ckpt.config == preset("course", vocab_size=ckpt.tokenizer.vocab_size)
