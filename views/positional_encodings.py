@@ -55,14 +55,12 @@ def sinusoidal(block_size: int, n_embd: int) -> dict:
 
 @st.cache_data(show_spinner=False)
 def rope_rotation(head_dim: int, seed: int) -> dict:
-    torch.manual_seed(seed)
-    return S.rope_rotation(torch.randn(head_dim), 128)
+    return S.rope_rotation(S.seeded_vectors(1, head_dim, seed)[0], 128)
 
 
 @st.cache_data(show_spinner=False)
 def score_matrices(mode: int, head_dim: int, T: int, shift: int, seed: int) -> dict:
-    torch.manual_seed(seed + 1)
-    q, k = torch.randn(head_dim), torch.randn(head_dim)
+    q, k = S.seeded_vectors(2, head_dim, seed + 1)
     if mode == 0:
         result = S.rope_score_matrix(q, k, T, shift)
         first, second, spread = result["attn_scores"], result["shifted"], result["max_diagonal_spread"]

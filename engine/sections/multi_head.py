@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from engine import attention as A
 from engine import chapter
 from engine.layout import score_tensor_bytes
+from engine.rng import uses_global_rng
 
 #: The lesson's example line ("the white sun sets behind the mountains"), 5 characters.
 LESSON_LINE = "白日依山尽"
@@ -183,6 +184,7 @@ def chapter_batch() -> Tensor:
     return torch.stack((inputs, inputs), dim=0)  # 2 × (6, 3) -> (2, 6, 3)
 
 
+@uses_global_rng
 @torch.no_grad()
 def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_heads: int = 2) -> dict[str, Tensor]:
     """The chapter's MultiHeadAttentionWrapper on its batch (d_in 3, context_length 6, dropout 0).
@@ -204,6 +206,7 @@ def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_hea
     return {"context_vec": context_vec, "attn_weights": attn_weights}
 
 
+@uses_global_rng
 @torch.no_grad()
 def split_output(seed: int = chapter.MHA_SPLIT_SEED, d_out: int = 2, num_heads: int = 2) -> dict[str, Tensor]:
     """The chapter's MultiHeadAttention (weight splits, out_proj) on its batch (d_in 3, dropout 0).
@@ -223,6 +226,7 @@ def split_output(seed: int = chapter.MHA_SPLIT_SEED, d_out: int = 2, num_heads: 
     return {"context_vec": context_vec, "attn_weights": attn_weights}
 
 
+@uses_global_rng
 @torch.no_grad()
 def wrapper_vs_split(seed: int = chapter.MHA_WRAPPER_SEED, head_dim: int = 2, num_heads: int = 2) -> dict[str, Tensor | float]:
     """Copy the wrapper's per-head weights into the split layer and compare the heads' outputs.
@@ -312,6 +316,7 @@ def _shape_row(step: str, code: str, t: Tensor) -> dict:
     }
 
 
+@uses_global_rng
 @torch.no_grad()
 def heads_on_line(line: str = LESSON_LINE, n_embd: int = chapter.LESSON_N_EMBD, num_heads: int = 4,
                   seed: int = LESSON_SEED) -> dict[str, object]:

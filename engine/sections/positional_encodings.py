@@ -20,6 +20,7 @@ from torch import Tensor
 from engine import experiments, positions
 from engine.gpt import GPT, GPTConfig
 from engine.training import CheckpointError, load_checkpoint
+from engine.rng import uses_global_rng
 
 #: The lesson's line and its permutation: same last character, the four before it shuffled.
 LINE = "白日依山尽"
@@ -84,6 +85,15 @@ def permutation_by_layers(
     return table[["n_layer", "pos_encoding", "max_abs_diff"]].reset_index(drop=True)
 
 
+def seeded_vectors(n: int, dim: int, seed: int) -> Tensor:
+    """``n`` standard-normal vectors of size ``dim`` from a private generator seeded with ``seed``.
+
+    Returns:
+        float32 tensor of shape (n, dim); the global generator is not touched.
+    """
+    return torch.randn(n, dim, generator=torch.Generator().manual_seed(seed))
+
+
 def causal_visibility(line: str = LINE, permuted: str = PERMUTED) -> dict[str, Tensor]:
     """What each position of the two lines can see under the causal mask.
 
@@ -111,6 +121,7 @@ def causal_visibility(line: str = LINE, permuted: str = PERMUTED) -> dict[str, T
     return {"mask": mask, "counts": counts, "same_set": same_set}
 
 
+@uses_global_rng
 def learned_table(config: GPTConfig, seed: int = 0) -> Tensor:
     """The learned position table of an untrained GPT: ``pos_emb.weight`` right after init.
 
@@ -274,6 +285,7 @@ def _by_distance(matrix: Tensor) -> Tensor:
     return torch.stack([torch.diagonal(matrix, offset=-d)[0] for d in range(-(T - 1), T)])
 
 
+@uses_global_rng
 def run_past_block_size(T: int, block_size: int = 16, seed: int = 0) -> pd.DataFrame:
     """Feed T tokens to a small untrained GPT (block_size given) with each position encoding.
 
