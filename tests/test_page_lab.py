@@ -249,7 +249,7 @@ def test_presets_and_head_choices():
             at.slider(key="lab_n_layer").value, at.selectbox(key="lab_block").value) == (128, 4, 4, 128)
     assert at.number_input(key="lab_steps").value == 1000
     at.button(key="lab_preset_quick").click().run()
-    assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 300)
+    assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
     at.selectbox(key="lab_n_embd").set_value(48).run()
     assert at.selectbox(key="lab_n_head").options == [str(h) for h in (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)]
     at.selectbox(key="lab_pos").set_value("rope").run()

@@ -32,9 +32,9 @@ LEARNING_RATES = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2]
 STEPS = (1, 5000)
 #: The "quick" button: the quick model preset with these training settings. On this project's 2-core CPU
 #: (one training thread, other jobs running) 300 steps took 44 s in engine.lab and about a minute in the page.
-QUICK_TRAIN = {"lab_steps": 300, "lab_batch": 32, "lab_lr": 2e-3}
+QUICK_TRAIN = {"lab_steps": 400, "lab_batch": 16, "lab_lr": 2e-3}
 #: The "course" button: the lesson's model and 1000 steps of the course's batch size.
-COURSE_TRAIN = {"lab_steps": 1000, "lab_batch": 32, "lab_lr": 1e-3}
+COURSE_TRAIN = {"lab_steps": 1000, "lab_batch": 16, "lab_lr": 1e-3}
 DEFAULT_SEED = 1337
 OWN, SHIPPED = "your model", "the shipped model"
 POLL_S = 1.0
