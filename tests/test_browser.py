@@ -36,7 +36,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:
+def start_server(port: int) -> subprocess.Popen:  # also used by tests/test_load.py
     """Start ``streamlit run app.py`` on ``port`` and wait until its health endpoint answers."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -88,9 +88,9 @@ def test_deep_link_on_fresh_server(browser, info):
         assert page.locator('[data-testid="stSidebarNavLink"]').count() == len(PAGES)
         if info.url_path in MATH_PAGES:
             page.wait_for_selector(".katex", timeout=30_000)
-        sliders = page.locator('[data-testid="stSlider"] [role="slider"]')
+        sliders = page.locator('[data-testid="stSlider"] input')
         if sliders.count():
-            before = sliders.first.get_attribute("aria-valuenow")
+            before = sliders.first.input_value()
             sliders.first.focus()
             page.keyboard.press("ArrowRight")
             page.keyboard.press("ArrowRight")
@@ -98,7 +98,7 @@ def test_deep_link_on_fresh_server(browser, info):
             page.wait_for_function(
                 "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000
             )
-            assert sliders.first.get_attribute("aria-valuenow") != before
+            assert sliders.first.input_value() != before
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
         SHOTS.mkdir(parents=True, exist_ok=True)
