@@ -209,8 +209,8 @@ if BENCH_FILE.is_file():
 else:
     st.info("No benchmark results ship with this copy yet: run `python -m engine.bench attention "
             "--json assets/bench_attention.json`.")
-st.markdown("Measure again, here and now, on the small input (about ten seconds on two cores; the result is "
-            "cached for this server):")
+st.markdown("Measure again, here and now, on the small input (a few seconds on two idle cores, longer on a busy "
+            "machine; the result is cached for this server):")
 if st.button("Run a quick measurement", key="mh_bench_rerun", icon=":material/timer:"):
     st.session_state["mh_bench_live"] = True
 if st.session_state.get("mh_bench_live"):
