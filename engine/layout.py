@@ -30,6 +30,7 @@ from torch import Tensor
 
 from engine import attention as A
 from engine import chapter
+from engine.rng import uses_global_rng
 
 # ---------------------------------------------------------------------------
 # Introspection
@@ -484,6 +485,7 @@ def _stage(title: str, code: str, t: Tensor, heads: Tensor, previous: Tensor | N
     )
 
 
+@uses_global_rng
 def key_head_walk(num_tokens: int, num_heads: int, head_dim: int, seed: int = 0) -> list[HeadStage]:
     """The keys (and scores, context) of one sequence through the chapter's head split and back.
 

@@ -41,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from engine import attention as A
+from engine.rng import uses_global_rng
 from engine.sections.multi_head import FusedQKVAttention
 
 #: Variant name -> what it is (the table's second column).
@@ -122,6 +123,7 @@ class _TorchMHA(nn.Module):
         return out  # (B, T, C)
 
 
+@uses_global_rng
 def build_variants(size: BenchSize, seed: int = 0) -> dict[str, nn.Module]:
     """Every variant of :data:`VARIANTS` with the same weights (dropout 0, biases everywhere).
 

@@ -47,6 +47,7 @@ def divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
+@uses_global_rng
 def check_split(d_out: int, num_heads: int) -> int:
     """``head_dim`` of a split of ``d_out`` into ``num_heads`` heads, as MultiHeadAttention checks it.
 
@@ -290,6 +291,7 @@ def line_embeddings(line: str, n_embd: int, seed: int = LESSON_SEED) -> Tensor:
     return table[ids].unsqueeze(0)  # (T, n_embd) -> (1, T, n_embd)
 
 
+@uses_global_rng
 def param_counts(n_embd: int, num_heads: int, bias: bool = True) -> dict[str, int]:
     """Parameters of the lesson's attention layer, counted on a real :class:`FusedQKVAttention`.
 
