@@ -21,6 +21,21 @@ _DTYPES = {"f8": np.float64, "f4": np.float32, "i1": np.int8, "u1": np.uint8, "i
            "i4": np.int32, "u4": np.uint32, "i8": np.int64, "u8": np.uint64}
 
 
+def texts(at) -> list[str]:
+    """Every markdown text on the page (badges appear as ``:green-badge[...]`` markdown)."""
+    return [m.value for m in at.markdown]
+
+
+def badges(at, colour: str) -> list[str]:
+    """The chapter-check badges of one colour ("green", "red", "gray")."""
+    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
+
+
+def captions(at) -> list[str]:
+    """Every caption on the page."""
+    return [c.value for c in at.caption]
+
+
 def decode(value):
     """Turn ``{"dtype", "bdata", "shape"}`` blobs (recursively) into numpy arrays; leave the rest."""
     if isinstance(value, dict):

@@ -8,14 +8,7 @@ import torch
 from engine.gpt import GPT, PRESETS, CausalSelfAttention, GPTConfig, generate_text, preset
 from engine.tokenizer import CharTokenizer
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, and do not stall when other jobs share the CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(**overrides) -> GPT:

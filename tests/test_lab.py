@@ -12,19 +12,13 @@ from engine.gpt import GPT, preset
 from engine.rng import uses_global_rng
 from engine.training import CheckpointError, TrainConfig, checkpoint_to_bytes
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 LINES = ["白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。", "床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"]
 TEXT = "\n\n".join(LINES[i % 4] + "\n" + LINES[(i + 1) % 4] for i in range(24))
 OTHER_TEXT = TEXT.replace("月", "日")
 FAST = TrainConfig(steps=20, batch_size=8, learning_rate=3e-3, warmup_steps=2, eval_interval=10, eval_iters=2, device="cpu")
 LONG = dataclasses.replace(FAST, steps=100_000, eval_interval=100_000)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

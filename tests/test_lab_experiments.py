@@ -13,18 +13,12 @@ from engine.corpus import corpus_from_bytes
 from engine.gpt import POS_ENCODINGS, GPT, preset
 from engine.training import TrainConfig
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 #: Text with no structure at all: 16 characters drawn at random. A causal model can do no better than
 #: ln 16 = 2.77 nats; a model that sees the next character can copy it.
 _RNG = random.Random(0)
 RANDOM_TEXT = "".join(_RNG.choice("春夏秋冬山水风月花鸟云雨日夜天地") for _ in range(4000))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,11 @@ import math
 
 import pytest
 
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import badges, figures, open_page, texts
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 GUARDS = ["none (-inf)", "large finite negative", "nan_to_num after softmax", "keep the diagonal visible"]
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
 
 
 #: The page's first tables in order (AppTest does not expose a dataframe's key); the NaN table, when
@@ -26,20 +18,6 @@ TABLES = {"cm_leak_table": 0, "cm_buffer_keys": 1, "cm_buffer_meta": 2, "cm_nan_
 
 def table(at, key):
     return at.dataframe[TABLES[key]].value
-
-
-@pytest.fixture(scope="module")
-def fresh():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_matrices_checked_green(fresh):

@@ -4,18 +4,10 @@ import numpy as np
 import pytest
 
 from engine import chapter
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import badges, figures, texts
 
 PAGE = "views/dropout.py"
 P_LABELS = [f"{0.1 * i:.1f}" for i in range(10)]
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
 
 
 def slider_figure(at):
@@ -25,20 +17,6 @@ def slider_figure(at):
 def cell_values(trace):
     """The numbers written in a heatmap's cells (what the reader sees)."""
     return np.array([[float(v) for v in row] for row in trace["text"]])
-
-
-@pytest.fixture(scope="module")
-def fresh():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_matrices_checked_green(fresh):

@@ -4,34 +4,19 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from engine import lab, lab_experiments as X
 from engine.corpus import MAX_BYTES
 from engine.training import checkpoint_to_bytes
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import captions, figures, open_page, texts
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 PAGE = "views/lab.py"
 #: The "tiny" preset's sizes on the Tang poems, and a short run.
 TINY = {"lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head": 4, "lab_block": 16, "lab_dropout": 0.0, "lab_steps": 24,
         "lab_batch": 8, "lab_lr": 3e-3}
 DEADLINE_S = 90
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def captions(at):
-    return [c.value for c in at.caption]
 
 
 def progress_text(at):

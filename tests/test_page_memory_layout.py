@@ -3,17 +3,9 @@
 import numpy as np
 import pytest
 
-from tests.plotly_json import figure_json_bytes, figures, open_page
+from tests.plotly_json import badges, figure_json_bytes, figures, texts
 
 PAGE = "views/memory_layout.py"
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
 
 
 def walk_figure(at):
@@ -53,13 +45,6 @@ def walk_order(fig) -> list[int]:
     """The storage cell lit at each step of the walk slider."""
     n_steps = len(fig["layout"]["sliders"][0]["steps"])
     return [lit_cell(fig["data"][2 + 2 * k + 1])[1] for k in range(n_steps)]
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_checks_green(at):

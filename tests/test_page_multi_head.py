@@ -5,17 +5,9 @@ import pytest
 
 from engine.bench import attention as bench
 from engine.layout import human_bytes
-from tests.plotly_json import ROOT, figure_json_bytes, figures, open_page
+from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
 
 PAGE = "views/multi_head.py"
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
 
 
 def metrics(at):
@@ -29,13 +21,6 @@ def heads_figure(at):
 def shapes(at):
     table = next(d.value for d in at.dataframe if "step" in d.value.columns)
     return dict(zip(table["step"], table["shape"]))
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_numbers_green(at):

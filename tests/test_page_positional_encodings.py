@@ -8,13 +8,10 @@ from engine import gpt as G
 from engine.sections import positional_encodings as S
 from engine.tokenizer import CharTokenizer
 from engine.training import save_checkpoint
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import figures, open_page, texts
 
 PAGE = "views/positional_encodings.py"
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
+PAGE_TIMEOUT = 120
 
 
 def starting(at, prefix):
@@ -28,13 +25,6 @@ def chart(at, key):
     index = [i for i, c in enumerate(charts) if c.proto.id.endswith(key) or key in c.proto.id]
     assert index, f"no chart with key {key}"
     return figures(at)[index[0]]
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE, 120)
-    assert not app.exception, [e.value for e in app.exception]
-    return app
 
 
 def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at):

@@ -2,24 +2,9 @@
 
 import pytest
 
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import badges, figures, texts
 
 PAGE = "views/self_attention.py"
-
-
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_numbers_shown_green(at):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.plotly_json import figures, open_page
+from tests.plotly_json import badges, figures, texts
 
 PAGE = "views/trainable_weights.py"
 CHAPTER_LINES = (
@@ -13,34 +13,12 @@ CHAPTER_LINES = (
 )
 
 
-def texts(at):
-    return [m.value for m in at.markdown]
-
-
-def badges(at, colour):
-    return [t for t in texts(at) if t.startswith(f":{colour}-badge[")]
-
-
 def figure_with_title(at, fragment):
     for fig in figures(at):
         titles = [a.get("text", "") for a in fig["layout"].get("annotations", [])]
         if any(fragment in t for t in titles):
             return fig
     raise AssertionError(f"no figure with a panel titled like {fragment!r}")
-
-
-@pytest.fixture(scope="module")
-def fresh():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
-
-
-@pytest.fixture
-def at():
-    app = open_page(PAGE)
-    assert not app.exception
-    return app
 
 
 def test_chapter_numbers_shown_green(fresh):

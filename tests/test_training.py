@@ -26,16 +26,10 @@ from engine.training import (
     train,
 )
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 LINES = ["白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。", "床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"]
 TEXT = "\n\n".join(LINES[i % 4] + "\n" + LINES[(i + 1) % 4] for i in range(24))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

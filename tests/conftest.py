@@ -1,0 +1,34 @@
+"""Shared fixtures."""
+
+import pytest
+import torch
+
+from tests.plotly_json import open_page
+
+
+def _page(request):
+    """Run the page named by the test module's ``PAGE`` (and ``PAGE_TIMEOUT``, default 60 s); it must not raise."""
+    app = open_page(request.module.PAGE, getattr(request.module, "PAGE_TIMEOUT", 60))
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+@pytest.fixture
+def at(request):
+    """A freshly run page for tests that move its controls."""
+    return _page(request)
+
+
+@pytest.fixture(scope="module")
+def fresh(request):
+    """One run of the page shared by a module's read-only tests."""
+    return _page(request)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Run a module's tiny models on one thread: faster, and no stalls when other jobs share the CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
