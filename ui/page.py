@@ -73,6 +73,15 @@ def chapter_check(label: str, value, expected, applies: bool = True, decimals: i
     return ok
 
 
+def verdict(ok: bool, passed: str, failed: str) -> bool:
+    """A green badge saying ``passed`` when a live check holds, else a red one saying ``failed``; returns ``ok``."""
+    if ok:
+        st.badge(passed, icon=":material/check_circle:", color="green")
+    else:
+        st.badge(failed, icon=":material/error:", color="red")
+    return ok
+
+
 @functools.cache
 def _source(obj: Callable | type) -> str:
     """``inspect.getsource`` once per object (the engine does not change while the app runs)."""

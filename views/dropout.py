@@ -77,10 +77,9 @@ if modes["train_calls_differ"]:
     st.badge("train(): two calls on the same input give different weights", icon=":material/shuffle:", color="blue")
 else:
     st.badge("train() with p = 0: nothing is dropped, both calls agree", icon=":material/drag_handle:", color="gray")
-if modes["eval_equals_no_dropout"] and modes["eval_calls_equal"]:
-    st.badge("eval(): deterministic, and identical to the same layer with p = 0", icon=":material/check_circle:", color="green")
-else:
-    st.badge("eval() output differs from the layer without dropout", icon=":material/error:", color="red")
+page.verdict(modes["eval_equals_no_dropout"] and modes["eval_calls_equal"],
+             "eval(): deterministic, and identical to the same layer with p = 0",
+             "eval() output differs from the layer without dropout")
 st.markdown(f"max |eval() output − output with p = 0| = {modes['max_abs_diff_eval_vs_p0']:.1e}")
 page.show_code(D.train_vs_eval, A.CausalAttention)
 

@@ -138,10 +138,9 @@ copy_dim = c2.select_slider("head_dim (the wrapper's d_out)", options=[1, 2, 3, 
 compare = copy_cached(seed, int(copy_dim), int(copy_heads))
 st.markdown(f"max |wrapper − split| before the copy: **{compare['max_abs_diff_before']:.4e}** · "
             f"after copying the wrapper's weights (compared before out_proj): **{compare['max_abs_diff']:.2e}**")
-if compare["max_abs_diff"] < 1e-6:
-    st.badge("after the copy the split layer's heads equal the wrapper's", icon=":material/check_circle:", color="green")
-else:
-    st.badge("after the copy the heads still differ", icon=":material/error:", color="red")
+page.verdict(compare["max_abs_diff"] < 1e-6,
+             "after the copy the split layer's heads equal the wrapper's",
+             "after the copy the heads still differ")
 page.show_code(M.split_output, M.wrapper_vs_split, A.MultiHeadAttention, A.copy_wrapper_into_split)
 
 # --- 3. head by head ---------------------------------------------------------------------------------

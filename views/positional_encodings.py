@@ -99,14 +99,12 @@ one_none, two_none = diff(1, "none"), diff(2, "none")
 st.markdown(f"1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · "
             f"1 layer, learned: **{diff(1, 'learned'):.1e}** (the lesson printed 3.7e-08, 1.9e-02 and 2.8e-03 "
             "with its own initialisation: compare orders of magnitude)")
-if one_none < 1e-5:
-    st.badge("1 layer without positions: float rounding, as in the lesson", icon=":material/check_circle:", color="green")
-else:
-    st.badge("1 layer without positions is NOT at float rounding", icon=":material/error:", color="red")
-if two_none > 1e-4:
-    st.badge("2 layers without positions: clearly non-zero, as in the lesson", icon=":material/check_circle:", color="green")
-else:
-    st.badge("2 layers without positions: not clearly non-zero", icon=":material/error:", color="red")
+page.verdict(one_none < 1e-5,
+             "1 layer without positions: float rounding, as in the lesson",
+             "1 layer without positions is NOT at float rounding")
+page.verdict(two_none > 1e-4,
+             "2 layers without positions: clearly non-zero, as in the lesson",
+             "2 layers without positions: not clearly non-zero")
 page.show_code(S.permutation_by_layers, experiments.permutation_experiment)
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------

@@ -108,10 +108,9 @@ st.plotly_chart(
     key="sa_jacobian",
 )
 st.markdown(f"max |closed form − autograd| = {jac['max_abs_diff']:.2e}")
-if jac["max_abs_diff"] < 1e-12:
-    st.badge("closed form equals torch.autograd", icon=":material/check_circle:", color="green")
-else:
-    st.badge("closed form differs from torch.autograd", icon=":material/error:", color="red")
+page.verdict(jac["max_abs_diff"] < 1e-12,
+             "closed form equals torch.autograd",
+             "closed form differs from torch.autograd")
 page.show_code(S.jacobian_check, A.softmax_jacobian)
 
 # --- 5. all pairs -----------------------------------------------------------------------------------

@@ -115,10 +115,9 @@ page.prose(PAGE, "exercise")
 exercise = T.exercise_3_1(inputs, d_out, seed, seed_v2)
 st.markdown(f"max |v1 − v2| before the copy: **{exercise['max_abs_diff_before']:.4e}**")
 st.markdown(f"max |v1 − v2| after copying v2's weights (transposed) into v1: **{exercise['max_abs_diff_after']:.4e}**")
-if exercise["max_abs_diff_after"] < 1e-6:
-    st.badge("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2", icon=":material/check_circle:", color="green")
-else:
-    st.badge("after the copy the outputs still differ", icon=":material/error:", color="red")
+page.verdict(exercise["max_abs_diff_after"] < 1e-6,
+             "after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2",
+             "after the copy the outputs still differ")
 page.show_code(T.exercise_3_1, A.copy_v2_into_v1)
 
 page.prose(PAGE, "two_weights")
