@@ -196,6 +196,14 @@ def init_comparison(d_ins: tuple[int, ...] = INIT_D_INS, d_out: int = 512, n_tok
     return pd.DataFrame(rows)
 
 
+def _seeded_v1_v2(d_in: int, d_out: int, seed_v1: int, seed_v2: int) -> tuple[A.SelfAttention_v1, A.SelfAttention_v2]:
+    """SelfAttention_v1 built right after ``manual_seed(seed_v1)``, SelfAttention_v2 after ``manual_seed(seed_v2)``."""
+    torch.manual_seed(seed_v1)
+    sa_v1 = A.SelfAttention_v1(d_in, d_out)
+    torch.manual_seed(seed_v2)
+    return sa_v1, A.SelfAttention_v2(d_in, d_out)
+
+
 @uses_global_rng
 def v1_v2_outputs(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dict[str, Tensor]:
     """SelfAttention_v1 and SelfAttention_v2 built after their own seeds, run on the inputs.
@@ -213,10 +221,7 @@ def v1_v2_outputs(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dic
     Raises:
         ValueError: on a non-positive ``d_out`` or a non-2-d input.
     """
-    torch.manual_seed(seed_v1)
-    sa_v1 = A.SelfAttention_v1(inputs.shape[1], d_out)
-    torch.manual_seed(seed_v2)
-    sa_v2 = A.SelfAttention_v2(inputs.shape[1], d_out)
+    sa_v1, sa_v2 = _seeded_v1_v2(inputs.shape[1], d_out, seed_v1, seed_v2)
     with torch.no_grad():
         return {"v1": sa_v1(inputs), "v2": sa_v2(inputs)}
 
@@ -237,10 +242,7 @@ def exercise_3_1(inputs: Tensor, d_out: int, seed_v1: int, seed_v2: int) -> dict
     Raises:
         ValueError: on a non-positive ``d_out`` or a non-2-d input.
     """
-    torch.manual_seed(seed_v1)
-    sa_v1 = A.SelfAttention_v1(inputs.shape[1], d_out)
-    torch.manual_seed(seed_v2)
-    sa_v2 = A.SelfAttention_v2(inputs.shape[1], d_out)
+    sa_v1, sa_v2 = _seeded_v1_v2(inputs.shape[1], d_out, seed_v1, seed_v2)
     with torch.no_grad():
         v1_before = sa_v1(inputs)  # (T, d_out)
         v2 = sa_v2(inputs)  # (T, d_out)
