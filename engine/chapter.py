@@ -152,3 +152,11 @@ def matches(value, expected, decimals: int = DECIMALS) -> bool:
     same_inf = torch.isinf(want) & (got == want)
     close = (got - want).abs() <= 0.5 * 10 ** (-decimals) + 1e-9
     return bool((same_inf | close).all())
+
+#: Lessons 000/002, the permutation experiment: Wang Zhihuan's line and the same characters reordered.
+LESSON_LINE = "白日依山尽"
+PERMUTED_LINE = "山依日白尽"
+#: The prompt the lesson samples from (the first two characters of ``LESSON_LINE``).
+LESSON_PROMPT = "白日"
+#: Prompts the shipped model's samples start from (``LESSON_PROMPT`` first).
+SAMPLE_PROMPTS = (LESSON_PROMPT, "明月", "春")
