@@ -110,6 +110,22 @@ PRESETS: dict[str, GPTConfig] = {
 }
 
 
+def count_params(module: nn.Module) -> int:
+    """Number of scalar parameters of ``module`` (every tensor in ``module.parameters()``).
+
+    The project's one parameter counter: the multi-head page's qkv/proj counts, the Lab's model
+    sizes and ``GPT.num_params`` all use it. Works on the ``meta`` device, so a size can be known
+    before any weight is allocated.
+    """
+    return sum(p.numel() for p in module.parameters())
+
+
+def config_params(config: GPTConfig) -> int:
+    """Parameters of a GPT with this config, counted on the ``meta`` device (nothing allocated)."""
+    with torch.device("meta"):
+        return count_params(GPT(config))
+
+
 def preset(name: str, **overrides) -> GPTConfig:
     """A named preset ("course", "quick", "tiny"), with fields replaced by ``overrides``.
 
@@ -287,7 +303,7 @@ class GPT(nn.Module):
 
     def num_params(self, include_embeddings: bool = True) -> int:
         """Number of parameters; without the token and position tables if ``include_embeddings`` is False."""
-        total = sum(p.numel() for p in self.parameters())
+        total = count_params(self)
         if not include_embeddings:
             total -= self.tok_emb.weight.numel()
             if self.config.pos_encoding == "learned":
