@@ -41,6 +41,11 @@ def current_language() -> str:
     return lang if lang in LANGUAGES else DEFAULT_LANGUAGE
 
 
+def N_(message: str) -> str:
+    """Mark ``message`` for extraction without translating it (for constants translated when drawn)."""
+    return message
+
+
 def _(message: str) -> str:
     """``message`` in the reader's language."""
     return translations(current_language()).gettext(message)

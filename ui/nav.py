@@ -1,58 +1,107 @@
 """The app's page registry: one entry per built page, in reading order.
 
-``app.py`` builds ``st.navigation`` from it and the Home page draws its map of
-sections from it, so a page exists in exactly one list. Only pages that are
-built are listed.
+Each page is known by one ``slug`` that names it everywhere: ``views/<slug>.py`` (widgets and
+layout), ``engine/sections/<slug>.py`` (what it computes), ``engine/figures/<slug>.py`` (what it
+draws), ``content/<lang>/<slug>.md`` (what it says) and the URL path ``/<slug with dashes>``.
+``app.py`` builds ``st.navigation`` from :data:`PAGES` and the Home page draws its map of
+sections from it, so a page exists in exactly one list. Only pages that are built are listed.
+
+Titles and sections are message ids (marked with :func:`N_` for extraction) translated when
+drawn, in the reader's language.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 import streamlit as st
+
+from ui.i18n import N_, _
 
 
 @dataclass(frozen=True)
 class PageInfo:
-    """One page: its script, title, URL path, icon, navigation group and the chapter section it accompanies."""
+    """One page of the essay.
 
-    script: str
+    Attributes:
+        slug: the page's one name (``self_attention``); paths and the URL derive from it.
+        number: its section number in reading order ("" for Home).
+        title: short title in the navigation (a message id).
+        heading: the page's own title (a message id).
+        icon: a Material icon name.
+        group: "essay" or "lab" (navigation groups).
+        section: the chapter section it accompanies (a message id).
+    """
+
+    slug: str
+    number: str
     title: str
-    url_path: str
+    heading: str
     icon: str
     group: str
     section: str
 
+    @property
+    def script(self) -> str:
+        """The page script, relative to the repository root."""
+        return f"views/{self.slug}.py"
 
-ESSAY = "Attention, step by step"
-LAB = "Lab"
+    @property
+    def url_path(self) -> str:
+        """The page's URL path (dashes instead of underscores)."""
+        return self.slug.replace("_", "-")
+
+    def nav_title(self) -> str:
+        """The translated navigation title, with its number ("1 · Self-attention")."""
+        return f"{self.number} · {_(self.title)}" if self.number else _(self.title)
+
+    def page_heading(self) -> str:
+        """The translated page title, with its number."""
+        return f"{self.number} · {_(self.heading)}" if self.number else _(self.heading)
+
 
 PAGES: tuple[PageInfo, ...] = (
-    PageInfo("views/home.py", "Why attention", "home", ":material/home:", ESSAY,
-             "Chapter 003: the long-sequence problem, Bahdanau (2014), the Transformer (2017)"),
-    PageInfo("views/self_attention.py", "1 · Self-attention", "self-attention", ":material/hub:", ESSAY,
-             "Chapter 003: simplified self-attention without trainable weights"),
-    PageInfo("views/trainable_weights.py", "2 · Trainable weights", "trainable-weights", ":material/tune:", ESSAY,
-             "Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2"),
-    PageInfo("views/causal_mask.py", "3 · Causal mask", "causal-mask", ":material/visibility_off:", ESSAY,
-             "Chapter 003: causal attention (masking the future), CausalAttention and register_buffer"),
-    PageInfo("views/dropout.py", "4 · Dropout", "dropout", ":material/grain:", ESSAY,
-             "Chapter 003: masking additional attention weights with dropout"),
-    PageInfo("views/multi_head.py", "5 · Multi-head attention", "multi-head", ":material/view_week:", ESSAY,
-             "Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)"),
-    PageInfo("views/memory_layout.py", "6 · Memory layout", "memory-layout", ":material/memory:", ESSAY,
-             "Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory"),
-    PageInfo("views/positional_encodings.py", "7 · Positional encodings", "positional-encodings", ":material/pin_drop:", ESSAY,
-             "Lesson 000 parts 2–3: attention ignores order, the causal mask, learned, sinusoidal and rotary positions"),
-    PageInfo("views/lab.py", "8 · GPT lab", "lab", ":material/science:", LAB,
-             "Lesson 000 exercises 2–3: train the course's GPT on Tang poems, generate, look inside"),
+    PageInfo("home", "", N_("Why attention"), N_("Attention, step by step"), ":material/home:", "essay",
+             N_("Chapter 003: the long-sequence problem, Bahdanau (2014), the Transformer (2017)")),
+    PageInfo("self_attention", "1", N_("Self-attention"), N_("Self-attention without trainable weights"),
+             ":material/hub:", "essay",
+             N_("Chapter 003: simplified self-attention without trainable weights")),
+    PageInfo("trainable_weights", "2", N_("Trainable weights"), N_("Self-attention with trainable weights"),
+             ":material/tune:", "essay",
+             N_("Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2")),
+    PageInfo("causal_mask", "3", N_("Causal mask"), N_("Hiding the future: causal attention"),
+             ":material/visibility_off:", "essay",
+             N_("Chapter 003: causal attention (masking the future), CausalAttention and register_buffer")),
+    PageInfo("dropout", "4", N_("Dropout"), N_("Dropout on the attention weights"), ":material/grain:", "essay",
+             N_("Chapter 003: masking additional attention weights with dropout")),
+    PageInfo("multi_head", "5", N_("Multi-head attention"), N_("Multi-head attention"), ":material/view_week:",
+             "essay",
+             N_("Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)")),
+    PageInfo("memory_layout", "6", N_("Memory layout"), N_("Memory layout"), ":material/memory:", "essay",
+             N_("Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory")),
+    PageInfo("positional_encodings", "7", N_("Positional encodings"), N_("Positional encodings"),
+             ":material/pin_drop:", "essay",
+             N_("Lesson 000 parts 2–3: attention ignores order, the causal mask, learned, sinusoidal and rotary "
+                "positions")),
+    PageInfo("lab", "8", N_("GPT lab"), N_("GPT lab"), ":material/science:", "lab",
+             N_("Lesson 000 exercises 2–3: train the course's GPT on Tang poems, generate, look inside")),
 )
+
+#: Pages by slug.
+BY_SLUG: dict[str, PageInfo] = {p.slug: p for p in PAGES}
+#: Navigation group titles (message ids).
+GROUPS = {"essay": N_("Attention, step by step"), "lab": N_("Lab")}
+
+
+def page_info(slug: str) -> PageInfo:
+    """The registry entry of ``slug``; raises ``KeyError`` for a page that is not built."""
+    return BY_SLUG[slug]
 
 
 def build_navigation():
-    """``st.navigation`` over :data:`PAGES`, grouped; Home is the default page."""
+    """``st.navigation`` over :data:`PAGES`, grouped, titles in the reader's language; Home is the default."""
     groups: dict[str, list] = {}
     for i, info in enumerate(PAGES):
-        page = st.Page(info.script, title=info.title, url_path=info.url_path, icon=info.icon, default=i == 0)
-        groups.setdefault(info.group, []).append(page)
+        page = st.Page(info.script, title=info.nav_title(), url_path=info.url_path, icon=info.icon,
+                       default=i == 0)
+        groups.setdefault(_(GROUPS[info.group]), []).append(page)
     return st.navigation(groups)

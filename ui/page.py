@@ -1,57 +1,97 @@
 """The one page shape: header -> prose -> live blocks -> code that ran -> check yourself.
 
-Prose lives in ``content/en/<page>.md``, cut into named parts by lines of the
-form ``<!-- part: name -->``; a page renders a part with :func:`prose`. The
-"check yourself" questions are the part ``quiz``: each ``### question`` heading
-is followed by its answer.
+Prose lives in ``content/<lang>/<slug>.md``, cut into named parts by lines of the form
+``<!-- part: name -->``; a page renders a part with :func:`prose`. The "check yourself"
+questions are the part ``quiz``: each ``### question`` heading is followed by its answer.
+A part missing in the reader's language falls back to English for that part only, with a
+visible note. Functions here find the page that calls them from the call stack (the first
+frame in ``views/``), so a view never repeats its own name.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import re
+import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import streamlit as st
 
 from engine import chapter
+from ui.i18n import DEFAULT_LANGUAGE, _, current_language
+from ui.nav import PageInfo, page_info
 
-CONTENT_DIR = Path(__file__).resolve().parent.parent / "content" / "en"
+ROOT = Path(__file__).resolve().parent.parent
+CONTENT_DIR = ROOT / "content"
+VIEWS_DIR = ROOT / "views"
 _PART = re.compile(r"^<!--\s*part:\s*([\w-]+)\s*-->\s*$", re.MULTILINE)
 
 
-@functools.cache
-def load_parts(page: str) -> dict[str, str]:
-    """Parse ``content/en/<page>.md`` into ``{part name: markdown}``.
+def current() -> PageInfo:
+    """The registry entry of the page being drawn: the first caller whose file is in ``views/``.
 
     Raises:
-        FileNotFoundError: if the file is missing (a packaging error, not user input).
+        RuntimeError: when called from outside a page script.
     """
-    text = (CONTENT_DIR / f"{page}.md").read_text(encoding="utf-8")
-    pieces = _PART.split(text)
-    return {name: body.strip() for name, body in zip(pieces[1::2], pieces[2::2])}
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = Path(frame.f_code.co_filename)
+        if path.parent == VIEWS_DIR:
+            return page_info(path.stem)
+        frame = frame.f_back
+    raise RuntimeError("ui.page functions must be called from a page script in views/")
 
 
-def prose(page: str, part: str) -> None:
-    """Render one named part of a page's prose."""
-    st.markdown(load_parts(page)[part])
+@functools.cache
+def load_parts(slug: str, lang: str = DEFAULT_LANGUAGE) -> dict[str, str]:
+    """Parse ``content/<lang>/<slug>.md`` into ``{part name: markdown}``; ``{}`` when the file is missing."""
+    path = CONTENT_DIR / lang / f"{slug}.md"
+    if not path.is_file():
+        return {}
+    pieces = _PART.split(path.read_text(encoding="utf-8"))
+    return {name: body.strip() for name, body in zip(pieces[1::2], pieces[2::2], strict=True)}
 
 
-def header(title: str, section: str, page: str | None = None) -> None:
-    """Page title, the chapter section it accompanies, and the ``intro`` part of its prose."""
-    st.title(title)
-    st.caption(f"Accompanies: {section}")
-    if page is not None:
-        prose(page, "intro")
+def part_text(slug: str, part: str, lang: str) -> tuple[str, bool]:
+    """One part in ``lang``, or in English when ``lang`` lacks it; returns ``(markdown, fell_back)``.
+
+    Raises:
+        KeyError: if not even the English file has the part (a packaging error).
+    """
+    parts = load_parts(slug, lang)
+    if part in parts:
+        return parts[part], False
+    return load_parts(slug, DEFAULT_LANGUAGE)[part], lang != DEFAULT_LANGUAGE
+
+
+def _markdown(body: str, fell_back: bool) -> None:
+    if fell_back:
+        st.caption(_("This part is not translated yet: it is shown in English."))
+    st.markdown(body)
+
+
+def prose(part: str) -> None:
+    """Render one named part of the current page's prose in the reader's language."""
+    _markdown(*part_text(current().slug, part, current_language()))
+
+
+def header() -> None:
+    """The current page's title, the chapter section it accompanies, and the ``intro`` part of its prose."""
+    info = current()
+    st.title(info.page_heading())
+    st.caption(_("Accompanies: {section}").format(section=_(info.section)))
+    _markdown(*part_text(info.slug, "intro", current_language()))
 
 
 def chapter_check(label: str, value, expected, applies: bool = True, decimals: int = chapter.DECIMALS) -> bool:
     """A badge saying whether a live value equals the chapter's printed one at ``decimals`` decimals.
 
     Args:
-        label: what is compared (e.g. "softmax weights").
+        label: what is compared (e.g. "softmax weights"), already in the reader's language.
         value: the live value (tensor, number or nested sequence).
         expected: the chapter's value.
         applies: False when the reader changed an input (seed, embedding) so
@@ -63,13 +103,16 @@ def chapter_check(label: str, value, expected, applies: bool = True, decimals: i
     ok = chapter.matches(value, expected, decimals)
     if not applies:
         if ok:
-            st.badge(f"{label}: equals the chapter's value", icon=":material/check:", color="green")
+            st.badge(_("{label}: equals the chapter's value").format(label=label), icon=":material/check:",
+                     color="green")
         else:
-            st.badge(f"{label}: differs from the chapter, as expected with your inputs", icon=":material/tune:", color="gray")
+            st.badge(_("{label}: differs from the chapter, as expected with your inputs").format(label=label),
+                     icon=":material/tune:", color="gray")
     elif ok:
-        st.badge(f"{label}: matches the chapter to {decimals} decimals", icon=":material/check_circle:", color="green")
+        st.badge(_("{label}: matches the chapter to {decimals} decimals").format(label=label, decimals=decimals),
+                 icon=":material/check_circle:", color="green")
     else:
-        st.badge(f"{label}: does NOT match the chapter", icon=":material/error:", color="red")
+        st.badge(_("{label}: does NOT match the chapter").format(label=label), icon=":material/error:", color="red")
     return ok
 
 
@@ -83,26 +126,48 @@ def verdict(ok: bool, passed: str, failed: str) -> bool:
 
 
 @functools.cache
-def _source(obj: Callable | type) -> str:
-    """``inspect.getsource`` once per object (the engine does not change while the app runs)."""
-    return inspect.getsource(obj)
+def source_of(obj: Callable | type, docstring: bool = False) -> str:
+    """The source of ``obj`` (``inspect.getsource``), by default without its docstring.
+
+    The docstrings hold shapes, errors and references for the developer; without them the reader
+    sees about the length of the chapter's own listing. Cached: the engine does not change while
+    the app runs.
+    """
+    source = textwrap.dedent(inspect.getsource(obj))
+    if docstring:
+        return source
+    drop: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and ast.get_docstring(node):
+            doc = node.body[0]
+            drop.update(range(doc.lineno - 1, doc.end_lineno))
+    lines = source.splitlines(keepends=True)
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
 
 
-def show_code(*objects: Callable | type, label: str = "Code that ran") -> None:
-    """An expander with the source of the engine functions/classes the page just called."""
-    with st.expander(label, icon=":material/code:"):
+def show_code(*objects: Callable | type, label: str | None = None, docstring: bool = False) -> None:
+    """An expander with the source of the engine functions/classes the page just called.
+
+    Args:
+        objects: the functions and classes whose code produced what the page shows.
+        label: the expander's title (default: "Code that ran", translated).
+        docstring: show docstrings too (default False: the chapter's listing length).
+    """
+    with st.expander(label or _("Code that ran"), icon=":material/code:"):
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
-            st.code(_source(obj), language="python")
+            st.code(source_of(obj, docstring), language="python")
 
 
-def check_yourself(page: str) -> None:
-    """The "check yourself" block: each question of the ``quiz`` part in its own expander."""
-    st.subheader("Check yourself")
-    body = load_parts(page)["quiz"]
+def check_yourself() -> None:
+    """The "check yourself" block: each question of the current page's ``quiz`` part in its own expander."""
+    st.subheader(_("Check yourself"))
+    body, fell_back = part_text(current().slug, "quiz", current_language())
+    if fell_back:
+        st.caption(_("This part is not translated yet: it is shown in English."))
     blocks = re.split(r"^###\s+", body, flags=re.MULTILINE)
     for block in blocks[1:]:
-        question, _, answer = block.partition("\n")
+        question, _sep, answer = block.partition("\n")
         with st.expander(question.strip()):
             st.markdown(answer.strip())
 

@@ -1,4 +1,4 @@
-"""The sidebar every page shares: where the code runs and what versions it uses."""
+"""The sidebar every page shares: the reader's language, where the code runs and what versions it uses."""
 
 from __future__ import annotations
 
@@ -8,11 +8,33 @@ import streamlit as st
 import torch
 
 from engine.device import describe_device, pick_device
+from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _
+from ui.state import bound
+
+#: Each language's name in itself, as the selector shows it.
+LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
+
+
+def browser_language(locale: str | None) -> str:
+    """The app language for a browser locale such as ``fr-CH`` or ``de``: fr, de, else en."""
+    code = (locale or "").strip().lower()[:2]
+    return code if code in LANGUAGES else DEFAULT_LANGUAGE
+
+
+def language_selector() -> str:
+    """The language selector, mirrored in the URL as ``lang``; the first visit follows the browser."""
+    default = browser_language(st.context.locale)
+    return st.sidebar.selectbox(
+        "Language · Langue · Sprache",
+        LANGUAGES,
+        format_func=LANGUAGE_NAMES.__getitem__,
+        key=bound(LANG_KEY, default, options=LANGUAGES),
+    )
 
 
 def render_sidebar() -> None:
     """Show the compute device (CUDA, Apple MPS or CPU) and the library versions."""
     with st.sidebar:
         device = pick_device()
-        st.caption(f"Device: **{describe_device(device)}**")
+        st.caption(_("Device: **{device}**").format(device=describe_device(device)))
         st.caption(f"PyTorch {torch.__version__} · Streamlit {st.__version__} · Python {platform.python_version()}")

@@ -6,7 +6,8 @@ session state from the URL when the link carries a valid value, else from the
 default, and records the key; after the page ran, ``app.py`` calls
 :func:`publish`, which writes every recorded control back into the URL. A link
 therefore reproduces what its sender saw; a malformed or out-of-range value in
-a link is ignored (the default is used) and reported once with a toast.
+a link is ignored (the default is used) and reported once with a toast that names the
+parameter but never repeats the link's text (it could carry Markdown).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import streamlit as st
+
+from ui.i18n import _
 
 _REGISTRY = "_bound_keys"
 
@@ -76,7 +79,9 @@ def bound(key: str, default: Any, lo=None, hi=None, options: Sequence | None = N
             try:
                 value = _parse(raw, default, lo, hi, options)
             except (ValueError, TypeError):
-                st.toast(f"Ignored the link's value {raw!r} for {key}; using {default!r}.", icon=":material/link_off:")
+                # The raw value is never echoed: a link's text could carry Markdown (links, images).
+                st.toast(_("The link held an invalid value for {name}; the default is used.").format(name=key),
+                         icon=":material/link_off:")
         st.session_state[key] = value
     return key
 

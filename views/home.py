@@ -5,22 +5,22 @@ import streamlit as st
 from engine import attention as A
 from engine.figures import vectors_3d
 from ui import page
+from ui.i18n import _
 from ui.nav import PAGES
 
-PAGE = "home"
-
-page.header("Attention, step by step", PAGES[0].section, PAGE)
-page.prose(PAGE, "problem")
-page.prose(PAGE, "example")
+page.header()
+page.prose("problem")
+page.prose("example")
 st.plotly_chart(
-    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS, title="“Your journey starts with one step.” as six 3-d vectors"),
+    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS,
+               title=_("“Your journey starts with one step.” as six 3-d vectors")),
     key="home_vectors",
 )
 page.show_code(A.chapter_inputs)
 
-st.subheader("The sections")
+st.subheader(_("The sections"))
 for info in PAGES[1:]:
     with st.container(border=True):
-        st.page_link(info.script, label=info.title, icon=info.icon)
-        st.caption(info.section)
-page.prose(PAGE, "howto")
+        st.page_link(info.script, label=info.nav_title(), icon=info.icon)
+        st.caption(_(info.section))
+page.prose("howto")

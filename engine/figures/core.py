@@ -158,8 +158,8 @@ def attention_heatmap(
     zmin: float | None = 0.0,
     zmax: float | None = None,
     decimals: int = 4,
-    row_title: str = "query",
-    col_title: str = "key",
+    row_title: str | None = None,
+    col_title: str | None = None,
     height: int | None = None,
 ) -> go.Figure:
     """Attention matrix as a heatmap that reads like the printed tensor.
@@ -170,6 +170,7 @@ def attention_heatmap(
         colorscale: :data:`WEIGHTS_SCALE` for weights, :data:`SIGNED_SCALE` for signed values.
         zmin, zmax: colour range; ``zmax`` defaults to the largest finite value.
         decimals: digits written in each cell.
+        row_title, col_title: axis titles in the reader's language (e.g. "query", "key").
 
     Returns:
         A figure with row 0 at the top, tokens on both axes and values in the cells.
@@ -231,6 +232,7 @@ def vectors_3d(
     extra: dict[str, object] | None = None,
     title: str | None = None,
     height: int = 460,
+    axis_titles: Sequence[str] = ("x₀", "x₁", "x₂"),
 ) -> go.Figure:
     """3-d arrows from the origin to each vector, labelled (the running example's embeddings).
 
@@ -277,9 +279,9 @@ def vectors_3d(
         )
     fig.update_layout(
         scene=dict(
-            xaxis=dict(title="dim 0", range=[0, 1]),
-            yaxis=dict(title="dim 1", range=[0, 1]),
-            zaxis=dict(title="dim 2", range=[0, 1]),
+            xaxis=dict(title=axis_titles[0], range=[0, 1]),
+            yaxis=dict(title=axis_titles[1], range=[0, 1]),
+            zaxis=dict(title=axis_titles[2], range=[0, 1]),
             aspectmode="cube",
             camera=dict(eye=dict(x=1.6, y=1.4, z=0.9)),
         ),
