@@ -1,43 +1,63 @@
 # Two commands on a fresh Debian/Ubuntu machine with Python 3.11+:
-#   make run    set up (apt packages, virtual environment, pip) and start the app on http://localhost:8501
-#   make test   set up and run every test (engine, pages under AppTest, real browser in headless Chromium)
+#   make run    set up what the app needs (apt: the poems; venv; pip) and start it on http://localhost:8501
+#   make test   set up what the tests need too (apt: Chromium, a CJK font; dev packages), then lint and every test
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Debian packages: the Tang poems / Song ci corpus; Chromium and a CJK font for the browser test.
-APT_PACKAGES := fortunes-zh chromium fonts-wqy-microhei
+# Debian packages: the Tang poems / Song ci corpus for the app; Chromium and a CJK font for the browser tests.
+APT_RUN  := fortunes-zh
+APT_TEST := chromium fonts-wqy-microhei
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt venv run test bench clean
+.PHONY: run test lint bench catalogs clean
 
-setup: apt venv
-
-apt:
+define apt_install
 	@if command -v apt-get >/dev/null 2>&1; then \
-	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then \
 	    echo "apt-get install$$missing"; \
 	    $(SUDO) apt-get update -q && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	  fi; \
 	else \
-	  echo "No apt-get: the app falls back to English text; install 'fortunes-zh' for the Tang poems."; \
+	  echo "No apt-get: skipping$(1) (see README)"; \
 	fi
+endef
 
-venv: $(VENV)/.installed
-
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The app's packages. The CPU-wheel index line of requirements.txt is for Community Cloud; locally it is
+# dropped, and pip takes the wheel it finds (PyPI's, or a local CPU wheel where pip is set up with one).
+$(VENV)/.app: requirements.txt
+	$(call apt_install,$(APT_RUN))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	grep -v '^--' requirements.txt > $(VENV)/requirements.local.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements.local.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.app requirements-dev.txt
+	$(call apt_install,$(APT_TEST))
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
-run: setup
+run: $(VENV)/.app
 	$(VENV)/bin/streamlit run app.py
 
-test: setup
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+
+# About 10 minutes on 2 cores: lint, engine and page tests, then the browser and load tests (progress shown).
+test: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
-bench: setup
+# Extract messages from the code, merge them into the French and German catalogs, compile the .mo files
+# (the compiled catalogs are committed: Community Cloud runs no build step).
+catalogs: $(VENV)/.dev
+	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k N_ -k ngettext:1,2 --no-location --sort-output \
+	  --omit-header -o locales/messages.pot .
+	$(VENV)/bin/pybabel update -i locales/messages.pot -d locales -D messages --no-fuzzy-matching --ignore-obsolete
+	$(VENV)/bin/pybabel compile -d locales -D messages --statistics
+
+bench: $(VENV)/.app
 	$(PY) -m engine.bench attention
 	$(PY) -m engine.bench train
 	$(PY) -m engine.bench pages

@@ -1,0 +1,217 @@
+"""The house rules that a reader of the code relies on, checked by walking the sources with ``ast``.
+
+* imports run one way: no circle between the project's modules, and ``engine/`` never imports
+  Streamlit, ``ui/`` or ``views/``; no import of a project module hidden inside a function;
+* the engine returns data, the pages say words: no user-visible English sentence in ``engine/``
+  outside docstrings, exceptions, command-line help and log lines;
+* every visible sentence of ``views/``, ``ui/`` and ``app.py`` goes through the catalog (``_``,
+  ``N_`` or ``ngettext``), so that French and German readers see no English.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("engine", "ui", "views", "tools")
+
+
+def project_files() -> list[Path]:
+    files = [ROOT / "app.py"]
+    for pkg in PACKAGES:
+        files += sorted((ROOT / pkg).rglob("*.py"))
+    return files
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _resolve(node: ast.ImportFrom, current: str, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = current.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(path: Path) -> list[tuple[str, bool]]:
+    """(imported module, at module level?) for every import statement of ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    current = module_name(path)
+    top = {id(n) for n in tree.body}
+    for node in tree.body:  # imports under ``if TYPE_CHECKING:`` or try/except at top level count as top level
+        if isinstance(node, ast.If | ast.Try):
+            top |= {id(n) for n in ast.walk(node)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node, current, path.name == "__init__.py")
+            out.append((base, id(node) in top))
+            out += [(f"{base}.{alias.name}", id(node) in top) for alias in node.names]
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in project_files()}
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for target, _top in imports_of(path):
+            if target in modules and target != name:
+                edges[name].add(target)
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, as a list of modules, or None (depth-first search with colours)."""
+    colour = dict.fromkeys(edges, 0)
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if colour[nxt] == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if colour[nxt] == 0 and (found := visit(nxt)):
+                return found
+        stack.pop()
+        colour[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if colour[start] == 0 and (found := visit(start)):
+            return found
+    return None
+
+
+def test_cycle_finder_finds_a_planted_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle():
+    assert find_cycle(graph()) is None
+
+
+def test_engine_never_imports_the_ui():
+    bad = []
+    for path in (ROOT / "engine").rglob("*.py"):
+        for target, _top in imports_of(path):
+            if target.split(".")[0] in ("streamlit", "ui", "views"):
+                bad.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert not bad, bad
+
+
+def test_no_project_import_inside_a_function():
+    """A lazy import of the project's own code is how a circle hides; none is allowed."""
+    modules = {module_name(p) for p in project_files()}
+    bad = []
+    for path in project_files():
+        for target, top in imports_of(path):
+            if not top and target in modules:
+                bad.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not bad, bad
+
+
+# --------------------------------------------------------------------------------------------------
+# Words
+# --------------------------------------------------------------------------------------------------
+
+#: Two words of letters separated by a space: a phrase a reader would read.
+_PHRASE = re.compile(r"[A-Za-z]{2,}[,:;]? +[A-Za-z]{2,}")
+_CATALOG_CALLS = {"_", "N_", "ngettext"}
+#: Calls whose string arguments are for developers: exceptions, logs, warnings, command-line output.
+_DEVELOPER_CALLS = {"print", "warn", "debug", "info", "warning", "error", "exception", "critical", "add_argument",
+                    "ArgumentParser", "add_parser", "add_subparsers", "add_argument_group", "exit"}
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _exempt_ids(tree: ast.AST, calls: set[str], with_raise: bool) -> set[int]:
+    """Ids of every node under a call in ``calls`` (and under ``raise`` / ``assert`` when asked)."""
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        under = (isinstance(node, ast.Call) and _call_name(node) in calls) or (
+            with_raise and isinstance(node, ast.Raise | ast.Assert))
+        if under:
+            ids |= {id(n) for n in ast.walk(node)}
+    return ids
+
+
+#: Plotly's enumerated values and product names: words, but not sentences for a reader to translate.
+_NOT_SENTENCES = re.compile(r"(top|middle|bottom) (left|center|right)|.*sans-serif|Apple MPS")
+#: Developer commands (benchmarks and the training command): what they print are log lines.
+_DEVELOPER_MODULES = ("engine/bench/", "engine/train.py")
+
+
+def _is_code(text: str) -> bool:
+    """Code, paths, format specs and identifiers shown as they are (not sentences)."""
+    stripped = text.strip()
+    return bool(_NOT_SENTENCES.fullmatch(stripped)) or (stripped.startswith(("torch.", "F.", "nn.", "x.", "m.", "<", "%{", "python -m", "```", ":material/"))
+            or bool(re.fullmatch(r"[\w.:/\-]+(\(.*\))?", stripped)))
+
+
+def phrases(path: Path, calls: set[str], with_raise: bool) -> list[str]:
+    """The phrases of ``path`` that are neither docstrings nor under an exempt call."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _docstring_ids(tree) | _exempt_ids(tree, calls, with_raise)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            skip |= {id(v) for v in node.values}
+        else:
+            continue
+        if _PHRASE.search(text) and not _is_code(text):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:70]!r}")
+    return found
+
+
+def test_phrase_finder_sees_sentences_and_spares_code():
+    assert _PHRASE.search("matches the chapter") and not _PHRASE.search("max_abs_diff")
+    assert _is_code("torch.manual_seed(123)") and not _is_code("the difference is 0")
+
+
+def test_engine_holds_no_sentence_for_the_reader():
+    found = []
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        if str(path.relative_to(ROOT)).startswith(_DEVELOPER_MODULES):
+            continue
+        found += phrases(path, _DEVELOPER_CALLS, with_raise=True)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("folder", ["views", "ui", "app.py"])
+def test_every_visible_sentence_goes_through_the_catalog(folder):
+    paths = [ROOT / folder] if folder.endswith(".py") else sorted((ROOT / folder).rglob("*.py"))
+    found = []
+    for path in paths:
+        found += phrases(path, _CATALOG_CALLS | _DEVELOPER_CALLS, with_raise=True)
+    assert not found, "\n".join(found)
