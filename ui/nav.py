@@ -18,6 +18,10 @@ import streamlit as st
 from ui.i18n import N_, _
 
 
+#: The page shown at ``/``.
+DEFAULT_SLUG = "home"
+
+
 @dataclass(frozen=True)
 class PageInfo:
     """One page of the essay.
@@ -47,8 +51,11 @@ class PageInfo:
 
     @property
     def url_path(self) -> str:
-        """The page's URL path (dashes instead of underscores)."""
-        return self.slug.replace("_", "-")
+        """The page's URL path: dashes instead of underscores; "" for Home, which Streamlit serves at ``/``.
+
+        (Streamlit answers the default page's own name, ``/home``, with a "Page not found" dialog.)
+        """
+        return "" if self.slug == DEFAULT_SLUG else self.slug.replace("_", "-")
 
     def nav_title(self) -> str:
         """The translated navigation title, with its number ("1 · Self-attention")."""
@@ -100,8 +107,8 @@ def page_info(slug: str) -> PageInfo:
 def build_navigation():
     """``st.navigation`` over :data:`PAGES`, grouped, titles in the reader's language; Home is the default."""
     groups: dict[str, list] = {}
-    for i, info in enumerate(PAGES):
-        page = st.Page(info.script, title=info.nav_title(), url_path=info.url_path, icon=info.icon,
-                       default=i == 0)
+    for info in PAGES:
+        page = st.Page(info.script, title=info.nav_title(), url_path=info.url_path or None, icon=info.icon,
+                       default=info.slug == DEFAULT_SLUG)
         groups.setdefault(_(GROUPS[info.group]), []).append(page)
     return st.navigation(groups)
