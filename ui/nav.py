@@ -32,7 +32,7 @@ class PageInfo:
         title: short title in the navigation (a message id).
         heading: the page's own title (a message id).
         icon: a Material icon name.
-        group: "essay" or "lab" (navigation groups).
+        group: "essay" or "lab" (navigation groups; the glossary sits with the Lab).
         section: the chapter section it accompanies (a message id).
     """
 
@@ -91,12 +91,14 @@ PAGES: tuple[PageInfo, ...] = (
                 "positions")),
     PageInfo("lab", "8", N_("GPT lab"), N_("GPT lab"), ":material/science:", "lab",
              N_("Lesson 000 exercises 2–3: train the course's GPT on Tang poems, generate, look inside")),
+    PageInfo("glossary", "", N_("Glossary"), N_("Glossary"), ":material/translate:", "lab",
+             N_("Every term of the chapters in French, German and English, with its name in the code")),
 )
 
 #: Pages by slug.
 BY_SLUG: dict[str, PageInfo] = {p.slug: p for p in PAGES}
 #: Navigation group titles (message ids).
-GROUPS = {"essay": N_("Attention, step by step"), "lab": N_("Lab")}
+GROUPS = {"essay": N_("Attention, step by step"), "lab": N_("Lab and reference")}
 
 
 def page_info(slug: str) -> PageInfo:
