@@ -6,6 +6,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from engine import attention as A
 from tests.plotly_json import ROOT, badges, captions, figures, open_page, texts
 from ui.i18n import translations
 
@@ -110,8 +111,6 @@ def test_init_table_and_exercise(fresh):
 
 def test_exercise_says_float_rounding_when_the_difference_is_not_exactly_0(monkeypatch):
     """Issue 15: on some CPUs (AVX-512) the copy leaves 7.45e-09; the page must not say "the difference is 0"."""
-    from engine import attention as A
-
     real = A.copy_v2_into_v1
 
     def copy_then_nudge(sa_v1, sa_v2):
