@@ -84,7 +84,7 @@ def test_triu_explorer_at_every_offset(k):
     if k >= 6:
         assert info.visible_per_row == (6,) * 6
     expected_kind = ("causal" if k == 1 else "fully_masked_rows" if k <= 0 else "leaks_future")
-    assert info.kind == expected_kind
+    assert info.kind == expected_kind and info.kind in sections.TRIU_KINDS
 
 
 def test_fully_masked_row_is_nan_without_a_guard(scores):
@@ -169,6 +169,6 @@ def test_masked_row_figure_writes_nan_and_outlines_the_row(scores):
     assert fig.data[0].text[3] == ["nan"] * 6
     assert all(math.isnan(v) for v in fig.data[0].z[3])
     assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].y0 == 2.5
-    assert [a.text for a in fig.layout.annotations] == ["NaN"]
+    assert list(fig.layout.yaxis.ticktext) == [*tokens[:3], "with · NaN", *tokens[4:]]
     guarded = sections.masked_row_demo(scores, 3, "keep_diagonal")
     assert not figures.masked_row_figure(guarded.attn_weights, tokens, guarded.nan_rows).layout.shapes

@@ -168,7 +168,7 @@ def masked_row_figure(
 
     The NaN row is the page's intended demonstration, so it is drawn in a neutral colour,
     not as an error: its cells are left uncoloured (a heatmap cannot colour NaN) with "nan"
-    written in each, and a dashed outline with ``nan_label`` marks the row.
+    written in each, a dashed outline marks the row, and its tick label gains ``nan_label``.
 
     Args:
         attn_weights: (T, T) weights, NaN allowed.
@@ -184,9 +184,7 @@ def masked_row_figure(
     for row in nan_rows:
         fig.add_shape(type="rect", x0=-0.5, x1=len(tokens) - 0.5, y0=row - 0.5, y1=row + 0.5,
                       line=dict(color=NAN_OUTLINE, width=2, dash="dash"))
-        if nan_label:
-            fig.add_annotation(x=len(tokens) - 0.5, y=row, xanchor="left", text=nan_label, showarrow=False,
-                               font=dict(size=12, color=NAN_OUTLINE))
-    if nan_rows and nan_label:
-        fig.update_layout(margin=dict(r=90))
+    if nan_label:
+        ticks = [f"{token} · {nan_label}" if i in nan_rows else token for i, token in enumerate(tokens)]
+        fig.update_yaxes(ticktext=ticks)
     return fig
