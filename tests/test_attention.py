@@ -32,10 +32,10 @@ def batch(inputs):
 
 def test_simplified_journey_numbers(inputs):
     steps = S.query_walkthrough(inputs, 1)
-    close(steps["attn_scores"], chapter.SIMPLE_SCORES_JOURNEY)
-    close(steps["naive_weights"], chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY)
-    close(steps["attn_weights"], chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY)
-    close(steps["context_vec"], chapter.SIMPLE_CONTEXT_JOURNEY)
+    close(steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY)
+    close(steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY)
+    close(steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY)
+    close(steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY)
 
 
 def test_simplified_all_pairs(inputs):

@@ -7,8 +7,8 @@ import torch
 
 from engine import attention as A
 from engine import chapter
-from engine.figures import causal_mask as F
-from engine.sections import causal_mask as M
+from engine.figures import causal_mask as figures
+from engine.sections import causal_mask as sections
 
 
 def close(got, want):
@@ -17,116 +17,125 @@ def close(got, want):
 
 @pytest.fixture(scope="module")
 def scores():
-    return M.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2)
+    return sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2)
 
 
 def test_two_ways_reproduce_the_chapter(scores):
-    result = M.mask_two_ways(scores, d_k=2)
-    close(result["attn_weights"], chapter.SA_V2_WEIGHTS)
-    close(result["masked_simple_norm"], chapter.CAUSAL_WEIGHTS)
-    close(result["attn_weights_causal"], chapter.CAUSAL_WEIGHTS)
-    close(result["attn_weights_causal"][1], (0.5517, 0.4483, 0.0, 0.0, 0.0, 0.0))
-    assert chapter.matches(result["masked_scores"], chapter.CAUSAL_MASKED_SCORES)
-    assert torch.isinf(result["masked_scores"][0, 1:]).all()
+    result = sections.mask_two_ways(scores, d_k=2)
+    close(result.attn_weights, chapter.SA_V2_WEIGHTS)
+    close(result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
+    close(result.attn_weights_causal, chapter.CAUSAL_WEIGHTS)
+    close(result.attn_weights_causal[1], (0.5517, 0.4483, 0.0, 0.0, 0.0, 0.0))
+    assert chapter.matches(result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
+    assert torch.isinf(result.masked_scores[0, 1:]).all()
 
 
 def test_two_ways_agree_and_obey_the_invariants(scores):
-    result = M.mask_two_ways(scores, d_k=2)
-    assert result["max_abs_diff"] < 1e-6
-    w = result["attn_weights_causal"]
+    result = sections.mask_two_ways(scores, d_k=2)
+    assert result.max_abs_diff < 1e-6
+    w = result.attn_weights_causal
     assert torch.equal(torch.triu(w, diagonal=1), torch.zeros(6, 6))
     torch.testing.assert_close(w.sum(dim=-1), torch.ones(6))
     # row sums of the zeroed weights are < 1 except the last row, which keeps every weight
-    assert (result["row_sums"][:-1] < 1).all()
-    assert abs(float(result["row_sums"][-1]) - 1) < 1e-6
-    assert torch.equal(result["mask_simple"], torch.tril(torch.ones(6, 6)))
+    assert (result.row_sums[:-1] < 1).all()
+    assert abs(float(result.row_sums[-1]) - 1) < 1e-6
+    assert torch.equal(result.mask_simple, torch.tril(torch.ones(6, 6)))
 
 
 def test_two_ways_rejects_non_square():
     with pytest.raises(ValueError):
-        M.mask_two_ways(torch.zeros(2, 3), d_k=2)
+        sections.mask_two_ways(torch.zeros(2, 3), d_k=2)
     with pytest.raises(ValueError):
-        M.mask_two_ways(torch.zeros(3, 3), d_k=0)
+        sections.mask_two_ways(torch.zeros(3, 3), d_k=0)
 
 
 @pytest.mark.parametrize("token_index", range(6))
 @pytest.mark.parametrize("delta", [-3.0, 0.25, 5.0])
 def test_leakage_only_that_row_and_later_change(token_index, delta):
-    table = M.leakage_test(A.chapter_inputs(), token_index, delta)
-    changed = table["changed (causal)"].tolist()
+    leak = sections.leakage_test(A.chapter_inputs(), token_index, delta)
+    table = leak.table
+    assert list(table.columns) == list(sections.LEAKAGE_COLUMNS)
+    changed = table["changed_causal"].tolist()
     assert changed == [i >= token_index for i in range(6)]
-    assert (table["max |Δ| causal"][:token_index] == 0).all()
+    assert leak.changed_rows == tuple(range(token_index, 6)) and not leak.leaks
+    assert (table["max_diff_causal"][:token_index] == 0).all()
     # without the mask every row sees the perturbed token
-    assert table["changed (no mask)"].all()
+    assert table["changed_full"].all()
 
 
 def test_leakage_zero_perturbation_changes_nothing():
-    table = M.leakage_test(A.chapter_inputs(), 3, 0.0)
-    assert not table["changed (causal)"].any()
-    assert not table["changed (no mask)"].any()
+    leak = sections.leakage_test(A.chapter_inputs(), 3, 0.0)
+    assert not leak.table["changed_causal"].any() and leak.changed_rows == ()
+    assert not leak.table["changed_full"].any()
     with pytest.raises(ValueError):
-        M.leakage_test(A.chapter_inputs(), 6, 1.0)
+        sections.leakage_test(A.chapter_inputs(), 6, 1.0)
 
 
 @pytest.mark.parametrize("k", range(-7, 8))
 def test_triu_explorer_at_every_offset(k):
-    info = M.triu_explorer(6, k)
-    torch.testing.assert_close(info["mask"], torch.triu(torch.ones(6, 6), diagonal=k))
-    assert info["visible_per_row"] == [int(min(6, max(0, i + k))) for i in range(6)]
-    assert info["is_causal"] == (k == 1)
-    assert info["hides_diagonal"] == (k <= 0)
-    assert (0 in info["fully_masked_rows"]) == (k <= 0)
+    info = sections.triu_explorer(6, k)
+    torch.testing.assert_close(info.mask, torch.triu(torch.ones(6, 6), diagonal=k))
+    assert info.visible_per_row == tuple(int(min(6, max(0, i + k))) for i in range(6))
+    assert info.is_causal == (k == 1)
+    assert info.hides_diagonal == (k <= 0)
+    assert (0 in info.fully_masked_rows) == (k <= 0)
     if k <= -5:
-        assert info["fully_masked_rows"] == list(range(6))
+        assert info.fully_masked_rows == tuple(range(6))
     if k >= 6:
-        assert info["visible_per_row"] == [6] * 6
+        assert info.visible_per_row == (6,) * 6
+    expected_kind = ("causal" if k == 1 else "fully_masked_rows" if k <= 0 else "leaks_future")
+    assert info.kind == expected_kind and info.kind in sections.TRIU_KINDS
 
 
 def test_fully_masked_row_is_nan_without_a_guard(scores):
-    demo = M.masked_row_demo(scores, row=3, guard="none (-inf)")
-    assert demo["nan_rows"] == [3]
-    assert torch.isnan(demo["row_weights"]).all()
-    assert not torch.isnan(demo["attn_weights"][[0, 1, 2, 4, 5]]).any()
+    demo = sections.masked_row_demo(scores, row=3, guard="none")
+    assert demo.nan_rows == (3,)
+    assert torch.isnan(demo.row_weights).all()
+    assert not torch.isnan(demo.attn_weights[[0, 1, 2, 4, 5]]).any()
 
 
 @pytest.mark.parametrize("row", [0, 3, 5])
 def test_guards_keep_every_row_finite(scores, row):
-    finite = M.masked_row_demo(scores, row, "large finite negative")
-    zeros = M.masked_row_demo(scores, row, "nan_to_num after softmax")
-    diag = M.masked_row_demo(scores, row, "keep the diagonal visible")
+    finite = sections.masked_row_demo(scores, row, "finite_min")
+    zeros = sections.masked_row_demo(scores, row, "nan_to_num")
+    diag = sections.masked_row_demo(scores, row, "keep_diagonal")
     for demo in (finite, zeros, diag):
-        assert demo["nan_rows"] == []
-        assert torch.isfinite(demo["attn_weights"]).all()
-    torch.testing.assert_close(finite["row_weights"], torch.full((6,), 1 / 6))
-    assert torch.equal(zeros["row_weights"], torch.zeros(6))
-    torch.testing.assert_close(diag["row_weights"], torch.nn.functional.one_hot(torch.tensor(row), 6).float())
+        assert demo.nan_rows == ()
+        assert torch.isfinite(demo.attn_weights).all()
+    torch.testing.assert_close(finite.row_weights, torch.full((6,), 1 / 6))
+    assert torch.equal(zeros.row_weights, torch.zeros(6))
+    torch.testing.assert_close(diag.row_weights, torch.nn.functional.one_hot(torch.tensor(row), 6).float())
     # other rows keep their causal weights under every guard
-    causal = M.mask_two_ways(scores, d_k=2)["attn_weights_causal"]
+    causal = sections.mask_two_ways(scores, d_k=2).attn_weights_causal
     others = [i for i in range(6) if i != row]
     for demo in (finite, zeros, diag):
-        torch.testing.assert_close(demo["attn_weights"][others], causal[others])
+        torch.testing.assert_close(demo.attn_weights[others], causal[others])
     with pytest.raises(ValueError):
-        M.masked_row_demo(scores, row, "magic")
+        sections.masked_row_demo(scores, row, "magic")
 
 
 def test_buffer_demo_on_meta():
-    table = M.buffer_demo("meta").set_index("mask held as")
+    table = sections.buffer_demo("meta")
+    assert list(table.columns) == list(sections.BUFFER_COLUMNS)
+    table = table.set_index("holder")
+    assert list(table.index) == list(sections.MASK_HOLDERS)
     chap, nonpersist, plain = table.index
-    assert table.loc[chap, "state_dict() keys"].split(", ")[0] == "mask"
-    assert "mask" not in table.loc[nonpersist, "state_dict() keys"].split(", ")
-    assert "mask" not in table.loc[plain, "state_dict() keys"].split(", ")
-    assert table.loc[chap, "mask after .to()"] == "meta"
-    assert table.loc[nonpersist, "mask after .to()"] == "meta"
-    assert table.loc[plain, "mask after .to()"] == "cpu"
-    assert table.loc[chap, "forward after .to()"].startswith("ok")
-    assert table.loc[plain, "forward after .to()"].startswith("RuntimeError")
-    assert (table["weights after .to()"] == "meta").all()
+    assert table.loc[chap, "state_dict_keys"].split(", ")[0] == "mask"
+    assert "mask" not in table.loc[nonpersist, "state_dict_keys"].split(", ")
+    assert "mask" not in table.loc[plain, "state_dict_keys"].split(", ")
+    assert table["in_state_dict"].tolist() == [True, False, False]
+    assert table["in_named_buffers"].tolist() == [True, True, False]
+    assert table["mask_device"].tolist() == ["meta", "meta", "cpu"]
+    assert table["forward_ok"].tolist() == [True, True, False]
+    assert table.loc[chap, "forward_result"] == "(2, 6, 2)"
+    assert table.loc[plain, "forward_result"].startswith("RuntimeError")
+    assert (table["weights_device"] == "meta").all()
 
 
 def test_plain_mask_variant_computes_the_same_function():
     torch.manual_seed(0)
     a = A.CausalAttention(3, 2, 6, 0.0)
-    b = M.CausalAttentionPlainMask(3, 2, 6, 0.0)
+    b = sections.CausalAttentionPlainMask(3, 2, 6, 0.0)
     b.load_state_dict(a.state_dict(), strict=False)
     x = A.chapter_inputs().unsqueeze(0)  # (1, 6, 3)
     torch.testing.assert_close(a(x), b(x))
@@ -135,13 +144,31 @@ def test_plain_mask_variant_computes_the_same_function():
 
 def test_figures(scores):
     tokens = list(A.CHAPTER_TOKENS)
-    fig = F.two_ways_figure(M.mask_two_ways(scores, d_k=2), tokens)
+    titles = tuple(f"panel {i}" for i in range(6))
+    fig = figures.two_ways_figure(sections.mask_two_ways(scores, d_k=2), tokens, titles)
     assert len(fig.data) == 6
+    assert [a.text for a in fig.layout.annotations] == list(titles)
+    with pytest.raises(ValueError):
+        figures.two_ways_figure(sections.mask_two_ways(scores, d_k=2), tokens, titles[:5])
     # -inf cells of the masked scores are written out, not drawn
     masked = fig.data[4]
     assert masked.text[0][1] == "-inf" and math.isnan(masked.z[0][1])
     assert list(fig.layout.yaxis.ticktext) == tokens and fig.layout.yaxis.autorange == "reversed"
-    leak = F.leakage_figure(M.leakage_test(A.chapter_inputs(), 2, 1.0), tokens, 2)
+    labels = figures.LeakageLabels("causal", "full", "here", "row", "change")
+    leak = figures.leakage_figure(sections.leakage_test(A.chapter_inputs(), 2, 1.0), tokens, 2, labels)
     assert len(leak.data) == 2 and list(leak.data[0].text[:2]) == ["0", "0"]
-    mask_fig = F.mask_heatmap(M.triu_explorer(6, 1)["mask"], tokens)
-    assert mask_fig.data[0].text[0][1] == "1"
+    assert [t.name for t in leak.data] == ["causal", "full"] and leak.layout.xaxis.title.text == "row"
+    mask_fig = figures.mask_heatmap(sections.triu_explorer(6, 1).mask, tokens, row_title="q", col_title="k")
+    assert mask_fig.data[0].text[0][1] == "1" and mask_fig.layout.yaxis.title.text == "q"
+
+
+def test_masked_row_figure_writes_nan_and_outlines_the_row(scores):
+    tokens = list(A.CHAPTER_TOKENS)
+    demo = sections.masked_row_demo(scores, 3, "none")
+    fig = figures.masked_row_figure(demo.attn_weights, tokens, demo.nan_rows, nan_label="NaN")
+    assert fig.data[0].text[3] == ["nan"] * 6
+    assert all(math.isnan(v) for v in fig.data[0].z[3])
+    assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].y0 == 2.5
+    assert list(fig.layout.yaxis.ticktext) == [*tokens[:3], "with · NaN", *tokens[4:]]
+    guarded = sections.masked_row_demo(scores, 3, "keep_diagonal")
+    assert not figures.masked_row_figure(guarded.attn_weights, tokens, guarded.nan_rows).layout.shapes

@@ -1,37 +1,61 @@
 """AppTest: page 3 (views/causal_mask.py) checks the chapter's matrices and drives every control."""
 
-import math
-
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from tests.plotly_json import badges, figures, open_page, texts
+from tests.plotly_json import ROOT, badges, figures, open_page, texts
+from ui.i18n import translations
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
-GUARDS = ["none (-inf)", "large finite negative", "nan_to_num after softmax", "keep the diagonal visible"]
+GUARDS = ["none", "finite_min", "nan_to_num", "keep_diagonal"]
 
 
-#: The page's first tables in order (AppTest does not expose a dataframe's key); the NaN table, when
-#: shown, is always the last one (a machine with an accelerator adds one more buffer table before it).
-TABLES = {"cm_leak_table": 0, "cm_buffer_keys": 1, "cm_buffer_meta": 2, "cm_nan_table": -1}
+def msg(msgid: str, lang: str = "en", **values) -> str:
+    """A message of the page as the reader sees it in ``lang``."""
+    return translations(lang).gettext(msgid).format(**values)
+
+
+#: The page's tables in order (AppTest does not expose a dataframe's key); a machine with an
+#: accelerator adds one more buffer table at the end.
+TABLES = {"cm_leak_table": 0, "cm_buffer_keys": 1, "cm_buffer_meta": 2, "cm_buffer_device": 3}
 
 
 def table(at, key):
     return at.dataframe[TABLES[key]].value
 
 
+def badge_for(at, colour, label):
+    return [b for b in badges(at, colour) if b.split(" ", 1)[1].startswith(label)]
+
+
 def test_chapter_matrices_checked_green(fresh):
-    green = badges(fresh, "green")
-    for label in ("weights before masking", "renormalised weights (route 1)", "scores with −inf above the diagonal",
-                  "softmax of the masked scores (route 2)", "row 2"):
-        assert any(label in b and "matches the chapter" in b for b in green), label
+    for label in ("weights before masking (sa_v2, seed 789)", "renormalised weights (route 1)",
+                  "scores with −inf above the diagonal", "softmax of the masked scores (route 2)"):
+        assert badge_for(fresh, "green", msg(label) + ": matches the chapter"), label
+    # rows are counted from 0, as in the tensors: "journey" is row 1
+    assert badge_for(fresh, "green", msg("row {row}", row=1) + ": matches the chapter")
     assert not badges(fresh, "red")
     shown = texts(fresh)
-    assert "row 2 (“journey”) = [0.5517, 0.4483, 0.0000, 0.0000, 0.0000, 0.0000]" in shown
-    diff_line = next(t for t in shown if t.startswith("max |route 1 − route 2| = **"))
+    assert msg("row {row} (“{token}”) = {values}", row=1, token="journey",
+               values="[0.5517, 0.4483, 0.0000, 0.0000, 0.0000, 0.0000]") in shown
+    diff_prefix = msg("max |route 1 − route 2| = **{diff:.2e}**", diff=0.0).split("**")[0]
+    diff_line = next(t for t in shown if t.startswith(diff_prefix))
     assert float(diff_line.split("**")[1]) < 1e-6
-    sums_line = next(t for t in shown if t.startswith("row sums after zeroing the future = ["))
+    sums_prefix = msg("row sums after zeroing the future = {values}", values="[")
+    sums_line = next(t for t in shown if t.startswith(sums_prefix))
     assert sums_line.endswith(", 1.0000]")
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert len(badges(other, "green")) == len(badges(fresh, "green"))
+    assert not badges(other, "red")
+    assert figures(other)[0]["data"][4]["text"][0] == figures(fresh)[0]["data"][4]["text"][0]
 
 
 def test_two_ways_figure_reads_like_the_printed_tensors(fresh):
@@ -43,61 +67,79 @@ def test_two_ways_figure_reads_like_the_printed_tensors(fresh):
     causal = fig["data"][5]
     assert causal["text"][1][:3] == ["0.5517", "0.4483", "0.0000"]
     assert fig["layout"]["yaxis"]["autorange"] == "reversed"
+    assert fig["layout"]["annotations"][0]["text"] == msg("1 · softmax of all scores")
 
 
 def test_leakage_marks_only_that_row_and_later(at):
+    changed_col = msg("changed (causal)")
     for t, token in enumerate(TOKENS):
         at.selectbox(key="cm_leak_token").set_value(token).run()
         assert not at.exception
         leak = table(at, "cm_leak_table")
-        assert leak["changed (causal)"].tolist() == [i >= t for i in range(6)]
-        assert leak["changed (no mask)"].all()
-        assert f"Perturbing “{token}” (row {t}) changed the rows: **{', '.join(TOKENS[t:])}**." in texts(at)
-        assert any("nothing leaks from the future" in b for b in badges(at, "green"))
+        assert leak[changed_col].tolist() == [i >= t for i in range(6)]
+        assert leak[msg("changed (no mask)")].all()
+        assert msg("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.", token=token, row=t,
+                   rows=", ".join(TOKENS[t:])) in texts(at)
+        assert badge_for(at, "green", msg("no row before “{token}” changed: nothing leaks from the future",
+                                          token=token))
 
 
 @pytest.mark.parametrize("delta", [-3.0, 0.0, 3.0])
 def test_leakage_perturbation_extremes(at, delta):
     at.slider(key="cm_leak_delta").set_value(delta).run()
     assert not at.exception
-    leak = table(at, "cm_leak_table")
+    changed = table(at, "cm_leak_table")[msg("changed (causal)")]
     if delta == 0.0:
-        assert not leak["changed (causal)"].any()
-        assert any("changes nothing" in i.value for i in at.info)
+        assert not changed.any()
+        assert at.info[0].value == msg("A perturbation of 0 changes nothing; move the slider away from 0.")
     else:
-        assert leak["changed (causal)"].tolist() == [False, False, True, True, True, True]
+        assert changed.tolist() == [False, False, True, True, True, True]
 
 
-@pytest.mark.parametrize("k, message", [(-6, "nothing visible"), (0, "nothing visible"), (1, "the causal mask"),
-                                        (2, "1 future token"), (6, None)])
-def test_triu_explorer_extremes(at, k, message):
+@pytest.mark.parametrize("k", [-6, 0, 1, 2, 6])
+def test_triu_explorer_extremes(at, k):
     at.slider(key="cm_triu_k").set_value(k).run()
     assert not at.exception
-    visible = next(t for t in texts(at) if t.startswith("visible keys per row = "))
     expected = [min(6, max(0, i + k)) for i in range(6)]
-    assert visible == f"visible keys per row = {expected}"
+    assert msg("visible keys per row = {counts}", counts=expected) in texts(at)
     notes = [w.value for w in at.warning] + [s.value for s in at.success]
-    if message:
-        assert any(message in n for n in notes), notes
-    fig = next(f for f in figures(at) if f"diagonal={k})" in (f["layout"].get("title") or {}).get("text", ""))
+    if k <= 0:
+        hidden = [TOKENS[i] for i, v in enumerate(expected) if v == 0]
+        assert msg("Rows with nothing visible: {rows}. Their softmax would be NaN (see section 5).",
+                   rows=", ".join(hidden)) in notes
+    elif k == 1:
+        assert msg("k = 1: the causal mask — each token sees itself and the past.") in notes
+    else:
+        n = min(k - 1, 5)
+        assert translations("en").ngettext("Each token may see up to {n} future token: information leaks.",
+                                           "Each token may see up to {n} future tokens: information leaks.",
+                                           n).format(n=n) in notes
+    title = msg("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden", k=k)
+    fig = next(f for f in figures(at) if (f["layout"].get("title") or {}).get("text") == title)
     assert sum(row.count("1") for row in fig["data"][0]["text"]) == 36 - sum(expected)
 
 
 def test_register_buffer_table(fresh):
     keys = table(fresh, "cm_buffer_keys")
-    assert keys["state_dict() keys"].iloc[0].startswith("mask, ")
-    assert "mask" not in keys["state_dict() keys"].iloc[2]
-    buffers = table(fresh, "cm_buffer_meta").set_index("mask held as")
-    assert buffers["mask in state_dict()"].tolist() == [True, False, False]
-    assert buffers["mask after .to()"].tolist() == ["meta", "meta", "cpu"]
-    outcomes = next(t for t in texts(fresh) if t.startswith("- forward after `.to('meta')`")).split("\n")
+    state_keys = keys[msg("state_dict() keys")]
+    assert state_keys.iloc[0].startswith("mask, ")
+    assert "mask" not in state_keys.iloc[2]
+    buffers = table(fresh, "cm_buffer_meta")
+    assert buffers[msg("mask in state_dict()")].tolist() == [True, False, False]
+    assert buffers[msg("mask after .to()")].tolist() == ["meta", "meta", "cpu"]
+    outcome_prefix = "- " + msg("forward after `.to('{device}')`, {holder}: `{outcome}`", device="meta",
+                                holder="", outcome="").split(",")[0]
+    outcomes = next(t for t in texts(fresh) if t.startswith(outcome_prefix)).split("\n")
     assert len(outcomes) == 3
-    assert outcomes[0].endswith("`ok, shape (2, 6, 2)`") and outcomes[1].endswith("`ok, shape (2, 6, 2)`")
-    assert "plain attribute" in outcomes[2] and "`RuntimeError: Tensor on device meta is not on the expected device cpu!`" in outcomes[2]
+    ok = msg("ok, shape {shape}", shape="(2, 6, 2)")
+    assert outcomes[0].endswith(f"`{ok}`") and outcomes[1].endswith(f"`{ok}`")
+    assert outcomes[2] == "- " + msg("forward after `.to('{device}')`, {holder}: `{outcome}`", device="meta",
+                                     holder=msg("plain attribute self.mask = ..."),
+                                     outcome="RuntimeError: Tensor on device meta is not on the expected device cpu!")
 
 
 @pytest.mark.parametrize("guard", GUARDS)
-def test_fully_masked_row_never_draws_nan(at, guard):
+def test_fully_masked_row(at, guard):
     at.radio(key="cm_nan_guard").set_value(guard).run()
     for token in ("Your", "with", "step"):
         at.selectbox(key="cm_nan_row").set_value(token).run()
@@ -106,27 +148,30 @@ def test_fully_masked_row_never_draws_nan(at, guard):
 
 
 def check_masked_row(at, row, token, guard):
-    for fig in figures(at):
-        for trace in fig["data"]:
-            for value in (trace.get("z") or []):
-                for v in (value if isinstance(value, list) else [value]):
-                    assert not (isinstance(v, float) and math.isnan(v))
-    if guard == GUARDS[0]:
-        assert any("NaN" in e.value for e in at.error)
-        weights = table(at, "cm_nan_table")
-        assert (weights.iloc[row, 1:] == "nan").all()
-        assert not (weights.drop(index=row).iloc[:, 1:] == "nan").any().any()
-        assert len(at.get("plotly_chart")) == 4  # two ways, leakage, triu, mask: no weights heatmap
+    weights = next(f for f in figures(at) if (f["layout"].get("title") or {}).get("text", "").startswith(
+        msg("attn_weights with the guard “{guard}”", guard="").split("“")[0]))
+    cells = weights["data"][0]["text"]
+    # the intended demonstration is never a red error: no st.error, no red badge
+    assert not at.error and not badges(at, "red")
+    if guard == "none":
+        # the NaN is drawn in the figure: "nan" written in the row's cells, which stay uncoloured, and an outline
+        assert cells[row] == ["nan"] * 6
+        assert all(v is None for v in weights["data"][0]["z"][row])
+        assert not any("nan" in r for i, r in enumerate(cells) if i != row)
+        assert [s["y0"] for s in weights["layout"]["shapes"]] == [row - 0.5]
+        assert [i.value for i in at.info][-1:] == [msg(
+            "As intended here: row {row} (“{token}”) has no visible position, so its softmax is 0/0 = NaN. The figure "
+            "writes nan in its cells and leaves them uncoloured; pick a guard to fix it.", row=row, token=token)]
     else:
-        assert "query" not in table(at, "cm_nan_table").columns and len(at.get("plotly_chart")) == 5
-        assert not at.error
+        assert not any("nan" in r for r in cells)
+        assert not weights["layout"].get("shapes")
         success = at.success[-1].value
-        assert success.startswith(f"No NaN. Row {row} (“{token}”) = [")
-        if guard == "large finite negative":
+        assert success.startswith(msg("No NaN. Row {row} (“{token}”) = {values}", row=row, token=token, values="["))
+        if guard == "finite_min":
             assert success.endswith("[0.1667, 0.1667, 0.1667, 0.1667, 0.1667, 0.1667]")
-        if guard == "nan_to_num after softmax":
+        if guard == "nan_to_num":
             assert success.endswith("[0.0000, 0.0000, 0.0000, 0.0000, 0.0000, 0.0000]")
-        if guard == "keep the diagonal visible":
+        if guard == "keep_diagonal":
             assert success.split("= ")[1] == "[" + ", ".join("1.0000" if j == row else "0.0000" for j in range(6)) + "]"
 
 
@@ -138,6 +183,7 @@ def test_accelerator_branch_with_the_meta_device_standing_in(monkeypatch):
     monkeypatch.setattr(engine.device, "pick_device", lambda override=None: torch.device("meta"))
     app = open_page(PAGE)
     assert not app.exception
-    assert any("This machine has a **meta** device" in t for t in texts(app))
-    on_device = app.dataframe[3].value.set_index("mask held as")
-    assert on_device["mask after .to()"].tolist() == ["meta", "meta", "cpu"]
+    assert msg("This machine has a **{device}** device; the same experiment with `.to('{device}')`:",
+               device="meta") in texts(app)
+    on_device = table(app, "cm_buffer_device")
+    assert on_device[msg("mask after .to()")].tolist() == ["meta", "meta", "cpu"]

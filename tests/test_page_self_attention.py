@@ -1,47 +1,71 @@
 """AppTest: page 1 (views/self_attention.py) shows the chapter's numbers and follows its controls."""
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from tests.plotly_json import badges, figures, texts
+from tests.plotly_json import ROOT, badges, captions, figures, texts
+from ui.i18n import translations
 
 PAGE = "views/self_attention.py"
+CHAPTER_SCORES = "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]"
+
+
+def msg(msgid: str, lang: str = "en", **values) -> str:
+    """A message of the page as the reader sees it in ``lang``."""
+    return translations(lang).gettext(msgid).format(**values)
 
 
 def test_chapter_numbers_shown_green(at):
     shown = texts(at)
-    assert "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]" in shown
-    assert "naive weights = [0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]" in shown
-    assert "`attn_weights` (softmax) = [0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581] · sum = 1.0000" in shown
-    assert "Step 3 · `context_vec` z = [0.4419, 0.6515, 0.5683]" in shown
-    assert len(badges(at, "green")) >= 7 and not badges(at, "red") and not badges(at, "gray")
+    assert CHAPTER_SCORES in shown
+    assert msg("naive weights = {values}", values="[0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]") in shown
+    assert msg("`attn_weights` (softmax) = {values} · sum = {total:.4f}",
+               values="[0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]", total=1.0) in shown
+    assert msg("Step 3 · `context_vec` z = {values}", values="[0.4419, 0.6515, 0.5683]") in shown
+    assert len(badges(at, "green")) >= 8 and not badges(at, "red") and not badges(at, "gray")
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert len(badges(other, "green")) == len(badges(at, "green"))
+    assert not badges(other, "red") and not badges(other, "gray")
+    assert CHAPTER_SCORES in texts(other)
 
 
 def test_query_token_changes_numbers(at):
     at.selectbox(key="sa_query").set_value("step").run()
     assert not at.exception
     shown = texts(at)
-    assert "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]" not in shown
+    assert CHAPTER_SCORES not in shown
     assert any(t.startswith("`attn_scores` = [0.6310, 1.0865") for t in shown)
-    assert any("scores of “journey”: differs from the chapter" in t for t in badges(at, "gray"))
+    label = msg("scores of “journey”")
+    assert any(b.startswith(f":gray-badge[:material/tune: {label}") for b in badges(at, "gray"))
 
 
 def test_edited_embedding_changes_numbers_and_reset_restores(at):
-    at.session_state["sa_embeddings_0"] = {"edited_rows": {1: {"dim 0": 0.9}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["sa_embeddings_0"] = {"edited_rows": {1: {"dim_0": 0.9}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
-    assert "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]" not in texts(at)
+    assert CHAPTER_SCORES not in texts(at)
     assert badges(at, "gray")
     at.button(key="sa_reset").click().run()
-    assert "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]" in texts(at)
+    assert CHAPTER_SCORES in texts(at)
     assert not badges(at, "gray")
 
 
 def test_empty_cell_falls_back_with_a_message(at):
-    at.session_state["sa_embeddings_0"] = {"edited_rows": {0: {"dim 1": None}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["sa_embeddings_0"] = {"edited_rows": {0: {"dim_1": None}}, "added_rows": [], "deleted_rows": []}
     at.run()
     assert not at.exception
-    assert any("empty" in w.value for w in at.warning)
-    assert "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]" in texts(at)
+    expected = translations("en").ngettext("{n} cell is empty; it uses the chapter's value until you fill it in.",
+                                           "{n} cells are empty; they use the chapter's value until you fill them in.",
+                                           1).format(n=1)
+    assert [w.value for w in at.warning] == [expected]
+    assert CHAPTER_SCORES in texts(at)
 
 
 @pytest.mark.parametrize(
@@ -54,19 +78,37 @@ def test_softmax_numerics(at, scale, dtype, naive_breaks):
     at.selectbox(key="sa_dtype").set_value(dtype).run()
     assert not at.exception
     table = at.dataframe[1].value
-    naive = table["naive softmax"]
+    naive = table[msg("naive softmax")]
     assert bool(naive.isna().any() or (naive.abs() == float("inf")).any()) == naive_breaks
-    stable = table["stable softmax"]
+    stable = table[msg("stable softmax")]
     assert stable.notna().all() and abs(stable.sum() - 1) < 2e-2
     assert (len(at.error) > 0) == naive_breaks and (len(at.success) > 0) != naive_breaks
+    assert msg("Stable softmax: all weights finite.") in captions(at)
 
 
-def test_charts_read_like_tensors_and_jacobian_checked(at):
-    figs = figures(at)
-    heatmaps = [f for f in figs if f["data"] and f["data"][0]["type"] == "heatmap"]
-    assert len(heatmaps) == 4
+def test_charts_read_like_tensors_and_both_jacobians_checked(at):
+    heatmaps = [f for f in figures(at) if f["data"] and f["data"][0]["type"] == "heatmap"]
+    assert len(heatmaps) == 5
     for fig in heatmaps:
         assert fig["layout"]["yaxis"]["autorange"] == "reversed"
     scores = next(f for f in heatmaps if "inputs @ inputs.T" in f["layout"]["title"]["text"])
     assert scores["data"][0]["text"][1][:3] == ["0.9544", "1.4950", "1.4754"]
-    assert any(t.startswith(":green-badge[:material/check_circle: closed form equals torch.autograd") for t in texts(at))
+    naive_title = msg("divide by the sum: ∂w_i/∂x_j for “{token}”", token="journey")
+    naive = next(f for f in heatmaps if f["layout"]["title"]["text"] == naive_title)
+    # row "journey" (index 1), column "journey": (1 − w_1) / Σx with the chapter's naive weight and scores
+    total = sum((0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865))
+    assert abs(float(naive["data"][0]["text"][1][1]) - (1 - 0.2278) / total) < 1e-3
+    green = badges(at, "green")
+    for label in ("softmax: closed form equals torch.autograd", "divide by the sum: closed form equals torch.autograd"):
+        assert any(b.startswith(f":green-badge[:material/check_circle: {msg(label)}") for b in green), label
+
+
+def test_negative_scores_hide_the_naive_jacobian_with_a_note(at):
+    at.session_state["sa_embeddings_0"] = {"edited_rows": {0: {"dim_0": -5.0}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    assert [i.value for i in at.info] == [msg(
+        "Some scores of “{token}” are 0 or negative: dividing by the sum gives no weights there, "
+        "so its Jacobian is not shown.", token="journey")]
+    heatmaps = [f for f in figures(at) if f["data"] and f["data"][0]["type"] == "heatmap"]
+    assert len(heatmaps) == 4

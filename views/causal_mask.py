@@ -1,142 +1,204 @@
 """Page 3: the causal mask — two masking routes, a live leakage test, triu, register_buffer, the NaN row."""
 
-import pandas as pd
 import streamlit as st
-import torch
 
 from engine import attention as A
 from engine import chapter
 from engine.device import pick_device
-from engine.figures import attention_heatmap
-from engine.figures.core import format_value
-from engine.figures import causal_mask as CF
-from engine.sections import causal_mask as M
+from engine.figures import causal_mask as figures
+from engine.sections import causal_mask as sections
 from ui import page
-from ui.nav import PAGES
+from ui.i18n import N_, _, ngettext
 from ui.state import bound
 
-PAGE = "causal_mask"
-INFO = next(p for p in PAGES if p.url_path == "causal-mask")
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
+#: Radio labels of the guards against a fully masked row (message ids).
+GUARD_LABELS = {
+    "none": N_("none (-inf)"),
+    "finite_min": N_("large finite negative"),
+    "nan_to_num": N_("nan_to_num after softmax"),
+    "keep_diagonal": N_("keep the diagonal visible"),
+}
+#: How the buffer table names each way of holding the mask (message ids; code stays code).
+HOLDER_LABELS = {
+    "buffer": N_("register_buffer (the chapter)"),
+    "buffer_nonpersistent": "register_buffer(persistent=False)",
+    "plain_attribute": N_("plain attribute self.mask = ..."),
+}
 
 
 @st.cache_data(show_spinner=False)
-def two_ways_cached() -> tuple[dict, dict]:
-    """The chapter's two masking routes (fixed inputs, seed 789) and their figure as a Plotly dict."""
-    result = M.mask_two_ways(M.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
-    return result, CF.two_ways_figure(result, TOKENS).to_plotly_json()
+def two_ways_cached() -> sections.TwoWays:
+    """The chapter's two masking routes (fixed inputs, seed 789): the same for every reader."""
+    return sections.mask_two_ways(sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
+
+
+@st.cache_data(show_spinner=False)
+def two_ways_figure_cached(panel_titles: tuple[str, ...]) -> dict:
+    """The two routes' figure as a Plotly dict, one per language."""
+    return figures.two_ways_figure(two_ways_cached(), TOKENS, panel_titles).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False)
 def buffer_table(target: str):
     """:func:`engine.sections.causal_mask.buffer_demo` for one device name (a constant per machine)."""
-    return M.buffer_demo(target)
+    return sections.buffer_demo(target)
 
 
-page.header("3 · Hiding the future: causal attention", INFO.section, PAGE)
+def show_buffers(table, device: str, key: str) -> None:
+    """The register_buffer table for one device, in the reader's words, and each forward pass's outcome."""
+    holders = [_(HOLDER_LABELS[h]) for h in table["holder"]]
+    shown = table.assign(holder=holders).drop(columns=["state_dict_keys", "forward_ok", "forward_result"])
+    st.dataframe(shown.rename(columns={
+        "holder": _("mask held as"),
+        "in_state_dict": _("mask in state_dict()"),
+        "in_named_buffers": _("in named_buffers()"),
+        "weights_device": _("weights after .to()"),
+        "mask_device": _("mask after .to()"),
+    }), hide_index=True, key=key)
+    outcomes = [_("ok, shape {shape}").format(shape=result) if ok else result
+                for ok, result in zip(table["forward_ok"], table["forward_result"], strict=True)]
+    st.markdown("\n".join(
+        "- " + _("forward after `.to('{device}')`, {holder}: `{outcome}`").format(
+            device=device, holder=holder, outcome=outcome)
+        for holder, outcome in zip(holders, outcomes, strict=True)))
+
+
+page.header()
 inputs = A.chapter_inputs()  # (6, 3)
-scores = M.v2_scores(inputs, seed=chapter.SA_V2_SEED, d_out=2)  # (6, 6), the chapter's sa_v2
+scores = sections.v2_scores(inputs, seed=chapter.SA_V2_SEED, d_out=2)  # (6, 6), the chapter's sa_v2
+query_title, key_title = _("query (row)"), _("key (column)")
 
 # --- 1. two routes ------------------------------------------------------------------------------------
-page.prose(PAGE, "two_ways")
-result, two_ways_figure = two_ways_cached()
-st.plotly_chart(two_ways_figure, key="cm_two_ways")
-page.chapter_check("weights before masking (sa_v2, seed 789)", result["attn_weights"], chapter.SA_V2_WEIGHTS)
-st.markdown(f"row sums after zeroing the future = {page.fmt_row(result['row_sums'])}")
-page.chapter_check("renormalised weights (route 1)", result["masked_simple_norm"], chapter.CAUSAL_WEIGHTS)
-page.chapter_check("scores with −inf above the diagonal", result["masked_scores"], chapter.CAUSAL_MASKED_SCORES)
-page.chapter_check("softmax of the masked scores (route 2)", result["attn_weights_causal"], chapter.CAUSAL_WEIGHTS)
-st.markdown(f"row 2 (“journey”) = {page.fmt_row(result['attn_weights_causal'][1])}")
-page.chapter_check("row 2", result["attn_weights_causal"][1], chapter.CAUSAL_WEIGHTS[1])
-st.markdown(f"max |route 1 − route 2| = **{result['max_abs_diff']:.2e}**")
-page.prose(PAGE, "same_result")
-page.show_code(M.v2_scores, M.mask_two_ways, A.causal_mask)
+page.prose("two_ways")
+result = two_ways_cached()
+st.plotly_chart(two_ways_figure_cached((
+    _("1 · softmax of all scores"),
+    _("2 · × tril(ones): future weights zeroed"),
+    _("3 · ÷ row sums: renormalised"),
+    _("1 · scores queries @ keys.T"),
+    "2 · masked_fill(triu(diagonal=1), -inf)",
+    "3 · softmax(masked / √d_k)",
+)), key="cm_two_ways")
+page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
+st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
+page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
+page.chapter_check(_("scores with −inf above the diagonal"), result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
+page.chapter_check(_("softmax of the masked scores (route 2)"), result.attn_weights_causal, chapter.CAUSAL_WEIGHTS)
+st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
+                                                        values=page.fmt_row(result.attn_weights_causal[1])))
+page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
+st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
+page.prose("same_result")
+page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
-page.prose(PAGE, "leakage")
+page.prose("leakage")
 c1, c2 = st.columns(2)
-leak_token = c1.selectbox("Token to perturb", TOKENS, key=bound("cm_leak_token", "starts", options=TOKENS))
-delta = c2.slider("Perturbation added to each coordinate", -3.0, 3.0, step=0.1,
+leak_token = c1.selectbox(_("Token to perturb"), TOKENS, key=bound("cm_leak_token", "starts", options=TOKENS))
+delta = c2.slider(_("Perturbation added to each coordinate"), -3.0, 3.0, step=0.1,
                   key=bound("cm_leak_delta", 1.0, lo=-3.0, hi=3.0))
 t = TOKENS.index(leak_token)
-leak = M.leakage_test(inputs, t, float(delta))
-st.plotly_chart(CF.leakage_figure(leak, TOKENS, t), key="cm_leak_chart")
-shown = leak.assign(token=TOKENS)[["token index", "token", "max |Δ| causal", "changed (causal)", "max |Δ| no mask", "changed (no mask)"]]
-st.dataframe(shown, hide_index=True, key="cm_leak_table",
-             column_config={c: st.column_config.NumberColumn(format="%.3e") for c in ("max |Δ| causal", "max |Δ| no mask")})
-changed_rows = [TOKENS[i] for i in leak.index[leak["changed (causal)"]]]
-earlier_changed = bool(leak["changed (causal)"].iloc[:t].any())
-if not changed_rows:
-    st.info("A perturbation of 0 changes nothing; move the slider away from 0.")
+leak = sections.leakage_test(inputs, t, float(delta))
+st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
+    causal=_("with the causal mask"),
+    no_mask=_("without a mask"),
+    perturbed=_("perturbed"),
+    x_title=_("output row (query token)"),
+    y_title="max |Δ context_vec|",
+)), key="cm_leak_chart")
+LEAK_HEADERS = {
+    "token_index": _("token index"),
+    "token": _("token"),
+    "max_diff_causal": _("max |Δ| causal"),
+    "changed_causal": _("changed (causal)"),
+    "max_diff_full": _("max |Δ| no mask"),
+    "changed_full": _("changed (no mask)"),
+}
+st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS), hide_index=True,
+             key="cm_leak_table",
+             column_config={LEAK_HEADERS[c]: st.column_config.NumberColumn(format="%.3e")
+                            for c in ("max_diff_causal", "max_diff_full")})
+if not leak.changed_rows:
+    st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
 else:
-    st.markdown(f"Perturbing “{leak_token}” (row {t}) changed the rows: **{', '.join(changed_rows)}**.")
-if earlier_changed:
-    st.badge("an earlier row changed: the mask leaks", icon=":material/error:", color="red")
-else:
-    st.badge(f"no row before “{leak_token}” changed: nothing leaks from the future", icon=":material/check_circle:", color="green")
-page.show_code(M.leakage_test, A.CausalAttention)
+    st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
+        token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
+page.verdict(not leak.leaks,
+             _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
+             _("an earlier row changed: the mask leaks"))
+page.show_code(sections.leakage_test, A.CausalAttention)
 
 # --- 3. triu explorer -------------------------------------------------------------------------------------
-page.prose(PAGE, "triu")
-k = st.slider("diagonal k in torch.triu(torch.ones(6, 6), diagonal=k)", -T, T, step=1, key=bound("cm_triu_k", 1, lo=-T, hi=T))
-triu = M.triu_explorer(T, int(k))
+page.prose("triu")
+k = int(st.slider(_("diagonal k in torch.triu(torch.ones(6, 6), diagonal=k)"), -T, T, step=1,
+                  key=bound("cm_triu_k", 1, lo=-T, hi=T)))
+triu = sections.triu_explorer(T, k)
 c1, c2 = st.columns([3, 2])
-c1.plotly_chart(CF.mask_heatmap(triu["mask"], TOKENS, title=f"torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden"),
+c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
+                                     title=_("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k),
+                                     row_title=query_title, col_title=key_title),
                 key="cm_triu_chart")
 with c2:
-    st.markdown(f"visible keys per row = {triu['visible_per_row']}")
-    if triu["is_causal"]:
-        st.success("k = 1: the causal mask — each token sees itself and the past.")
-    elif triu["fully_masked_rows"]:
-        rows = ", ".join(TOKENS[i] for i in triu["fully_masked_rows"])
-        st.warning(f"Rows with nothing visible: {rows}. Their softmax would be NaN (see section 5).")
-    elif triu["hides_diagonal"]:
-        st.warning("The diagonal is hidden: a token cannot attend to itself.")
-    elif triu["future_visible"] > 0:
-        st.warning(f"Each token may see up to {triu['future_visible']} future token(s): information leaks.")
-page.show_code(M.triu_explorer)
+    st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
+    if triu.kind == "causal":
+        st.success(_("k = 1: the causal mask — each token sees itself and the past."))
+    elif triu.kind == "fully_masked_rows":
+        st.warning(_("Rows with nothing visible: {rows}. Their softmax would be NaN (see section 5).").format(
+            rows=", ".join(TOKENS[i] for i in triu.fully_masked_rows)))
+    elif triu.kind == "hides_diagonal":
+        st.warning(_("The diagonal is hidden: a token cannot attend to itself."))
+    elif triu.kind == "leaks_future":
+        st.warning(ngettext("Each token may see up to {n} future token: information leaks.",
+                            "Each token may see up to {n} future tokens: information leaks.",
+                            triu.future_visible).format(n=triu.future_visible))
+page.show_code(sections.triu_explorer)
 
 # --- 4. register_buffer -----------------------------------------------------------------------------------
-page.prose(PAGE, "buffer")
+page.prose("buffer")
 buffers = buffer_table("meta")
-st.dataframe(buffers[["mask held as", "state_dict() keys"]], hide_index=True, key="cm_buffer_keys")
-st.dataframe(buffers.drop(columns=["state_dict() keys", "forward after .to()"]), hide_index=True, key="cm_buffer_meta")
-st.markdown("\n".join(f"- forward after `.to('meta')`, {held}: `{outcome}`"
-                       for held, outcome in zip(buffers["mask held as"], buffers["forward after .to()"])))
-page.prose(PAGE, "buffer_meta")
+st.dataframe(buffers[["holder", "state_dict_keys"]].assign(holder=[_(HOLDER_LABELS[h]) for h in buffers["holder"]])
+             .rename(columns={"holder": _("mask held as"), "state_dict_keys": _("state_dict() keys")}),
+             hide_index=True, key="cm_buffer_keys")
+show_buffers(buffers, "meta", "cm_buffer_meta")
+page.prose("buffer_meta")
 device = pick_device()
 if device.type == "cpu":
-    st.caption("This machine has no GPU, so the table uses the meta device. On a CUDA machine `.to('cuda')` gives "
-               "the same pattern: the plain attribute stays on the CPU and the forward pass raises a device-mismatch error.")
+    st.caption(_("This machine has no GPU, so the table uses the meta device. On a CUDA machine `.to('cuda')` gives "
+                 "the same pattern: the plain attribute stays on the CPU and the forward pass raises a "
+                 "device-mismatch error."))
 else:
-    st.markdown(f"This machine has a **{device.type}** device; the same experiment with `.to('{device.type}')`:")
-    on_device = buffer_table(str(device))
-    st.dataframe(on_device.drop(columns=["state_dict() keys", "forward after .to()"]), hide_index=True, key="cm_buffer_device")
-    st.markdown("\n".join(f"- forward after `.to('{device.type}')`, {held}: `{outcome}`"
-                           for held, outcome in zip(on_device["mask held as"], on_device["forward after .to()"])))
-page.show_code(M.CausalAttentionPlainMask, M.CausalAttentionNonPersistent, M.buffer_demo)
+    st.markdown(_("This machine has a **{device}** device; the same experiment with `.to('{device}')`:").format(
+        device=device.type))
+    show_buffers(buffer_table(str(device)), device.type, "cm_buffer_device")
+page.show_code(sections.CausalAttentionPlainMask, sections.CausalAttentionNonPersistent, sections.buffer_demo)
 
 # --- 5. fully masked row ----------------------------------------------------------------------------------
-page.prose(PAGE, "nan")
+page.prose("nan")
 c1, c2 = st.columns(2)
-nan_token = c1.selectbox("Hide every position of the row of", TOKENS, key=bound("cm_nan_row", "with", options=TOKENS))
-guard = c2.radio("Guard", M.GUARDS, key=bound("cm_nan_guard", M.GUARDS[0], options=M.GUARDS))
+nan_token = c1.selectbox(_("Hide every position of the row of"), TOKENS,
+                         key=bound("cm_nan_row", "with", options=TOKENS))
+guard = c2.radio(_("Guard"), sections.GUARDS, format_func=lambda g: _(GUARD_LABELS[g]),
+                 key=bound("cm_nan_guard", sections.GUARDS[0], options=sections.GUARDS))
 row = TOKENS.index(nan_token)
-demo = M.masked_row_demo(scores, row, guard)
+demo = sections.masked_row_demo(scores, row, guard)
 c1, c2 = st.columns([2, 3])
-c1.plotly_chart(CF.mask_heatmap(demo["mask"].to(torch.float32), TOKENS, title="mask (1 = hidden)"), key="cm_nan_mask")
+c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
+                                     row_title=query_title, col_title=key_title), key="cm_nan_mask")
 with c2:
-    if demo["nan_rows"]:
-        st.error(f"Row {row} (“{nan_token}”) has no visible position: softmax of all −inf is 0/0 = NaN. "
-                 "A chart cannot draw it, so here are the weights as numbers:")
-        weights_df = pd.DataFrame([[format_value(float(v)) for v in r] for r in demo["attn_weights"]], columns=TOKENS)
-        weights_df.insert(0, "query", TOKENS)
-        st.dataframe(weights_df, hide_index=True, key="cm_nan_table")
-    else:
-        st.plotly_chart(attention_heatmap(demo["attn_weights"], TOKENS, title=f"attn_weights with the guard “{guard}”"),
-                        key="cm_nan_weights")
-        st.success(f"No NaN. Row {row} (“{nan_token}”) = {page.fmt_row(demo['row_weights'])}")
-page.show_code(M.masked_row_demo)
+    st.plotly_chart(figures.masked_row_figure(
+        demo.attn_weights, TOKENS, demo.nan_rows,
+        title=_("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard])),
+        nan_label="0/0 = NaN", row_title=query_title, col_title=key_title,
+    ), key="cm_nan_weights")
+if demo.nan_rows:
+    st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "
+              "0/0 = NaN. The figure writes nan in its cells and leaves them uncoloured; pick a guard to fix it.")
+            .format(row=row, token=nan_token), icon=":material/science:")
+else:
+    st.success(_("No NaN. Row {row} (“{token}”) = {values}").format(row=row, token=nan_token,
+                                                                   values=page.fmt_row(demo.row_weights)))
+page.show_code(sections.masked_row_demo)
 
-page.check_yourself(PAGE)
+page.check_yourself()

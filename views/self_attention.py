@@ -1,134 +1,174 @@
 """Page 1: simplified self-attention on the chapter's six 3-d embeddings."""
 
-import pandas as pd
 import streamlit as st
-import torch
 
 from engine import attention as A
 from engine import chapter
 from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
-from engine.sections import self_attention as S
+from engine.sections import self_attention as sections
 from ui import page
+from ui.i18n import _, ngettext
 from ui.state import bound
-from ui.nav import PAGES
 
-PAGE = "self_attention"
-DIMS = ["dim 0", "dim 1", "dim 2"]
+TOKENS = list(A.CHAPTER_TOKENS)
 
-page.header("1 · Self-attention without trainable weights", PAGES[1].section, PAGE)
+
+def dim_labels() -> list[str]:
+    """The translated headers of the embedding dimensions ("dim 0", ...)."""
+    return [_("dim {i}").format(i=i) for i in range(len(sections.DIM_KEYS))]
+
+
+page.header()
 
 # --- 1. the inputs -------------------------------------------------------------------------------
-page.prose(PAGE, "embeddings")
+page.prose("embeddings")
 st.session_state.setdefault("sa_editor_version", 0)
-if st.button("Reset to the chapter's values", key="sa_reset", icon=":material/restart_alt:"):
+if st.button(_("Reset to the chapter's values"), key="sa_reset", icon=":material/restart_alt:"):
     st.session_state["sa_editor_version"] += 1
-chapter_df = pd.DataFrame(A.CHAPTER_INPUTS, columns=DIMS)
-chapter_df.insert(0, "token", A.CHAPTER_TOKENS)
+DIMS = dim_labels()
 edited = st.data_editor(
-    chapter_df,
+    sections.chapter_table(),
     key=f"sa_embeddings_{st.session_state['sa_editor_version']}",
     disabled=["token"],
     hide_index=True,
     num_rows="fixed",
-    column_config={d: st.column_config.NumberColumn(d, min_value=-10.0, max_value=10.0, step=0.01, format="%.2f") for d in DIMS},
+    column_config={
+        "token": st.column_config.TextColumn(_("token")),
+        **{key: st.column_config.NumberColumn(label, min_value=-sections.EMBEDDING_BOUND,
+                                              max_value=sections.EMBEDDING_BOUND, step=0.01, format="%.2f")
+           for key, label in zip(sections.DIM_KEYS, DIMS, strict=True)},
+    },
 )
-values = edited[DIMS].apply(pd.to_numeric, errors="coerce")
-if values.isna().any().any():
-    st.warning("Some cells are empty; they use the chapter's value until you fill them in.")
-    values = values.fillna(chapter_df[DIMS])
-inputs = torch.tensor(values.to_numpy(), dtype=torch.float32)  # (6, 3)
-is_chapter_input = chapter.matches(inputs, A.CHAPTER_INPUTS, decimals=6)
+edit = sections.inputs_from_table(edited)
+if edit.empty_cells:
+    st.warning(ngettext("{n} cell is empty; it uses the chapter's value until you fill it in.",
+                        "{n} cells are empty; they use the chapter's value until you fill them in.",
+                        edit.empty_cells).format(n=edit.empty_cells))
+inputs = edit.inputs  # (6, 3)
 
 # --- 2. one query ----------------------------------------------------------------------------------
-page.prose(PAGE, "steps")
-query_token = st.selectbox("Query token", A.CHAPTER_TOKENS, key=bound("sa_query", "journey", options=A.CHAPTER_TOKENS))
-q = A.CHAPTER_TOKENS.index(query_token)
-steps = S.query_walkthrough(inputs, q)
-applies = is_chapter_input and q == 1
-tokens = list(A.CHAPTER_TOKENS)
+page.prose("steps")
+query_token = st.selectbox(_("Query token"), TOKENS, key=bound("sa_query", "journey", options=TOKENS))
+q = TOKENS.index(query_token)
+steps = sections.query_walkthrough(inputs, q)
+applies = edit.is_chapter and q == 1
 
 left, right = st.columns([3, 2])
 with left:
     st.plotly_chart(
-        row_bars({"attn_scores (dot products)": steps["attn_scores"]}, tokens, title=f"Step 1 · scores of “{query_token}”"),
+        row_bars({_("attn_scores (dot products)"): steps.attn_scores}, TOKENS,
+                 title=_("Step 1 · scores of “{token}”").format(token=query_token)),
         key="sa_scores_chart",
     )
 with right:
     st.plotly_chart(
-        vectors_3d(inputs, tokens, highlight=q, extra={f"z ({query_token})": steps["context_vec"]},
-                   title="Inputs and the context vector", height=360),
+        vectors_3d(inputs, TOKENS, highlight=q, extra={f"z ({query_token})": steps.context_vec},
+                   title=_("Inputs and the context vector"), height=360),
         key="sa_vectors",
     )
-st.markdown(f"`attn_scores` = {page.fmt_row(steps['attn_scores'])}")
-page.chapter_check("scores of “journey”", steps["attn_scores"], chapter.SIMPLE_SCORES_JOURNEY, applies)
+st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
 
 st.plotly_chart(
-    row_bars({"divide by the sum": steps["naive_weights"], "softmax": steps["attn_weights"]}, tokens,
-             title="Step 2 · two ways to turn scores into weights"),
+    row_bars({_("divide by the sum"): steps.naive_weights, "softmax": steps.attn_weights}, TOKENS,
+             title=_("Step 2 · two ways to turn scores into weights")),
     key="sa_weights_chart",
 )
-st.markdown(f"naive weights = {page.fmt_row(steps['naive_weights'])}")
-page.chapter_check("naive weights", steps["naive_weights"], chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
-st.markdown(f"`attn_weights` (softmax) = {page.fmt_row(steps['attn_weights'])} · sum = {float(steps['attn_weights'].sum()):.4f}")
-page.chapter_check("softmax weights", steps["attn_weights"], chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
-st.markdown(f"Step 3 · `context_vec` z = {page.fmt_row(steps['context_vec'])}")
-page.chapter_check("context vector z", steps["context_vec"], chapter.SIMPLE_CONTEXT_JOURNEY, applies)
-page.show_code(S.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
+st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
+page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
+st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
+    values=page.fmt_row(steps.attn_weights), total=float(steps.attn_weights.sum())))
+page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
+page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
+page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
 
 # --- 3. softmax numerics ----------------------------------------------------------------------------
-page.prose(PAGE, "numerics")
+page.prose("numerics")
 c1, c2 = st.columns(2)
-scale = c1.slider("Score scale (multiplies the scores above)", -150.0, 150.0, step=0.5,
+scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
                   key=bound("sa_scale", 1.0, lo=-150.0, hi=150.0))
-dtype_name = c2.selectbox("dtype", list(S.DTYPES), key=bound("sa_dtype", "float32", options=list(S.DTYPES)))
-dtype = S.DTYPES[dtype_name]
-overflow, underflow = S.exp_limits(dtype)
-numerics = S.softmax_numerics(steps["attn_scores"], scale, dtype)
-numerics.insert(0, "token", tokens)
-st.caption(f"In {dtype_name}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.")
-broken = int((~numerics["naive softmax"].apply(lambda v: pd.notna(v) and abs(v) != float("inf"))).sum())
-stable_ok = bool(numerics["stable softmax"].apply(lambda v: pd.notna(v) and abs(v) != float("inf")).all())
+dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
+                          key=bound("sa_dtype", "float32", options=list(sections.DTYPES)))
+numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
+st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.").format(
+    dtype=dtype_name, overflow=numerics.overflow, underflow=numerics.underflow))
+NUMERICS_HEADERS = {
+    "token": _("token"),
+    "scaled_score": _("scaled score"),
+    "exp_score": _("exp(score)"),
+    "naive_softmax": _("naive softmax"),
+    "stable_softmax": _("stable softmax"),
+    "torch_softmax": "torch.softmax",
+}
+table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
 st.dataframe(
-    numerics.style.format({c: "{:.4g}" for c in numerics.columns if c != "token"}, na_rep="nan"),
+    table.style.format({NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS}, na_rep="nan"),
     hide_index=True,
     key="sa_numerics_table",
 )
-if broken:
-    st.error(f"Naive softmax: {broken} of 6 weights are nan or inf. Stable softmax: {'all finite' if stable_ok else 'not finite'}.")
+if numerics.naive_broken:
+    st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
+                      "Naive softmax: {broken} of {total} weights are nan or inf.",
+                      numerics.naive_broken).format(broken=numerics.naive_broken, total=len(TOKENS)))
 else:
-    st.success(f"Naive softmax: all 6 weights finite. Stable softmax: {'all finite' if stable_ok else 'not finite'}.")
-page.show_code(A.softmax_naive, A.softmax_stable)
+    st.success(_("Naive softmax: all {total} weights finite.").format(total=len(TOKENS)))
+st.caption(_("Stable softmax: all weights finite.") if numerics.stable_finite
+           else _("Stable softmax: some weights are not finite."))
+page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
 
-# --- 4. Jacobian ------------------------------------------------------------------------------------
-page.prose(PAGE, "jacobian")
-jac = S.jacobian_check(steps["attn_scores"])
-st.plotly_chart(
-    attention_heatmap(jac["closed_form"], tokens, tokens, title=f"∂w_i/∂x_j for the query “{query_token}”",
-                      colorscale=SIGNED_SCALE, row_title="weight w_i", col_title="score x_j"),
-    key="sa_jacobian",
-)
-st.markdown(f"max |closed form − autograd| = {jac['max_abs_diff']:.2e}")
-page.verdict(jac["max_abs_diff"] < 1e-12,
-             "closed form equals torch.autograd",
-             "closed form differs from torch.autograd")
-page.show_code(S.jacobian_check, A.softmax_jacobian)
+# --- 4. Jacobians -----------------------------------------------------------------------------------
+page.prose("jacobian")
+softmax_jac = sections.jacobian_check(steps.attn_scores)
+naive_jac = sections.naive_jacobian_check(steps.attn_scores)
+c1, c2 = st.columns(2)
+with c1:
+    st.plotly_chart(
+        attention_heatmap(softmax_jac.closed_form, TOKENS, TOKENS,
+                          title=_("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
+                          colorscale=SIGNED_SCALE, row_title=_("weight w_i"), col_title=_("score x_j")),
+        key="sa_jacobian",
+    )
+    st.caption(_("w_i (δ_ij − w_j): depends only on the weights."))
+    st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=softmax_jac.max_abs_diff))
+    page.verdict(softmax_jac.max_abs_diff < 1e-12,
+                 _("softmax: closed form equals torch.autograd"),
+                 _("softmax: closed form differs from torch.autograd"))
+with c2:
+    if naive_jac is None:
+        st.info(_("Some scores of “{token}” are 0 or negative: dividing by the sum gives no weights there, "
+                  "so its Jacobian is not shown.").format(token=query_token))
+    else:
+        st.plotly_chart(
+            attention_heatmap(naive_jac.closed_form, TOKENS, TOKENS,
+                              title=_("divide by the sum: ∂w_i/∂x_j for “{token}”").format(token=query_token),
+                              colorscale=SIGNED_SCALE, row_title=_("weight w_i"), col_title=_("score x_j")),
+            key="sa_naive_jacobian",
+        )
+        st.caption(_("(δ_ij − w_i) / Σx: depends on the sum of the scores, and needs them positive."))
+        st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=naive_jac.max_abs_diff))
+        page.verdict(naive_jac.max_abs_diff < 1e-12,
+                     _("divide by the sum: closed form equals torch.autograd"),
+                     _("divide by the sum: closed form differs from torch.autograd"))
+page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
 
 # --- 5. all pairs -----------------------------------------------------------------------------------
-page.prose(PAGE, "allpairs")
-every = S.loop_vs_matmul(inputs)
+page.prose("allpairs")
+every = sections.loop_vs_matmul(inputs)
 c1, c2 = st.columns(2)
-c1.plotly_chart(attention_heatmap(every["attn_scores"], tokens, title="attn_scores = inputs @ inputs.T", zmin=None),
+c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None),
                 key="sa_all_scores")
-c2.plotly_chart(attention_heatmap(every["attn_weights"], tokens, title="attn_weights = softmax(dim=-1)"),
+c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)"),
                 key="sa_all_weights")
 st.plotly_chart(
-    attention_heatmap(every["context_vec"], tokens, DIMS, title="context_vec = attn_weights @ inputs",
-                      zmin=None, row_title="token", col_title="dimension"),
+    attention_heatmap(every.context_vec, TOKENS, DIMS, title="context_vec = attn_weights @ inputs",
+                      zmin=None, row_title=_("token"), col_title=_("dimension")),
     key="sa_all_context",
 )
-st.markdown(f"max |loops − matmul| = {every['max_abs_diff']:.2e}")
-page.chapter_check("first two rows of attn_scores", every["attn_scores"][:2], chapter.SIMPLE_SCORES_FIRST_ROWS, is_chapter_input)
-page.chapter_check("all context vectors", every["context_vec"], chapter.SIMPLE_ALL_CONTEXT, is_chapter_input)
-page.show_code(S.loop_vs_matmul, A.simplified_self_attention)
+st.markdown(_("max |loops − matmul| = {diff:.2e}").format(diff=every.max_abs_diff))
+page.chapter_check(_("first two rows of attn_scores"), every.attn_scores[:2], chapter.SIMPLE_SCORES_FIRST_ROWS,
+                   edit.is_chapter)
+page.chapter_check(_("all context vectors"), every.context_vec, chapter.SIMPLE_ALL_CONTEXT, edit.is_chapter)
+page.show_code(sections.loop_vs_matmul, A.simplified_self_attention)
 
-page.check_yourself(PAGE)
+page.check_yourself()

@@ -5,120 +5,178 @@ import streamlit as st
 from engine import attention as A
 from engine import chapter
 from engine.figures import SIGNED_SCALE, row_bars
-from engine.figures import trainable_weights as TF
-from engine.sections import trainable_weights as T
+from engine.figures import trainable_weights as figures
+from engine.sections import trainable_weights as sections
 from ui import page
-from ui.nav import PAGES
+from ui.i18n import _
 from ui.state import bound
 
-PAGE = "trainable_weights"
-INFO = next(p for p in PAGES if p.url_path == "trainable-weights")
 TOKENS = list(A.CHAPTER_TOKENS)
-DIMS_IN = ["dim 0", "dim 1", "dim 2"]
 
 
-@st.cache_data(show_spinner="Sampling 10,000 random query–key pairs per d_k …")
-def dk_sweep_figure_cached() -> tuple[dict, dict]:
-    """The d_k sweep (seeded, 10,000 samples per d_k) and its slider figure as a Plotly dict."""
-    sweep = T.dk_sweep()
-    return sweep, TF.dk_sweep_figure(sweep).to_plotly_json()
+@st.cache_data(show_spinner=False)
+def dk_sweep_cached() -> sections.DkSweep:
+    """The d_k sweep (seeded, 10,000 samples per d_k): the same for every reader."""
+    return sections.dk_sweep()
+
+
+@st.cache_data(show_spinner=False)
+def dk_figure_cached(labels: figures.DkSweepLabels) -> dict:
+    """The d_k sweep's slider figure as a Plotly dict, one per language."""
+    return figures.dk_sweep_figure(dk_sweep_cached(), labels).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False)
 def init_comparison_cached():
-    """The initialisation measurements and their chart (Plotly dict)."""
-    table = T.init_comparison()
-    return table, TF.init_figure(table).to_plotly_json()
+    """The initialisation measurements (seeded): the same for every reader."""
+    return sections.init_comparison()
 
 
-page.header("2 · Self-attention with trainable weights", INFO.section, PAGE)
+@st.cache_data(show_spinner=False)
+def init_figure_cached(labels: figures.InitLabels) -> dict:
+    """The initialisation chart as a Plotly dict, one per language."""
+    return figures.init_figure(init_comparison_cached(), labels).to_plotly_json()
+
+
+page.header()
 inputs = A.chapter_inputs()  # (6, 3)
+dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
 
 # --- 1. projections, one query ------------------------------------------------------------------
-page.prose(PAGE, "projections")
+page.prose("projections")
 c1, c2, c3 = st.columns(3)
-d_out = c1.slider("d_out (size of queries, keys and values)", 1, 8, key=bound("tw_d_out", 2, lo=1, hi=8))
-seed = c2.number_input("seed for torch.manual_seed", min_value=0, max_value=99_999, step=1,
-                       key=bound("tw_seed", chapter.TRAINABLE_SEED, lo=0, hi=99_999))
-query_token = c3.selectbox("Query token", TOKENS, key=bound("tw_query", "journey", options=TOKENS))
+d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, key=bound("tw_d_out", 2, lo=1, hi=8))
+seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                           key=bound("tw_seed", chapter.TRAINABLE_SEED, lo=0, hi=99_999)))
+query_token = c3.selectbox(_("Query token"), TOKENS, key=bound("tw_query", "journey", options=TOKENS))
 q = TOKENS.index(query_token)
-seed = int(seed)
-steps = T.trainable_walkthrough(inputs, seed, d_out, q)
-is_chapter_setup = seed == chapter.TRAINABLE_SEED and d_out == 2
-applies = is_chapter_setup and q == 1
-if not is_chapter_setup:
-    st.caption("The chapter uses seed 123 and d_out 2; with your settings the numbers are expected to differ.")
+steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
+setup = sections.chapter_setup(seed, d_out, q)
+if not setup.projections:
+    st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to differ.")
+               .format(seed=chapter.TRAINABLE_SEED))
 
-out_cols = [f"out {j}" for j in range(d_out)]
+out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
+w = steps.projections
 st.plotly_chart(
-    TF.matrices_side_by_side({f"{name}  ({inputs.shape[1]}×{d_out})": steps[name] for name in ("W_query", "W_key", "W_value")},
-                             DIMS_IN, out_cols, row_title="input dim", height=280),
+    figures.matrices_side_by_side(
+        {f"{name}  ({inputs.shape[1]}×{d_out})": matrix
+         for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
+        dims_in, out_cols, row_title=_("input dim"), height=280),
     key="tw_projections",
 )
-st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps['query'])}")
-page.chapter_check("query_2", steps["query"], chapter.TRAINABLE_QUERY_2, applies)
+st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
+page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, setup.query)
 
 st.plotly_chart(
-    row_bars({"attn_scores = keys @ query": steps["attn_scores"]}, TOKENS, title=f"Step 1 · scores of “{query_token}”"),
+    row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
+             title=_("Step 1 · scores of “{token}”").format(token=query_token)),
     key="tw_scores_chart",
 )
-st.markdown(f"`attn_scores` = {page.fmt_row(steps['attn_scores'])}")
-page.chapter_check("attention scores", steps["attn_scores"], chapter.TRAINABLE_SCORES_2, applies)
+st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, setup.query)
 
 st.plotly_chart(
-    row_bars({"softmax(scores / √d_k)": steps["attn_weights"], "softmax(scores), no scale": steps["unscaled_weights"]},
-             TOKENS, title=f"Step 2 · weights with d_k = {d_out}: the scale flattens them"),
+    row_bars({"softmax(scores / √d_k)": steps.attn_weights, _("softmax(scores), no scale"): steps.unscaled_weights},
+             TOKENS, title=_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out)),
     key="tw_weights_chart",
 )
-st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps['attn_weights'])}")
-page.chapter_check("scaled attention weights", steps["attn_weights"], chapter.TRAINABLE_WEIGHTS_2, applies)
-st.markdown(f"Step 3 · `context_vec` = attn_weights @ values = {page.fmt_row(steps['context_vec'])}")
-page.chapter_check("context vector", steps["context_vec"], chapter.TRAINABLE_CONTEXT_2, applies)
-page.show_code(T.trainable_walkthrough, T.chapter_projections, A.scaled_dot_product_step)
+st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
+page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, setup.query)
+st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
+    values=page.fmt_row(steps.context_vec)))
+page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, setup.query)
+page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 # --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
-page.prose(PAGE, "scale")
-sweep, dk_figure = dk_sweep_figure_cached()
+page.prose("scale")
+with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=f"{sections.DK_SAMPLES:,}")):
+    sweep = dk_sweep_cached()
+    dk_figure = dk_figure_cached(figures.DkSweepLabels(
+        spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
+        w_max_panel=_("largest of 8 softmax weights"),
+        grad_panel=_("gradient factor w(1−w) of it"),
+        without_scale=_("without scale"),
+        with_scale=_("with 1/√d_k"),
+        score_axis=_("score"),
+        step_title=_("d_k = {d_k}: var(q·k) = {var:.2f} (theory {d_k}), var(q·k/√d_k) = {var_scaled:.3f} "
+                     "(theory 1), {n:,} samples"),
+    ))
 st.plotly_chart(dk_figure, key="tw_dk_figure")
-st.dataframe(sweep["stats"], hide_index=True, key="tw_dk_table",
-             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in sweep["stats"].columns if c != "d_k"})
-page.show_code(T.dk_sweep)
+DK_HEADERS = {
+    "d_k": "d_k",
+    "var_scores": "var(q·k)",
+    "var_scaled": "var(q·k/√d_k)",
+    "w_max_unscaled": _("mean w_max, unscaled"),
+    "w_max_scaled": _("mean w_max, scaled"),
+    "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
+    "grad_scaled": _("mean w_max(1-w_max), scaled"),
+}
+st.dataframe(sweep.stats.rename(columns=DK_HEADERS), hide_index=True, key="tw_dk_table",
+             column_config={DK_HEADERS[c]: st.column_config.NumberColumn(format="%.4f")
+                            for c in sections.DK_COLUMNS if c != "d_k"})
+page.show_code(sections.dk_sweep)
 
 # --- 3. the two classes -----------------------------------------------------------------------------
-page.prose(PAGE, "classes")
-seed_v2 = int(st.number_input("seed for SelfAttention_v2", min_value=0, max_value=99_999, step=1,
+page.prose("classes")
+seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
                               key=bound("tw_seed_v2", chapter.SA_V2_SEED, lo=0, hi=99_999)))
-outputs = T.v1_v2_outputs(inputs, d_out, seed, seed_v2)
+outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
 st.plotly_chart(
-    TF.matrices_side_by_side({f"SelfAttention_v1 (seed {seed})": outputs["v1"], f"SelfAttention_v2 (seed {seed_v2})": outputs["v2"]},
-                             TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title="token", height=380),
+    figures.matrices_side_by_side(
+        {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
+         _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
+        TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"), height=380),
     key="tw_v1_v2",
 )
 c1, c2 = st.columns(2)
 with c1:
-    page.chapter_check("SelfAttention_v1 output", outputs["v1"], chapter.SA_V1_OUTPUT, is_chapter_setup)
+    page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, setup.projections)
 with c2:
-    page.chapter_check("SelfAttention_v2 output", outputs["v2"], chapter.SA_V2_OUTPUT,
-                       seed_v2 == chapter.SA_V2_SEED and d_out == 2)
-page.show_code(T.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
+    page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
+                       sections.v2_is_chapter(seed_v2, d_out))
+page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
 
 # --- 4. initialisations -----------------------------------------------------------------------------
-page.prose(PAGE, "init")
-init_table, init_chart = init_comparison_cached()
-st.plotly_chart(init_chart, key="tw_init_chart")
-st.dataframe(init_table, hide_index=True, key="tw_init_table",
-             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in init_table.columns if c not in ("d_in", "init")})
-page.show_code(T.init_comparison)
+page.prose("init")
+init_table = init_comparison_cached()
+st.plotly_chart(init_figure_cached(figures.InitLabels(
+    weights_panel=_("variance of the weights W"),
+    projection_panel=_("variance of the projection x·W"),
+    measured=_("{init} (measured)"),
+    theory=_("{init} (theory)"),
+    theory_hover=_("theory"),
+)), key="tw_init_chart")
+INIT_HEADERS = {
+    "d_in": "d_in",
+    "init": _("init"),
+    "share_negative": _("share negative"),
+    "var_w": _("var(W) measured"),
+    "var_w_theory": _("var(W) theory"),
+    "var_xw": _("var(x·W) measured"),
+    "var_xw_theory": _("var(x·W) theory"),
+}
+st.dataframe(init_table.rename(columns=INIT_HEADERS), hide_index=True, key="tw_init_table",
+             column_config={INIT_HEADERS[c]: st.column_config.NumberColumn(format="%.4g")
+                            for c in sections.INIT_COLUMNS if c not in ("d_in", "init")})
+page.show_code(sections.init_comparison)
 
 # --- 5. exercise 3.1 ----------------------------------------------------------------------------------
-page.prose(PAGE, "exercise")
-exercise = T.exercise_3_1(inputs, d_out, seed, seed_v2)
-st.markdown(f"max |v1 − v2| before the copy: **{exercise['max_abs_diff_before']:.4e}**")
-st.markdown(f"max |v1 − v2| after copying v2's weights (transposed) into v1: **{exercise['max_abs_diff_after']:.4e}**")
-page.verdict(exercise["max_abs_diff_after"] < 1e-6,
-             "after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2",
-             "after the copy the outputs still differ")
-page.show_code(T.exercise_3_1, A.copy_v2_into_v1)
+page.prose("exercise")
+exercise = sections.exercise_3_1(inputs, d_out, seed, seed_v2)
+st.markdown(_("max |v1 − v2| before the copy: **{diff:.4e}**").format(diff=exercise.max_abs_diff_before))
+st.markdown(_("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**").format(
+    diff=exercise.max_abs_diff_after))
+if exercise.exactly_equal:
+    passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2: the difference is 0")
+else:
+    passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2, equal up to float "
+               "rounding (max |difference| = {diff:.1e})").format(diff=exercise.max_abs_diff_after)
+page.verdict(exercise.equal_after, passed, _("after the copy the outputs still differ"))
+if exercise.equal_after and not exercise.exactly_equal:
+    st.caption(_("Float rounding: v1 computes x @ W and v2 runs nn.Linear, which may add the same products in "
+                 "another order; float32 keeps about 7 significant digits, so the last bits can differ."))
+page.show_code(sections.exercise_3_1, A.copy_v2_into_v1)
 
-page.prose(PAGE, "two_weights")
-page.check_yourself(PAGE)
+page.prose("two_weights")
+page.check_yourself()

@@ -7,18 +7,47 @@ printed tensors (row 0 on top, values in the cells, ``-inf`` written out).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, SIGNED_SCALE, WEIGHTS_SCALE, base_layout, heatmap_trace, matrix_axes, to_numpy
+from engine.figures.core import (
+    PALETTE,
+    SIGNED_SCALE,
+    WEIGHTS_SCALE,
+    attention_heatmap,
+    base_layout,
+    heatmap_trace,
+    matrix_axes,
+    to_numpy,
+)
+from engine.sections.causal_mask import Leakage, TwoWays
 
 #: Two colours for a 0/1 mask: visible (0) light, hidden (1) dark.
 MASK_SCALE = [[0.0, "#f3f6fa"], [1.0, "#5b6b80"]]
+#: The neutral colour that outlines a row of NaN (an intended demonstration, not an error).
+NAN_OUTLINE = "#5b6b80"
 
 
-def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
+@dataclass(frozen=True)
+class LeakageLabels:
+    """The words of :func:`leakage_figure`, in the reader's language.
+
+    Attributes:
+        causal, no_mask: legend names of the two bar series.
+        perturbed: the note above the perturbed token's column.
+        x_title, y_title: axis titles.
+    """
+
+    causal: str
+    no_mask: str
+    perturbed: str
+    x_title: str
+    y_title: str
+
+
+def two_ways_figure(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str]) -> go.Figure:
     """Both masking routes as a 2 x 3 grid of heatmaps.
 
     Top row (mask after the softmax): all weights, weights times ``tril``,
@@ -26,21 +55,28 @@ def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
     scores, the scores with -inf above the diagonal, their softmax.
 
     Args:
-        result: the dict of :func:`engine.sections.causal_mask.mask_two_ways`.
+        result: the result of :func:`engine.sections.causal_mask.mask_two_ways`.
         tokens: the T token labels.
+        panel_titles: the six panel titles in the reader's language, top row then bottom row.
 
     Returns:
         A figure with 6 heatmap traces, row 0 of every matrix on top.
+
+    Raises:
+        ValueError: unless there are six panel titles.
     """
+    if len(panel_titles) != 6:
+        raise ValueError(f"two_ways_figure needs 6 panel titles, got {len(panel_titles)}")
     tokens = list(tokens)
-    panels = [
-        (result["attn_weights"], "1 · softmax of all scores", tokens, WEIGHTS_SCALE),
-        (result["masked_simple"], "2 · × tril(ones): future weights zeroed", tokens, WEIGHTS_SCALE),
-        (result["masked_simple_norm"], "3 · ÷ row sums: renormalised", tokens, WEIGHTS_SCALE),
-        (result["attn_scores"], "1 · scores queries @ keys.T", tokens, SIGNED_SCALE),
-        (result["masked_scores"], "2 · masked_fill(triu(diagonal=1), -inf)", tokens, SIGNED_SCALE),
-        (result["attn_weights_causal"], "3 · softmax(masked / √d_k)", tokens, WEIGHTS_SCALE),
-    ]
+    matrices = (
+        (result.attn_weights, WEIGHTS_SCALE),
+        (result.masked_simple, WEIGHTS_SCALE),
+        (result.masked_simple_norm, WEIGHTS_SCALE),
+        (result.attn_scores, SIGNED_SCALE),
+        (result.masked_scores, SIGNED_SCALE),
+        (result.attn_weights_causal, WEIGHTS_SCALE),
+    )
+    panels = [(matrix, title, tokens, scale) for (matrix, scale), title in zip(matrices, panel_titles, strict=True)]
     fig = make_subplots(
         rows=2, cols=3, subplot_titles=[p[1] for p in panels], horizontal_spacing=0.07, vertical_spacing=0.2
     )
@@ -61,21 +97,23 @@ def two_ways_figure(result: dict, tokens: Sequence[str]) -> go.Figure:
     return fig
 
 
-def leakage_figure(table: pd.DataFrame, tokens: Sequence[str], token_index: int) -> go.Figure:
+def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, labels: LeakageLabels) -> go.Figure:
     """Per output row, the largest change of the context vector when one token is perturbed.
 
     Args:
-        table: the DataFrame of :func:`engine.sections.causal_mask.leakage_test`.
+        leak: the result of :func:`engine.sections.causal_mask.leakage_test`.
         tokens: the T token labels.
         token_index: the perturbed token (shaded).
+        labels: legend names and titles in the reader's language.
 
     Returns:
         Grouped bars (causal vs no mask), one group per output row.
     """
     x = list(range(len(tokens)))
+    ticks = [f"{i} · {t}" for i, t in enumerate(tokens)]
     fig = go.Figure()
-    for k, (column, name) in enumerate((("max |Δ| causal", "with the causal mask"), ("max |Δ| no mask", "without a mask"))):
-        values = table[column].to_numpy()
+    for k, (column, name) in enumerate((("max_diff_causal", labels.causal), ("max_diff_full", labels.no_mask))):
+        values = leak.table[column].to_numpy()
         fig.add_bar(
             x=x,
             y=values,
@@ -83,27 +121,70 @@ def leakage_figure(table: pd.DataFrame, tokens: Sequence[str], token_index: int)
             marker_color=PALETTE[0] if k == 0 else "#bbbbbb",
             text=["0" if v == 0 else f"{v:.2e}" for v in values],
             textposition="outside",
-            hovertemplate="row %{x}: %{y:.3g}<extra>" + name + "</extra>",
+            customdata=ticks,
+            hovertemplate="%{customdata}: %{y:.3g}<extra>" + name + "</extra>",
         )
     fig.add_vrect(x0=token_index - 0.5, x1=token_index + 0.5, fillcolor="#ffdd57", opacity=0.25, line_width=0)
-    fig.add_annotation(x=token_index, y=1.02, yref="paper", text="perturbed", showarrow=False, font=dict(size=12))
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=[f"{i} · {t}" for i, t in enumerate(tokens)], title_text="output row (query token)")
-    fig.update_yaxes(title_text="max |Δ context_vec|", gridcolor="#eee", rangemode="tozero")
+    fig.add_annotation(x=token_index, y=1.02, yref="paper", text=labels.perturbed, showarrow=False,
+                       font=dict(size=12))
+    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=ticks, title_text=labels.x_title)
+    fig.update_yaxes(title_text=labels.y_title, gridcolor="#eee", rangemode="tozero")
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
     return base_layout(fig, None, 380)
 
 
-def mask_heatmap(mask, tokens: Sequence[str], title: str | None = None) -> go.Figure:
+def mask_heatmap(
+    mask, tokens: Sequence[str], title: str | None = None, row_title: str | None = None, col_title: str | None = None
+) -> go.Figure:
     """A 0/1 mask (1 = hidden) as a two-colour matrix with the values written in.
 
     Args:
         mask: (T, T) tensor/array of 0/1 (or bool).
         tokens: the T token labels.
+        title, row_title, col_title: in the reader's language (e.g. "query (row)", "key (column)").
 
     Returns:
         One heatmap, row 0 on top.
     """
     tokens = list(tokens)
-    fig = go.Figure(heatmap_trace(to_numpy(mask), tokens, tokens, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0, showscale=False))
-    matrix_axes(fig, tokens, tokens, "query (row)", "key (column)")
+    fig = go.Figure(
+        heatmap_trace(to_numpy(mask), tokens, tokens, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0,
+                      showscale=False)
+    )
+    matrix_axes(fig, tokens, tokens, row_title, col_title)
     return base_layout(fig, title, 420, top=100 if title else 60)
+
+
+def masked_row_figure(
+    attn_weights,
+    tokens: Sequence[str],
+    nan_rows: Sequence[int],
+    title: str | None = None,
+    nan_label: str | None = None,
+    row_title: str | None = None,
+    col_title: str | None = None,
+) -> go.Figure:
+    """Attention weights in which whole rows may be NaN: those cells are written "nan" and the row outlined.
+
+    The NaN row is the page's intended demonstration, so it is drawn in a neutral colour,
+    not as an error: its cells are left uncoloured (a heatmap cannot colour NaN) with "nan"
+    written in each, a dashed outline marks the row, and its tick label gains ``nan_label``.
+
+    Args:
+        attn_weights: (T, T) weights, NaN allowed.
+        tokens: the T token labels.
+        nan_rows: the rows to outline (those holding a NaN).
+        title, nan_label, row_title, col_title: in the reader's language.
+
+    Returns:
+        One heatmap, row 0 on top, plus one outline per NaN row.
+    """
+    tokens = list(tokens)
+    fig = attention_heatmap(attn_weights, tokens, title=title, zmax=1.0, row_title=row_title, col_title=col_title)
+    for row in nan_rows:
+        fig.add_shape(type="rect", x0=-0.5, x1=len(tokens) - 0.5, y0=row - 0.5, y1=row + 0.5,
+                      line=dict(color=NAN_OUTLINE, width=2, dash="dash"))
+    if nan_label:
+        ticks = [f"{token} · {nan_label}" if i in nan_rows else token for i, token in enumerate(tokens)]
+        fig.update_yaxes(ticktext=ticks)
+    return fig

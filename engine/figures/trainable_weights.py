@@ -5,17 +5,60 @@ Built on :mod:`engine.figures.core`; no Streamlit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, add_step_slider, base_layout, heatmap_trace, matrix_axes
+from engine.figures.core import PALETTE, WEIGHTS_SCALE, add_step_slider, base_layout, heatmap_trace, matrix_axes
+from engine.sections.trainable_weights import DkSweep
 
 _UNSCALED = "q·k"
 _SCALED = "q·k / √d_k"
 
 
-def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
+@dataclass(frozen=True)
+class DkSweepLabels:
+    """The words of :func:`dk_sweep_figure`, in the reader's language.
+
+    Attributes:
+        spread_panel, w_max_panel, grad_panel: the three panel titles.
+        without_scale, with_scale: bar labels of the two columns of the bar panels.
+        score_axis: x-axis title of the box panel.
+        step_title: one step's figure title, a template with the named fields ``d_k``,
+            ``var`` (var(q·k)), ``var_scaled`` (var(q·k/√d_k)) and ``n`` (samples).
+        slider_prefix: text before the slider's current value (e.g. "d_k = ").
+    """
+
+    spread_panel: str
+    w_max_panel: str
+    grad_panel: str
+    without_scale: str
+    with_scale: str
+    score_axis: str
+    step_title: str
+    slider_prefix: str = "d_k = "
+
+
+@dataclass(frozen=True)
+class InitLabels:
+    """The words of :func:`init_figure`, in the reader's language.
+
+    Attributes:
+        weights_panel, projection_panel: the two panel titles.
+        measured, theory: legend names, templates with the named field ``init``.
+        theory_hover: the hover tag of a theory line.
+    """
+
+    weights_panel: str
+    projection_panel: str
+    measured: str
+    theory: str
+    theory_hover: str
+
+
+def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64) -> go.Figure:
     """One figure with a Plotly slider over d_k: score spread, largest softmax weight, w(1-w).
 
     Three panels per step: horizontal box plots of q·k and q·k/sqrt(d_k) (box =
@@ -25,7 +68,8 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
     panel is the same at every step, so the unscaled box visibly widens.
 
     Args:
-        sweep: the dict returned by :func:`engine.sections.trainable_weights.dk_sweep`.
+        sweep: the result of :func:`engine.sections.trainable_weights.dk_sweep`.
+        labels: titles and labels in the reader's language.
         active_d_k: the d_k shown first (must be one of the sweep's).
 
     Returns:
@@ -34,7 +78,7 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
     Raises:
         ValueError: if ``active_d_k`` is not in the sweep.
     """
-    stats: pd.DataFrame = sweep["stats"]
+    stats: pd.DataFrame = sweep.stats
     d_ks = [int(d) for d in stats["d_k"]]
     if active_d_k not in d_ks:
         raise ValueError(f"active_d_k={active_d_k} is not one of {d_ks}")
@@ -43,24 +87,22 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
         cols=3,
         column_widths=[0.5, 0.25, 0.25],
         horizontal_spacing=0.08,
-        subplot_titles=("spread of the scores (box: quartiles, whiskers: 1–99 %)", "largest of 8 softmax weights", "gradient factor w(1−w) of it"),
+        subplot_titles=(labels.spread_panel, labels.w_max_panel, labels.grad_panel),
     )
-    reach = max(max(abs(b["unscaled"]["p1"]), abs(b["unscaled"]["p99"])) for b in sweep["boxes"].values())
-    labels = ["without scale", "with 1/√d_k"]
+    reach = max(max(abs(b.p1), abs(b.p99)) for b in sweep.unscaled.values())
+    bar_labels = [labels.without_scale, labels.with_scale]
     titles = []
     for _, row in stats.iterrows():
         d_k = int(row["d_k"])
-        box = sweep["boxes"][d_k]
-        for name, key, color in ((_UNSCALED, "unscaled", PALETTE[1]), (_SCALED, "scaled", PALETTE[0])):
-            b = box[key]
+        for name, b, color in ((_UNSCALED, sweep.unscaled[d_k], PALETTE[1]), (_SCALED, sweep.scaled[d_k], PALETTE[0])):
             fig.add_trace(
                 go.Box(
                     y=[name],
-                    q1=[b["q1"]],
-                    median=[b["median"]],
-                    q3=[b["q3"]],
-                    lowerfence=[b["p1"]],
-                    upperfence=[b["p99"]],
+                    q1=[b.q1],
+                    median=[b.median],
+                    q3=[b.q3],
+                    lowerfence=[b.p1],
+                    upperfence=[b.p99],
                     orientation="h",
                     name=name,
                     marker_color=color,
@@ -70,11 +112,12 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
                 row=1,
                 col=1,
             )
-        for col, prefix, axis_max in ((2, "mean w_max", 1.0), (3, "mean w_max(1-w_max)", 0.25)):
-            values = [float(row[f"{prefix}, unscaled"]), float(row[f"{prefix}, scaled"])]
+        for col, unscaled_key, scaled_key in ((2, "w_max_unscaled", "w_max_scaled"),
+                                              (3, "grad_unscaled", "grad_scaled")):
+            values = [float(row[unscaled_key]), float(row[scaled_key])]
             fig.add_trace(
                 go.Bar(
-                    x=labels,
+                    x=bar_labels,
                     y=values,
                     text=[f"{v:.3f}" for v in values],
                     textposition="outside",
@@ -85,11 +128,10 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
                 row=1,
                 col=col,
             )
-        titles.append(
-            f"d_k = {d_k}: var(q·k) = {row['var(q·k)']:.2f} (theory {d_k}), "
-            f"var(q·k/√d_k) = {row['var(q·k/√d_k)']:.3f} (theory 1), {sweep['n_samples']:,} samples"
-        )
-    fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text="score", zeroline=True, zerolinecolor="#999", row=1, col=1)
+        titles.append(labels.step_title.format(d_k=d_k, var=float(row["var_scores"]),
+                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples))
+    fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text=labels.score_axis, zeroline=True,
+                     zerolinecolor="#999", row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], row=1, col=2)
     fig.update_yaxes(range=[0, 0.3], row=1, col=3)
     fig.update_yaxes(gridcolor="#eee")
@@ -99,34 +141,36 @@ def dk_sweep_figure(sweep: dict, active_d_k: int = 64) -> go.Figure:
         fig,
         [str(d) for d in d_ks],
         traces_per_step=4,
-        prefix="d_k = ",
+        prefix=labels.slider_prefix,
         active=d_ks.index(active_d_k),
         step_layouts=[{"title.text": t} for t in titles],
     )
 
 
-def init_figure(table: pd.DataFrame) -> go.Figure:
+def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
     """Measured vs theoretical variance of the weights and of x·W against d_in, both inits (log-log).
 
     Args:
         table: the DataFrame of :func:`engine.sections.trainable_weights.init_comparison`.
+        labels: titles and legend names in the reader's language.
 
     Returns:
         Two panels: var(W) and var(x·W); markers are measured, dashed lines the theory.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=("variance of the weights W", "variance of the projection x·W"))
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=(labels.weights_panel, labels.projection_panel))
     for k, (init, part) in enumerate(table.groupby("init", sort=False)):
         color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
-        for col, measured, theory in ((1, "var(W) measured", "var(W) theory"), (2, "var(x·W) measured", "var(x·W) theory")):
+        for col, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
             fig.add_scatter(
                 x=part["d_in"], y=part[measured], mode="markers", marker=dict(size=10, color=color),
-                name=f"{init} (measured)", legendgroup=init, showlegend=col == 1, row=1, col=col,
+                name=labels.measured.format(init=init), legendgroup=init, showlegend=col == 1, row=1, col=col,
                 hovertemplate="d_in %{x}: %{y:.4g}<extra>" + init + "</extra>",
             )
             fig.add_scatter(
                 x=part["d_in"], y=part[theory], mode="lines", line=dict(dash="dash", color=color),
-                name=f"{init} (theory)", legendgroup=init, showlegend=col == 1, row=1, col=col,
-                hovertemplate="d_in %{x}: %{y:.4g}<extra>theory</extra>",
+                name=labels.theory.format(init=init), legendgroup=init, showlegend=col == 1, row=1, col=col,
+                hovertemplate="d_in %{x}: %{y:.4g}<extra>" + labels.theory_hover + "</extra>",
             )
     fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee")
     fig.update_yaxes(type="log", gridcolor="#eee")
@@ -138,7 +182,7 @@ def matrices_side_by_side(
     matrices: dict[str, object],
     row_labels: list[str],
     col_labels: list[str],
-    colorscale: str = "Blues",
+    colorscale: str = WEIGHTS_SCALE,
     zmin: float | None = 0.0,
     row_title: str | None = None,
     col_title: str | None = None,
@@ -159,7 +203,9 @@ def matrices_side_by_side(
     fig = make_subplots(rows=1, cols=n, subplot_titles=list(matrices), horizontal_spacing=0.25 / max(n, 1))
     for col, matrix in enumerate(matrices.values(), start=1):
         fig.add_trace(
-            heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False), row=1, col=col
+            heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False),
+            row=1,
+            col=col,
         )
         matrix_axes(fig, row_labels, col_labels, row_title if col == 1 else None, col_title, row=1, col=col)
     fig.update_annotations(yshift=30)

@@ -9,6 +9,8 @@ masks (every position of a row hidden gives 0/0 in the softmax).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import torch
 from torch import Tensor
@@ -16,8 +18,104 @@ from torch import Tensor
 from engine import attention as A
 from engine.rng import uses_global_rng
 
-#: Ways to keep a fully masked row from turning into NaN, by name (see :func:`masked_row_demo`).
-GUARDS: tuple[str, ...] = ("none (-inf)", "large finite negative", "nan_to_num after softmax", "keep the diagonal visible")
+#: Ways to keep a fully masked row from turning into NaN, by stable key (see :func:`masked_row_demo`):
+#: no guard (-inf), the most negative finite float, ``nan_to_num`` after the softmax, the diagonal kept visible.
+GUARDS: tuple[str, ...] = ("none", "finite_min", "nan_to_num", "keep_diagonal")
+#: Stable column keys of :attr:`Leakage.table`.
+LEAKAGE_COLUMNS: tuple[str, ...] = ("token_index", "max_diff_causal", "changed_causal", "max_diff_full", "changed_full")
+#: Stable column keys of :func:`buffer_demo`'s table.
+BUFFER_COLUMNS: tuple[str, ...] = (
+    "holder", "state_dict_keys", "in_state_dict", "in_named_buffers", "weights_device", "mask_device", "forward_ok",
+    "forward_result",
+)
+#: What a ``torch.triu`` mask does, as :attr:`TriuMask.kind` (see :func:`triu_explorer`).
+TRIU_KINDS: tuple[str, ...] = ("causal", "fully_masked_rows", "hides_diagonal", "leaks_future", "hides_nothing")
+
+
+@dataclass(frozen=True)
+class TwoWays:
+    """The chapter's two masking routes (see :func:`mask_two_ways`).
+
+    Attributes:
+        attn_scores: (T, T) unscaled scores as given.
+        attn_weights: (T, T) softmax of all scores / sqrt(d_k).
+        mask_simple: (T, T) float, ones on and below the diagonal (``tril``).
+        masked_simple: (T, T) ``attn_weights * mask_simple``.
+        row_sums: (T,) row sums of ``masked_simple``.
+        masked_simple_norm: (T, T) ``masked_simple`` renormalised (route 1).
+        mask: (T, T) bool, True strictly above the diagonal (``triu(diagonal=1)``).
+        masked_scores: (T, T) scores with -inf where ``mask``.
+        attn_weights_causal: (T, T) softmax of the masked scores / sqrt(d_k) (route 2).
+        max_abs_diff: largest |route 1 - route 2|.
+    """
+
+    attn_scores: Tensor
+    attn_weights: Tensor
+    mask_simple: Tensor
+    masked_simple: Tensor
+    row_sums: Tensor
+    masked_simple_norm: Tensor
+    mask: Tensor
+    masked_scores: Tensor
+    attn_weights_causal: Tensor
+    max_abs_diff: float
+
+
+@dataclass(frozen=True)
+class Leakage:
+    """The leakage test of :func:`leakage_test`.
+
+    Attributes:
+        table: one row per output row, columns :data:`LEAKAGE_COLUMNS`: ``max_diff_*`` the largest
+            change of its context vector, ``changed_*`` whether it is nonzero, with the causal mask
+            (``causal``) and without a mask (``full``).
+        changed_rows: the rows that changed with the mask, in order.
+        leaks: True when a row before the perturbed token changed (the mask would leak).
+    """
+
+    table: pd.DataFrame
+    changed_rows: tuple[int, ...]
+    leaks: bool
+
+
+@dataclass(frozen=True)
+class TriuMask:
+    """``torch.triu(ones, diagonal=k)`` read as a mask (see :func:`triu_explorer`).
+
+    Attributes:
+        mask: (T, T) float32 0/1, 1 = hidden.
+        visible_per_row: how many keys each row sees.
+        fully_masked_rows: rows that see nothing.
+        hides_diagonal: a token cannot see itself.
+        future_visible: future tokens a row may see at most.
+        is_causal: k = 1.
+        kind: one of :data:`TRIU_KINDS`, what matters most about this mask.
+    """
+
+    mask: Tensor
+    visible_per_row: tuple[int, ...]
+    fully_masked_rows: tuple[int, ...]
+    hides_diagonal: bool
+    future_visible: int
+    is_causal: bool
+    kind: str
+
+
+@dataclass(frozen=True)
+class MaskedRow:
+    """A row hidden entirely, with a guard (see :func:`masked_row_demo`).
+
+    Attributes:
+        mask: (T, T) bool, True = hidden.
+        attn_weights: (T, T), NaN in the hidden row when no guard applies.
+        nan_rows: rows holding a NaN.
+        row_weights: (T,) the hidden row's weights.
+    """
+
+    mask: Tensor
+    attn_weights: Tensor
+    nan_rows: tuple[int, ...]
+    row_weights: Tensor
 
 
 @uses_global_rng
@@ -47,7 +145,7 @@ def v2_scores(inputs: Tensor, seed: int = 789, d_out: int = 2) -> Tensor:
         return queries @ keys.T  # (T, d_out) @ (d_out, T) -> (T, T)
 
 
-def mask_two_ways(attn_scores: Tensor, d_k: int) -> dict[str, Tensor | float]:
+def mask_two_ways(attn_scores: Tensor, d_k: int) -> TwoWays:
     """Causal weights twice: softmax, zero the future, renormalise — and -inf before the softmax.
 
     Chapter section "applying a causal attention mask". Renormalising the
@@ -60,12 +158,7 @@ def mask_two_ways(attn_scores: Tensor, d_k: int) -> dict[str, Tensor | float]:
         d_k: key size used in the 1/sqrt(d_k) scale (2 in the chapter).
 
     Returns:
-        dict with ``attn_scores`` (T, T) as given, ``attn_weights`` (T, T) softmax of all scores, ``mask_simple`` (T, T) float
-        ones on and below the diagonal (``tril``), ``masked_simple`` weights times that mask,
-        ``row_sums`` (T,) of ``masked_simple``, ``masked_simple_norm`` (T, T) renormalised,
-        ``mask`` (T, T) bool True above the diagonal (``triu(diagonal=1)``), ``masked_scores``
-        (T, T) with -inf there, ``attn_weights_causal`` (T, T) softmax of the masked scores,
-        ``max_abs_diff`` (float) between the two causal matrices.
+        :class:`TwoWays`.
 
     Raises:
         ValueError: if ``attn_scores`` is not square 2-d or ``d_k < 1``.
@@ -83,22 +176,22 @@ def mask_two_ways(attn_scores: Tensor, d_k: int) -> dict[str, Tensor | float]:
     mask = A.causal_mask(T)  # (T, T) bool, True strictly above the diagonal
     masked_scores = attn_scores.masked_fill(mask, float("-inf"))  # (T, T)
     attn_weights_causal = torch.softmax(masked_scores / d_k**0.5, dim=-1)  # (T, T)
-    return {
-        "attn_scores": attn_scores,
-        "attn_weights": attn_weights,
-        "mask_simple": mask_simple,
-        "masked_simple": masked_simple,
-        "row_sums": row_sums.squeeze(-1),  # (T, 1) -> (T,)
-        "masked_simple_norm": masked_simple_norm,
-        "mask": mask,
-        "masked_scores": masked_scores,
-        "attn_weights_causal": attn_weights_causal,
-        "max_abs_diff": float((masked_simple_norm - attn_weights_causal).abs().max()),
-    }
+    return TwoWays(
+        attn_scores=attn_scores,
+        attn_weights=attn_weights,
+        mask_simple=mask_simple,
+        masked_simple=masked_simple,
+        row_sums=row_sums.squeeze(-1),  # (T, 1) -> (T,)
+        masked_simple_norm=masked_simple_norm,
+        mask=mask,
+        masked_scores=masked_scores,
+        attn_weights_causal=attn_weights_causal,
+        max_abs_diff=float((masked_simple_norm - attn_weights_causal).abs().max()),
+    )
 
 
 @uses_global_rng
-def leakage_test(inputs: Tensor, token_index: int, delta: float, seed: int = 123, d_out: int = 2) -> pd.DataFrame:
+def leakage_test(inputs: Tensor, token_index: int, delta: float, seed: int = 123, d_out: int = 2) -> Leakage:
     """Perturb one token's embedding and see which output rows move, with and without the mask.
 
     A ``CausalAttention`` (dropout 0) is built after ``manual_seed(seed)``; the
@@ -116,9 +209,7 @@ def leakage_test(inputs: Tensor, token_index: int, delta: float, seed: int = 123
         d_out: size of queries, keys and values.
 
     Returns:
-        DataFrame, one row per token: ``token index``, ``max |Δ| causal``,
-        ``changed (causal)``, ``max |Δ| no mask``, ``changed (no mask)``;
-        "changed" means a nonzero difference.
+        :class:`Leakage`; "changed" means a nonzero difference.
 
     Raises:
         ValueError: if ``token_index`` is outside [0, T) or the input is not 2-d.
@@ -135,22 +226,21 @@ def leakage_test(inputs: Tensor, token_index: int, delta: float, seed: int = 123
     perturbed = inputs.clone()
     perturbed[token_index] += delta
     with torch.no_grad():
-        causal_diff = (causal(perturbed.unsqueeze(0)) - causal(inputs.unsqueeze(0))).squeeze(0)  # (1, T, d_out) -> (T, d_out)
+        causal_diff = causal(perturbed.unsqueeze(0)) - causal(inputs.unsqueeze(0))  # (1, T, d_in) -> (1, T, d_out)
+        causal_diff = causal_diff.squeeze(0)  # (1, T, d_out) -> (T, d_out)
         full_diff = full(perturbed) - full(inputs)  # (T, d_out)
     causal_max = causal_diff.abs().amax(dim=-1)  # (T,)
     full_max = full_diff.abs().amax(dim=-1)  # (T,)
-    return pd.DataFrame(
-        {
-            "token index": range(T),
-            "max |Δ| causal": causal_max.double().numpy(),
-            "changed (causal)": (causal_max > 0).numpy(),
-            "max |Δ| no mask": full_max.double().numpy(),
-            "changed (no mask)": (full_max > 0).numpy(),
-        }
+    changed = causal_max > 0  # (T,)
+    table = pd.DataFrame(
+        dict(zip(LEAKAGE_COLUMNS, (range(T), causal_max.double().numpy(), changed.numpy(),
+                                   full_max.double().numpy(), (full_max > 0).numpy()), strict=True))
     )
+    changed_rows = tuple(int(i) for i in torch.nonzero(changed).flatten())
+    return Leakage(table, changed_rows, bool(changed[:token_index].any()))
 
 
-def triu_explorer(context_length: int, diagonal: int) -> dict[str, object]:
+def triu_explorer(context_length: int, diagonal: int) -> TriuMask:
     """``torch.triu(ones, diagonal=k)`` read as a mask (1 = hidden), and what it lets each row see.
 
     k = 1 is the causal mask; k <= 0 also hides the token itself (row 0 then hides
@@ -162,9 +252,8 @@ def triu_explorer(context_length: int, diagonal: int) -> dict[str, object]:
         diagonal: k, the offset passed to ``torch.triu``.
 
     Returns:
-        dict with ``mask`` (T, T) float32 0/1, ``visible_per_row`` (list of T ints),
-        ``fully_masked_rows`` (list of row indices), ``hides_diagonal`` (bool),
-        ``future_visible`` (int, future tokens a row may see at most), ``is_causal`` (bool).
+        :class:`TriuMask`; its ``kind`` is, in this order of precedence, "causal" (k = 1),
+        "fully_masked_rows", "hides_diagonal", "leaks_future" (k >= 2), else "hides_nothing".
 
     Raises:
         ValueError: if ``context_length < 1``.
@@ -172,29 +261,35 @@ def triu_explorer(context_length: int, diagonal: int) -> dict[str, object]:
     if context_length < 1:
         raise ValueError(f"context_length must be positive, got {context_length}")
     mask = torch.triu(torch.ones(context_length, context_length), diagonal=diagonal)  # (T, T)
-    visible = (mask == 0).sum(dim=-1)  # (T,)
-    return {
-        "mask": mask,
-        "visible_per_row": [int(v) for v in visible],
-        "fully_masked_rows": [i for i, v in enumerate(visible.tolist()) if v == 0],
-        "hides_diagonal": diagonal <= 0,
-        "future_visible": max(0, min(diagonal - 1, context_length - 1)),
-        "is_causal": diagonal == 1,
-    }
+    visible = tuple(int(v) for v in (mask == 0).sum(dim=-1))  # (T,) keys each row sees
+    fully_masked = tuple(i for i, v in enumerate(visible) if v == 0)
+    future_visible = max(0, min(diagonal - 1, context_length - 1))
+    if diagonal == 1:
+        kind = "causal"
+    elif fully_masked:
+        kind = "fully_masked_rows"
+    elif diagonal <= 0:
+        kind = "hides_diagonal"
+    elif future_visible > 0:
+        kind = "leaks_future"
+    else:
+        kind = "hides_nothing"
+    return TriuMask(mask, visible, fully_masked, diagonal <= 0, future_visible, diagonal == 1, kind)
 
 
-def masked_row_demo(attn_scores: Tensor, row: int, guard: str, d_k: int = 2) -> dict[str, object]:
+def masked_row_demo(attn_scores: Tensor, row: int, guard: str, d_k: int = 2) -> MaskedRow:
     """Hide every position of one row (as a padding mask would) and apply a guard against NaN.
 
     With the plain -inf fill, that row's softmax is exp(-inf)/sum = 0/0 = NaN,
     and the NaN spreads to its context vector and, in training, to every gradient.
     Guards:
 
-    * ``"large finite negative"``: fill with ``torch.finfo(dtype).min`` instead of -inf;
+    * ``"none"``: fill with -inf; the row is NaN.
+    * ``"finite_min"``: fill with ``torch.finfo(dtype).min`` instead of -inf;
       the row becomes uniform (it silently attends to every position) but stays finite.
-    * ``"nan_to_num after softmax"``: keep -inf, replace NaN weights by 0; the row's
+    * ``"nan_to_num"``: keep -inf, replace NaN weights by 0; the row's
       context vector is 0.
-    * ``"keep the diagonal visible"``: never mask position (i, i); the row attends to itself.
+    * ``"keep_diagonal"``: never mask position (i, i); the row attends to itself.
 
     Args:
         attn_scores: (T, T) unscaled scores.
@@ -203,8 +298,7 @@ def masked_row_demo(attn_scores: Tensor, row: int, guard: str, d_k: int = 2) -> 
         d_k: key size for the 1/sqrt(d_k) scale.
 
     Returns:
-        dict with ``mask`` (T, T) bool, ``attn_weights`` (T, T) (may hold NaN),
-        ``nan_rows`` (list of row indices with a NaN) and ``row_weights`` (T,) of that row.
+        :class:`MaskedRow`.
 
     Raises:
         ValueError: on an unknown guard or a row outside [0, T).
@@ -216,15 +310,15 @@ def masked_row_demo(attn_scores: Tensor, row: int, guard: str, d_k: int = 2) -> 
         raise ValueError(f"row must be in [0, {T}), got {row}")
     mask = A.causal_mask(T).clone()  # (T, T) bool
     mask[row] = True  # every key hidden from this query
-    if guard == "keep the diagonal visible":
+    if guard == "keep_diagonal":
         mask &= ~torch.eye(T, dtype=torch.bool)  # (T, T): position (i, i) always visible
-    fill = torch.finfo(attn_scores.dtype).min if guard == "large finite negative" else float("-inf")
+    fill = torch.finfo(attn_scores.dtype).min if guard == "finite_min" else float("-inf")
     masked_scores = attn_scores.masked_fill(mask, fill)  # (T, T)
     attn_weights = torch.softmax(masked_scores / d_k**0.5, dim=-1)  # (T, T)
-    if guard == "nan_to_num after softmax":
+    if guard == "nan_to_num":
         attn_weights = torch.nan_to_num(attn_weights, nan=0.0)
-    nan_rows = [i for i in range(T) if bool(torch.isnan(attn_weights[i]).any())]
-    return {"mask": mask, "attn_weights": attn_weights, "nan_rows": nan_rows, "row_weights": attn_weights[row]}
+    nan_rows = tuple(int(i) for i in torch.nonzero(torch.isnan(attn_weights).any(dim=-1)).flatten())
+    return MaskedRow(mask, attn_weights, nan_rows, attn_weights[row])
 
 
 class CausalAttentionPlainMask(A.CausalAttention):
@@ -254,11 +348,12 @@ class CausalAttentionNonPersistent(A.CausalAttention):
         self.register_buffer("mask", mask, persistent=False)
 
 
-#: The three ways of holding the mask compared by :func:`buffer_demo`.
+#: The three ways of holding the mask compared by :func:`buffer_demo`, by stable key: the chapter's
+#: ``register_buffer``, ``register_buffer(persistent=False)``, and a plain attribute ``self.mask = ...``.
 MASK_HOLDERS: dict[str, type[A.CausalAttention]] = {
-    "register_buffer (the chapter)": A.CausalAttention,
-    "register_buffer(persistent=False)": CausalAttentionNonPersistent,
-    "plain attribute self.mask = ...": CausalAttentionPlainMask,
+    "buffer": A.CausalAttention,
+    "buffer_nonpersistent": CausalAttentionNonPersistent,
+    "plain_attribute": CausalAttentionPlainMask,
 }
 
 
@@ -276,12 +371,14 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
         context_length: size of the mask.
 
     Returns:
-        DataFrame, one row per entry of :data:`MASK_HOLDERS`: ``mask held as``,
-        ``state_dict() keys``, ``mask in state_dict()``, ``in named_buffers()``, ``weights after .to()``,
-        ``mask after .to()``, ``forward after .to()`` ("ok, shape (...)" or the error).
+        DataFrame, one row per entry of :data:`MASK_HOLDERS`, columns :data:`BUFFER_COLUMNS`:
+        ``holder`` (its key), ``state_dict_keys`` (comma-separated), ``in_state_dict``,
+        ``in_named_buffers``, ``weights_device`` and ``mask_device`` after ``.to()``, ``forward_ok``
+        and ``forward_result`` (the output shape, e.g. "(2, 6, 2)", or "RuntimeError: " and
+        PyTorch's first line).
     """
     rows = []
-    for label, cls in MASK_HOLDERS.items():
+    for holder, cls in MASK_HOLDERS.items():
         torch.manual_seed(123)
         module = cls(3, 2, context_length, 0.0)
         keys = ", ".join(module.state_dict().keys())
@@ -291,19 +388,10 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
         x = torch.rand(2, context_length, 3, device=target)  # (b, T, d_in)
         try:
             with torch.no_grad():
-                out = module(x)
-            outcome = f"ok, shape {tuple(out.shape)}"
+                out = module(x)  # (b, T, d_out)
+            ok, result = True, str(tuple(out.shape))
         except RuntimeError as err:
-            outcome = f"RuntimeError: {str(err).splitlines()[0]}"
-        rows.append(
-            {
-                "mask held as": label,
-                "state_dict() keys": keys,
-                "mask in state_dict()": in_state,
-                "in named_buffers()": "mask" in buffers,
-                "weights after .to()": str(module.W_query.weight.device),
-                "mask after .to()": str(module.mask.device),
-                "forward after .to()": outcome,
-            }
-        )
-    return pd.DataFrame(rows)
+            ok, result = False, f"RuntimeError: {str(err).splitlines()[0]}"
+        rows.append((holder, keys, in_state, "mask" in buffers, str(module.W_query.weight.device),
+                     str(module.mask.device), ok, result))
+    return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))

@@ -28,7 +28,7 @@ def chapter_causal_weights(inputs: Tensor) -> Tensor:
     Returns:
         (T, T) float32 weights, zero above the diagonal, rows summing to 1.
     """
-    return M.mask_two_ways(M.v2_scores(inputs, seed=789, d_out=2), d_k=2)["attn_weights_causal"]
+    return M.mask_two_ways(M.v2_scores(inputs, seed=789, d_out=2), d_k=2).attn_weights_causal
 
 
 @uses_global_rng

@@ -1,19 +1,22 @@
 """Section 1, simplified self-attention: the experiments behind the page.
 
 Source: chapter ``003`` ("Mécanismes d'attention"), simplified self-attention
-without trainable weights, the softmax's numerical stability and its Jacobian,
-and the generalisation to all tokens with matrix products.
+without trainable weights, the softmax's numerical stability and its Jacobian
+(beside the Jacobian of the plain divide-by-the-sum normalisation), and the
+generalisation to all tokens with matrix products.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
 from engine import attention as A
+from engine import chapter
 
 #: dtypes offered by the softmax-numerics demo, by name.
 DTYPES: dict[str, torch.dtype] = {
@@ -22,9 +25,134 @@ DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
     "float64": torch.float64,
 }
+#: Stable column keys of the embeddings table: one per input dimension (d_in = 3 in the chapter).
+DIM_KEYS: tuple[str, ...] = ("dim_0", "dim_1", "dim_2")
+#: Bounds of an edited embedding coordinate (the editor's range).
+EMBEDDING_BOUND = 10.0
+#: Stable column keys of :attr:`SoftmaxNumerics.table`.
+NUMERICS_COLUMNS: tuple[str, ...] = ("scaled_score", "exp_score", "naive_softmax", "stable_softmax", "torch_softmax")
 
 
-def query_walkthrough(inputs: Tensor, query_index: int) -> dict[str, Tensor]:
+@dataclass(frozen=True)
+class EditedInputs:
+    """The embeddings a reader edited, made whole.
+
+    Attributes:
+        inputs: (T, d_in) float32 embeddings, each coordinate in [-EMBEDDING_BOUND, EMBEDDING_BOUND].
+        empty_cells: how many cells were empty (or not numbers) and took the chapter's value.
+        is_chapter: True when ``inputs`` equal the chapter's at 6 decimals.
+    """
+
+    inputs: Tensor
+    empty_cells: int
+    is_chapter: bool
+
+
+@dataclass(frozen=True)
+class QueryWalkthrough:
+    """The three steps for one query token.
+
+    Attributes:
+        attn_scores: (T,) dot products of the query with every input.
+        naive_weights: (T,) the scores divided by their sum.
+        attn_weights: (T,) ``torch.softmax`` of the scores.
+        context_vec: (d_in,) the inputs weighted by ``attn_weights``.
+    """
+
+    attn_scores: Tensor
+    naive_weights: Tensor
+    attn_weights: Tensor
+    context_vec: Tensor
+
+
+@dataclass(frozen=True)
+class SoftmaxNumerics:
+    """Naive vs stable softmax on scaled scores in one dtype.
+
+    Attributes:
+        table: one row per token, columns :data:`NUMERICS_COLUMNS` (float64, possibly inf/nan
+            in ``exp_score`` and ``naive_softmax``).
+        naive_broken: how many naive weights are nan or inf.
+        stable_finite: True when every stable weight is finite.
+        overflow, underflow: ``exp(x)`` is inf above ``overflow`` and exactly 0 below ``underflow``
+            in that dtype (see :func:`exp_limits`).
+    """
+
+    table: pd.DataFrame
+    naive_broken: int
+    stable_finite: bool
+    overflow: float
+    underflow: float
+
+
+@dataclass(frozen=True)
+class JacobianCheck:
+    """A Jacobian from its closed form and from ``torch.autograd``.
+
+    Attributes:
+        closed_form: (T, T) float64, ``closed_form[i, j] = ∂w_i/∂x_j``.
+        autograd: (T, T) float64 from ``torch.autograd.functional.jacobian``.
+        max_abs_diff: largest |closed_form - autograd|.
+    """
+
+    closed_form: Tensor
+    autograd: Tensor
+    max_abs_diff: float
+
+
+@dataclass(frozen=True)
+class LoopVsMatmul:
+    """All context vectors with loops and with matrix products.
+
+    Attributes:
+        attn_scores: (T, T) ``inputs @ inputs.T``.
+        attn_weights: (T, T) row-wise softmax.
+        context_vec: (T, d_in) ``attn_weights @ inputs``.
+        loop_context: (T, d_in) the same from explicit loops.
+        max_abs_diff: largest |loop_context - context_vec|.
+    """
+
+    attn_scores: Tensor
+    attn_weights: Tensor
+    context_vec: Tensor
+    loop_context: Tensor
+    max_abs_diff: float
+
+
+def chapter_table() -> pd.DataFrame:
+    """The chapter's six embeddings as a table: ``token`` then the columns :data:`DIM_KEYS`."""
+    table = pd.DataFrame(A.CHAPTER_INPUTS, columns=list(DIM_KEYS))
+    table.insert(0, "token", A.CHAPTER_TOKENS)
+    return table
+
+
+def inputs_from_table(table: pd.DataFrame) -> EditedInputs:
+    """Turn an edited embeddings table into a tensor: empty cells take the chapter's value.
+
+    Args:
+        table: the chapter's table (:func:`chapter_table`) as a reader edited it; the columns
+            :data:`DIM_KEYS` may hold numbers, None or text.
+
+    Returns:
+        :class:`EditedInputs` with (T, d_in) float32 inputs, clipped to ±EMBEDDING_BOUND.
+
+    Raises:
+        ValueError: if the table lacks a column of :data:`DIM_KEYS` or its row count differs
+            from the chapter's.
+    """
+    reference = chapter_table()
+    missing = [k for k in DIM_KEYS if k not in table.columns]
+    if missing or len(table) != len(reference):
+        raise ValueError(f"expected {len(reference)} rows with columns {DIM_KEYS}, got {table.shape}")
+    values = table[list(DIM_KEYS)].apply(pd.to_numeric, errors="coerce").reset_index(drop=True)
+    empty = values.isna()
+    values = values.where(~empty, reference[list(DIM_KEYS)]).clip(-EMBEDDING_BOUND, EMBEDDING_BOUND)
+    inputs = torch.tensor(values.to_numpy(dtype="float64"), dtype=torch.float32)  # (T, d_in)
+    is_chapter = chapter.matches(inputs, A.CHAPTER_INPUTS, decimals=6)
+    return EditedInputs(inputs, int(empty.to_numpy().sum()), is_chapter)
+
+
+def query_walkthrough(inputs: Tensor, query_index: int) -> QueryWalkthrough:
     """The three steps for one query token, with the naive normalisation beside the softmax.
 
     Args:
@@ -32,8 +160,8 @@ def query_walkthrough(inputs: Tensor, query_index: int) -> dict[str, Tensor]:
         query_index: the token asking, in [0, T).
 
     Returns:
-        dict of ``attn_scores`` (T,), ``naive_weights`` (T,), ``attn_weights`` (T,)
-        from ``torch.softmax``, ``context_vec`` (d_in,).
+        :class:`QueryWalkthrough`: ``attn_scores``, ``naive_weights``, ``attn_weights`` (T,)
+        and ``context_vec`` (d_in,).
 
     Raises:
         ValueError: if ``query_index`` is outside [0, T) or ``inputs`` is not 2-d.
@@ -47,12 +175,7 @@ def query_walkthrough(inputs: Tensor, query_index: int) -> dict[str, Tensor]:
     naive_weights = A.naive_normalize(attn_scores)  # (T,)
     attn_weights = torch.softmax(attn_scores, dim=0)  # (T,)
     context_vec = A.context_vector(inputs, attn_weights)  # (d_in,)
-    return {
-        "attn_scores": attn_scores,
-        "naive_weights": naive_weights,
-        "attn_weights": attn_weights,
-        "context_vec": context_vec,
-    }
+    return QueryWalkthrough(attn_scores, naive_weights, attn_weights, context_vec)
 
 
 def exp_limits(dtype: torch.dtype) -> tuple[float, float]:
@@ -68,7 +191,7 @@ def exp_limits(dtype: torch.dtype) -> tuple[float, float]:
     return math.log(info.max), math.log(smallest_subnormal)
 
 
-def softmax_numerics(attn_scores: Tensor, scale: float, dtype: torch.dtype) -> pd.DataFrame:
+def softmax_numerics(attn_scores: Tensor, scale: float, dtype: torch.dtype) -> SoftmaxNumerics:
     """Naive vs max-subtracted softmax on ``scale * attn_scores`` in a chosen dtype.
 
     Multiplying the scores by a large factor mimics the large dot products of
@@ -81,56 +204,98 @@ def softmax_numerics(attn_scores: Tensor, scale: float, dtype: torch.dtype) -> p
         dtype: computation dtype (float16, bfloat16, float32, float64).
 
     Returns:
-        DataFrame with one row per token: ``scaled score``, ``exp(score)``,
-        ``naive softmax``, ``stable softmax``, ``torch.softmax`` (as float64 numbers,
-        possibly inf/nan in the naive columns).
+        :class:`SoftmaxNumerics`, its table with one row per token and the columns
+        :data:`NUMERICS_COLUMNS`.
     """
     x = attn_scores.to(dtype) * torch.tensor(scale, dtype=dtype)  # (T,)
     naive = A.softmax_naive(x, dim=0)
     stable = A.softmax_stable(x, dim=0)
-    reference = torch.softmax(x.float(), dim=0).to(dtype) if dtype in (torch.float16, torch.bfloat16) else torch.softmax(x, dim=0)
-    return pd.DataFrame(
-        {
-            "scaled score": x.double().numpy(),
-            "exp(score)": torch.exp(x).double().numpy(),
-            "naive softmax": naive.double().numpy(),
-            "stable softmax": stable.double().numpy(),
-            "torch.softmax": reference.double().numpy(),
-        }
+    low_precision = dtype in (torch.float16, torch.bfloat16)
+    reference = torch.softmax(x.float(), dim=0).to(dtype) if low_precision else torch.softmax(x, dim=0)
+    table = pd.DataFrame(
+        dict(zip(NUMERICS_COLUMNS, (v.double().numpy() for v in (x, torch.exp(x), naive, stable, reference)),
+                 strict=True))
+    )
+    overflow, underflow = exp_limits(dtype)
+    return SoftmaxNumerics(
+        table=table,
+        naive_broken=int((~torch.isfinite(naive)).sum()),
+        stable_finite=bool(torch.isfinite(stable).all()),
+        overflow=overflow,
+        underflow=underflow,
     )
 
 
-def jacobian_check(attn_scores: Tensor) -> dict[str, Tensor | float]:
+def jacobian_check(attn_scores: Tensor) -> JacobianCheck:
     """The softmax Jacobian from the closed form ``w_i (δ_ij - w_j)`` and from autograd.
 
     Args:
         attn_scores: (T,) scores.
 
     Returns:
-        dict with ``closed_form`` (T, T), ``autograd`` (T, T) from
-        ``torch.autograd.functional.jacobian``, and ``max_abs_diff`` (float).
+        :class:`JacobianCheck` in float64.
     """
     x = attn_scores.detach().double()
     weights = torch.softmax(x, dim=0)
     closed_form = A.softmax_jacobian(weights)  # (T, T)
     auto = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, dim=0), x)  # (T, T)
-    return {
-        "closed_form": closed_form,
-        "autograd": auto,
-        "max_abs_diff": float((closed_form - auto).abs().max()),
-    }
+    return JacobianCheck(closed_form, auto, float((closed_form - auto).abs().max()))
 
 
-def loop_vs_matmul(inputs: Tensor) -> dict[str, Tensor | float]:
+def naive_jacobian(attn_scores: Tensor) -> Tensor:
+    """Jacobian of ``w_i = x_i / Σx``: ``∂w_i/∂x_j = (δ_ij - w_i) / Σx``.
+
+    By the quotient rule, ∂(x_i/S)/∂x_j = δ_ij/S - x_i/S² = (δ_ij - w_i)/S with
+    S = Σ_k x_k. Unlike the softmax's, it depends on the sum S itself: the
+    same weights from scores ten times larger have a Jacobian ten times smaller.
+
+    Args:
+        attn_scores: (T,) positive scores.
+
+    Returns:
+        (T, T) float64 matrix ``J[i, j] = ∂w_i/∂x_j``.
+
+    Raises:
+        ValueError: if ``attn_scores`` is not 1-d or a score is not positive (the
+            quotients are then no weights, and S may be 0).
+    """
+    if attn_scores.dim() != 1:
+        raise ValueError(f"attn_scores must be (T,), got shape {tuple(attn_scores.shape)}")
+    if not bool((attn_scores > 0).all()):
+        raise ValueError("divide-by-the-sum weights need positive scores")
+    x = attn_scores.detach().double()
+    total = x.sum()
+    weights = x / total  # (T,)
+    eye = torch.eye(x.shape[0], dtype=torch.float64)  # (T, T)
+    return (eye - weights.unsqueeze(1)) / total  # (T, T) - (T, 1) -> (T, T): row i subtracts w_i
+
+
+def naive_jacobian_check(attn_scores: Tensor) -> JacobianCheck | None:
+    """:func:`naive_jacobian` checked against ``torch.autograd``; None unless every score is positive.
+
+    Args:
+        attn_scores: (T,) scores.
+
+    Returns:
+        :class:`JacobianCheck` in float64, or None when a score is 0 or negative (the
+        normalisation then gives no weights, see :func:`engine.attention.naive_normalize`).
+    """
+    if not bool((attn_scores > 0).all()):
+        return None
+    x = attn_scores.detach().double()
+    closed_form = naive_jacobian(x)  # (T, T)
+    auto = torch.autograd.functional.jacobian(lambda s: A.naive_normalize(s, dim=0), x)  # (T, T)
+    return JacobianCheck(closed_form, auto, float((closed_form - auto).abs().max()))
+
+
+def loop_vs_matmul(inputs: Tensor) -> LoopVsMatmul:
     """All context vectors with Python loops and with two matrix products; they agree.
 
     Args:
         inputs: (T, d_in).
 
     Returns:
-        dict with ``attn_scores`` (T, T), ``attn_weights`` (T, T), ``context_vec``
-        (T, d_in) from ``attn_weights @ inputs``, ``loop_context`` (T, d_in) from
-        explicit loops, and ``max_abs_diff``.
+        :class:`LoopVsMatmul`.
     """
     context_vec, attn_weights, attn_scores = A.simplified_self_attention(inputs)
     T = inputs.shape[0]
@@ -143,10 +308,5 @@ def loop_vs_matmul(inputs: Tensor) -> dict[str, Tensor | float]:
     for i in range(T):
         for j in range(T):
             loop_context[i] += loop_weights[i, j] * inputs[j]
-    return {
-        "attn_scores": attn_scores,
-        "attn_weights": attn_weights,
-        "context_vec": context_vec,
-        "loop_context": loop_context,
-        "max_abs_diff": float((loop_context - context_vec).abs().max()),
-    }
+    return LoopVsMatmul(attn_scores, attn_weights, context_vec, loop_context,
+                        float((loop_context - context_vec).abs().max()))
