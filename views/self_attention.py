@@ -150,6 +150,7 @@ with c2:
         page.verdict(naive_jac.max_abs_diff < 1e-12,
                      _("divide by the sum: closed form equals torch.autograd"),
                      _("divide by the sum: closed form differs from torch.autograd"))
+page.prose("naive_jacobian")
 page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
 
 # --- 5. all pairs -----------------------------------------------------------------------------------
