@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 
 import streamlit as st
 import torch
@@ -17,7 +18,7 @@ LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
 
 def browser_language(locale: str | None) -> str:
     """The app language for a browser locale such as ``fr-CH`` or ``de``: fr, de, else en."""
-    code = (locale or "").strip().lower()[:2]
+    code = re.split(r"[-_]", (locale or "").strip().lower(), maxsplit=1)[0]
     return code if code in LANGUAGES else DEFAULT_LANGUAGE
 
 
