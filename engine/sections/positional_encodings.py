@@ -482,12 +482,6 @@ def shown_pairs(n_pairs: int, at_most: int = 6) -> list[int]:
 # --- 6. scores depend on the distance -----------------------------------------------------------------
 
 
-def _by_distance(matrix: Tensor) -> Tensor:
-    """First entry of each diagonal of a (T, T) matrix, ordered by m - n from -(T-1) to T-1: (2T-1,)."""
-    T = matrix.shape[0]
-    return torch.stack([torch.diagonal(matrix, offset=-d)[0] for d in range(-(T - 1), T)])
-
-
 @dataclass(frozen=True)
 class ScoreMatrices:
     """The same q at every query position m and the same k at every key position n, twice.
@@ -496,8 +490,6 @@ class ScoreMatrices:
         attn_scores: float32 (T, T), scores for positions 0 .. T-1.
         shifted: float32 (T, T), scores for positions shift .. shift+T-1.
         shift: how far the second matrix's positions are moved.
-        by_distance: float32 (2T-1,), ``attn_scores`` at each distance m - n = -(T-1) .. T-1
-            (the first entry of each diagonal).
         max_diagonal_spread: largest max - min within a diagonal of ``attn_scores``.
         max_shift_diff: max |attn_scores - shifted|.
     """
@@ -505,7 +497,6 @@ class ScoreMatrices:
     attn_scores: Tensor
     shifted: Tensor
     shift: int
-    by_distance: Tensor
     max_diagonal_spread: float
     max_shift_diff: float
 
@@ -516,7 +507,7 @@ class ScoreMatrices:
 
 
 def _score_matrices(attn_scores: Tensor, shifted: Tensor, shift: int) -> ScoreMatrices:
-    return ScoreMatrices(attn_scores=attn_scores, shifted=shifted, shift=shift, by_distance=_by_distance(attn_scores),
+    return ScoreMatrices(attn_scores=attn_scores, shifted=shifted, shift=shift,
                          max_diagonal_spread=diagonal_spread(attn_scores),
                          max_shift_diff=float((attn_scores - shifted).abs().max()))
 
