@@ -3,15 +3,29 @@
 import numpy as np
 import pytest
 import torch
+from streamlit.testing.v1 import AppTest
 
+from engine import chapter
 from engine import gpt as G
-from engine.sections import positional_encodings as S
+from engine import positions as P
+from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from engine.training import save_checkpoint
-from tests.plotly_json import figures, open_page, texts
+from tests.plotly_json import ROOT, badges, figures, open_page, texts
+from ui.i18n import translations
 
 PAGE = "views/positional_encodings.py"
 PAGE_TIMEOUT = 120
+
+
+def msg(msgid: str, lang: str = "en", **values) -> str:
+    """A message of the page as the reader sees it in ``lang``."""
+    return translations(lang).gettext(msgid).format(**values)
+
+
+def head(msgid: str, lang: str = "en") -> str:
+    """The text of ``msgid`` before its first placeholder (to find a line whose numbers the test reads)."""
+    return translations(lang).gettext(msgid).split("{", 1)[0]
 
 
 def starting(at, prefix):
@@ -27,29 +41,62 @@ def chart(at, key):
     return figures(at)[index[0]]
 
 
+def has_chart(at, key) -> bool:
+    return any(key in c.proto.id for c in at.get("plotly_chart"))
+
+
+def numbers_after_equals(line: str) -> list[float]:
+    """The number after each "= " of a line like "a = 1.0e-05 · b = 3.0e-04" (what is not a number is skipped)."""
+    found = []
+    for part in line.split(" · "):
+        word = part.split("= ", 1)[1].split(" ")[0] if "= " in part else ""
+        try:
+            found.append(float(word))
+        except ValueError:
+            continue
+    return found
+
+
+SPREAD_LINE = "largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = {diff:.1e}"
+
+
 def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at):
     fig = chart(at, "pe_perm_chart")
     steps = fig["layout"]["sliders"][0]["steps"]
     assert [s["label"] for s in steps] == ["1", "2", "3", "4", "5", "6"]
     assert len(fig["data"]) == 6 and fig["layout"]["yaxis"]["type"] == "log"
     first = fig["data"][0]
-    assert list(first["x"]) == ["none", "learned", "sinusoidal", "rope"]
-    one = dict(zip(first["x"], np.asarray(first["y"], dtype=float)))
-    two = dict(zip(fig["data"][1]["x"], np.asarray(fig["data"][1]["y"], dtype=float)))
+    assert tuple(first["x"]) == P.POS_ENCODINGS
+    one = dict(zip(first["x"], np.asarray(first["y"], dtype=float), strict=True))
+    two = dict(zip(fig["data"][1]["x"], np.asarray(fig["data"][1]["y"], dtype=float), strict=True))
     assert one["none"] < 1e-5 and all(one[e] > 1e-4 for e in ("learned", "sinusoidal", "rope"))
     assert all(v > 1e-4 for v in two.values())
     # each step shows exactly its own group of bars
     for s, step in enumerate(steps):
         assert step["args"][0]["visible"] == [i == s for i in range(6)]
     assert fig["data"][0]["visible"] is True and fig["data"][1]["visible"] is False
+    assert chapter.LESSON_LINE in fig["layout"]["title"]["text"]
+    assert chapter.PERMUTED_LINE in steps[1]["args"][1]["title.text"]
     table = at.dataframe[0].value
-    assert list(table.columns) == ["none", "learned", "sinusoidal", "rope"] and list(table.index) == [1, 2, 3, 4, 5, 6]
+    assert tuple(table.columns) == P.POS_ENCODINGS and list(table.index) == [1, 2, 3, 4, 5, 6]
     assert table.loc[1, "none"] == pytest.approx(one["none"])
-    shown = starting(at, "1 layer, none: ")
+    shown = starting(at, head("1 layer, none: **{one_none:.1e}**"))
     assert f"**{table.loc[1, 'none']:.1e}**" in shown and f"**{table.loc[2, 'none']:.1e}**" in shown
-    assert sum("green-badge" in t for t in texts(at)) >= 3 and not any("red-badge" in t for t in texts(at))
-    exercise = starting(at, "Exercise 1 · 3 layers")
+    assert msg("1 layer without positions: float rounding, as in the lesson") in " ".join(badges(at, "green"))
+    assert len(badges(at, "green")) >= 3 and not badges(at, "red")
+    exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
     assert f"**{table.loc[3, 'none']:.1e}**" in exercise and table.loc[3, "none"] > 1e-4
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=PAGE_TIMEOUT)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert len(badges(other, "green")) == len(badges(at, "green")) and not badges(other, "red")
+    assert other.dataframe[0].value.equals(at.dataframe[0].value)
+    assert len(other.get("plotly_chart")) == len(at.get("plotly_chart"))
 
 
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
@@ -61,7 +108,9 @@ def test_permutation_controls(at, n_embd, seed):
     table = at.dataframe[0].value
     assert not table.equals(before)
     assert table.loc[1, "none"] < 1e-5 and (table.loc[2:, :] > 1e-4).all().all()
-    assert f"(n_embd {n_embd}, seed {seed})" in starting(at, "Exercise 1")
+    exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
+    assert exercise == msg("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
+                           "max |Δ logits| = **{diff:.1e}**", n_embd=n_embd, seed=seed, diff=table.loc[3, "none"])
 
 
 def test_visibility_picture(at):
@@ -70,13 +119,14 @@ def test_visibility_picture(at):
     assert np.array_equal(np.asarray(heat["z"]), np.tril(np.ones((5, 5))))
     assert heat["text"][1][:2] == ["白/山", "日/依"] and heat["text"][1][2] == ""
     assert list(np.asarray(bars["x"])) == [1, 2, 3, 4, 5]
-    assert "visible tokens per position = [1, 2, 3, 4, 5]" in starting(at, "visible tokens")
-    assert starting(at, "visible tokens").endswith("positions [3, 4]")
+    expected = msg("visible tokens per position = {counts} · same characters in both lines at positions {same}",
+                   counts=[1, 2, 3, 4, 5], same=[3, 4])
+    assert expected in texts(at)
 
 
 def test_tables_follow_block_size_and_width(at):
-    shipped = S.shipped_learned_table()
-    panels = 3 if shipped is not None and shipped["table"] is not None else 2
+    shipped = sections.shipped_learned_table()
+    panels = 3 if shipped is not None and shipped.table is not None else 2
     fig = chart(at, "pe_tables")
     assert len(fig["data"]) == panels and np.asarray(fig["data"][0]["z"]).shape == (128, 128)
     at.select_slider(key="pe_block").set_value(32).run()
@@ -88,14 +138,18 @@ def test_tables_follow_block_size_and_width(at):
     assert np.allclose(sinusoidal[0], [0, 1, 0, 1, 0, 1, 0])
     sim = chart(at, "pe_similarity")
     assert np.asarray(sim["data"][0]["z"]).shape == (32, 32)
-    odd_spread = float(starting(at, "sinusoidal row 0 = [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0] · ").rsplit("= ", 1)[1])
+    row_line = head("sinusoidal row 0 = {row}{more}")
+    odd_spread = numbers_after_equals(starting(at, f"{row_line}[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0] · "))[-1]
     assert 0 < odd_spread < 1e-3  # the unpaired sine column adds a small absolute-position term
     at.slider(key="pe_width").set_value(8).run()
-    even_spread = float(starting(at, "sinusoidal row 0 = [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0] · ").rsplit("= ", 1)[1])
+    even_spread = numbers_after_equals(starting(at, f"{row_line}[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0] · "))[-1]
     assert even_spread < 1e-5  # sin·sin + cos·cos = cos of the difference: only the distance matters
-    std = float(starting(at, "untrained table: std = ").split("= ")[1].split(" ")[0])
+    std = numbers_after_equals(starting(at, head("untrained table: std = {std:.4f} (init std 0.02)")))[0]
     assert 0.015 < std < 0.025  # normal(0, 0.02) at init, 32 x 8 samples
-    assert any("No trained model ships" in i.value for i in at.info) == (shipped is None)
+    if shipped is None:
+        assert [i.value for i in at.info][0] == msg(
+            "No trained model ships with this copy of the app ({name}), so only the untrained table is shown. "
+            "Train one in the GPT lab with learned positions to compare.", name=sections.SHIPPED_MODEL.name)
 
 
 def test_rope_controls(at):
@@ -103,25 +157,34 @@ def test_rope_controls(at):
     at.slider(key="pe_position").set_value(10).run()
     assert not at.exception
     pairs = at.dataframe[1].value
-    assert list(pairs["pair i"]) == [0, 1, 2, 3]
-    assert pairs["θ_i (rad / position)"].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
-    assert pairs["angle m·θ_i (°, mod 360)"].tolist() == pytest.approx([np.degrees(10.0) % 360, np.degrees(1.0),
-                                                                       np.degrees(0.1), np.degrees(0.01)], abs=1e-4)
-    norms = starting(at, "‖v‖ at position 0 = ")
-    a, b = (float(part.rsplit("= ", 1)[1]) for part in norms.split(" · "))
-    assert a == b and "at position 10" in norms
+    assert list(pairs[msg("pair i")]) == [0, 1, 2, 3]
+    assert pairs[msg("θ_i (rad / position)")].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
+    assert pairs[msg("angle m·θ_i (°, mod 360)")].tolist() == pytest.approx(
+        [np.degrees(10.0) % 360, np.degrees(1.0), np.degrees(0.1), np.degrees(0.01)], abs=1e-4)
+    a, b = numbers_after_equals(starting(at, head("‖v‖ at position 0 = {first:.4f}")))
+    assert a == b
     fig = chart(at, "pe_rope_pairs")
     assert len(fig["data"]) == 12  # 4 pairs x (circle, trail, arrow)
     trail = fig["data"][1]
     assert len(np.asarray(trail["x"])) == 11  # positions 0..10
 
 
-def test_odd_head_dim_shows_an_error_not_a_traceback(at):
+def test_odd_head_dim_says_what_the_control_needs_and_keeps_the_rest_working(at):
     at.slider(key="pe_head_dim").set_value(7).run()
-    assert not at.exception
-    errors = [e.value for e in at.error]
-    assert any("head_dim must be even" in e and "7" in e for e in errors)
-    assert len([e for e in errors if "head_dim" in e]) == 2  # the rotation and the score matrix
+    assert not at.exception and not at.error
+    warning = msg("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
+                  "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
+                  "matrix works with any head_dim.", head_dim=7)
+    assert [w.value for w in at.warning] == [warning]
+    assert at.slider(key="pe_position").disabled and not has_chart(at, "pe_rope_pairs")
+    assert at.slider(key="pe_shift").disabled and not has_chart(at, "pe_scores")
+    assert has_chart(at, "pe_perm_chart") and has_chart(at, "pe_tables")
+    at.radio(key="pe_score_mode").set_value("sinusoidal").run()
+    assert not at.exception and not at.slider(key="pe_shift").disabled
+    fig = chart(at, "pe_scores")
+    assert np.asarray(fig["data"][0]["z"], dtype=float).shape == (8, 8)
+    at.slider(key="pe_head_dim").set_value(8).run()
+    assert not at.warning and not at.slider(key="pe_position").disabled and has_chart(at, "pe_rope_pairs")
 
 
 def test_score_matrix_constant_along_diagonals_and_shift(at):
@@ -135,32 +198,36 @@ def test_score_matrix_constant_along_diagonals_and_shift(at):
         d = np.diagonal(first, offset)
         assert d.max() - d.min() < 1e-4
     assert np.abs(first - second).max() < 1e-3
-    shown = starting(at, "largest spread along a diagonal = ")
-    spread, shift_diff = (float(part.rsplit("= ", 1)[1]) for part in shown.split(" · "))
+    spread, shift_diff = numbers_after_equals(starting(at, head(SPREAD_LINE)))
     assert spread < 1e-4 and shift_diff < 1e-3
-    assert any("only m − n matters" in t for t in texts(at))
-    at.radio(key="pe_score_mode").set_value("sinusoidal table added to q and k").run()
+    distance_only = msg("constant along diagonals and unchanged by the shift: only m − n matters")
+    assert distance_only in " ".join(badges(at, "green"))
+    at.radio(key="pe_score_mode").set_value("sinusoidal").run()
     assert not at.exception
-    shown = starting(at, "largest spread along a diagonal = ")
-    spread, shift_diff = (float(part.rsplit("= ", 1)[1]) for part in shown.split(" · "))
+    spread, shift_diff = numbers_after_equals(starting(at, head(SPREAD_LINE)))
     assert spread > 0.1 and shift_diff > 0.1
-    assert any("depends on the absolute positions" in t for t in texts(at))
+    assert msg("depends on the absolute positions") in " ".join(badges(at, "gray"))
 
 
 @pytest.mark.parametrize("T, learned_runs", [(24, False), (16, True), (64, False), (1, True)])
 def test_past_block_size(at, T, learned_runs):
     at.slider(key="pe_past_T").set_value(T).run()
-    assert not at.exception
+    assert not at.exception and not at.error  # the learned table's limit is the demonstration, not a failure
     table = at.dataframe[-1].value
-    ran = dict(zip(table["pos_encoding"], table["ran"]))
+    ran = dict(zip(table["pos_encoding"], table[msg("ran")], strict=True))
     assert ran == {"none": True, "learned": learned_runs, "sinusoidal": True, "rope": True}
-    rope_shape = table.set_index("pos_encoding").loc["rope", "logits shape"]
-    assert rope_shape == f"(1, {T}, 16)"
-    learned_errors = [e.value for e in at.error if e.value.startswith("learned:")]
+    by_encoding = table.set_index("pos_encoding")
+    assert by_encoding.loc["rope", msg("logits shape")] == f"(1, {T}, 16)"
+    assert by_encoding.loc["rope", msg("what happened")] == msg("ran on {T} tokens", T=T)
     if learned_runs:
-        assert not learned_errors and any("All four encodings ran" in s.value for s in at.success)
+        assert [s.value for s in at.success] == [msg("All four encodings ran on {T} tokens (within block_size "
+                                                     "{block_size}).", T=T, block_size=16)]
     else:
-        assert learned_errors and f"sequence of {T} tokens is longer than block_size 16" in learned_errors[0]
+        assert by_encoding.loc["learned", msg("what happened")] == msg(
+            "no row for positions {first} … {last}: the learned table has {rows} rows", first=16, last=T - 1, rows=16)
+        assert len(at.info) >= 1 and not at.success
+        assert any(c.value.startswith(f"ValueError: sequence of {T} tokens is longer than block_size 16")
+                   for c in at.code)  # the model's own error, shown as code
 
 
 def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
@@ -168,11 +235,11 @@ def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
     tokenizer = CharTokenizer("白日依山尽黄河入海流")
     model = G.GPT(G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=40, n_embd=16, n_head=2, n_layer=1))
     save_checkpoint(tmp_path / "model", model, tokenizer)
-    monkeypatch.setattr(S, "SHIPPED_MODEL", tmp_path / "model")
-    app = open_page(PAGE, 120)
+    monkeypatch.setattr(sections, "SHIPPED_MODEL", tmp_path / "model")
+    app = open_page(PAGE, PAGE_TIMEOUT)
     assert not app.exception
     fig = chart(app, "pe_tables")
     assert [np.asarray(t["z"]).shape for t in fig["data"]] == [(128, 128), (40, 16), (128, 128)]
     assert np.allclose(np.asarray(fig["data"][1]["z"]), model.pos_emb.weight.detach().numpy(), atol=1e-6)
-    shown = starting(app, "trained table: std = ")
-    assert "shape (40, 16)" in shown and "positions 32 apart" in shown
+    shown = starting(app, head("trained table: std = {std:.4f}"))
+    assert "(40, 16)" in shown and " 32 " in shown

@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from engine import chapter, experiments, lab
+from engine import chapter, lab
 from engine import gpt as G
 from engine import lab_experiments as X
 from engine.corpus import load_corpus
 from engine.device import describe_device, pick_device
 from engine.figures import lab as LF
+from engine.sections import multi_head
 from engine.training import CheckpointError, TrainConfig, checkpoint_to_bytes, train
 from ui import page
 from ui.nav import PAGES
@@ -116,8 +117,8 @@ def experiment_view(experiment: dict) -> tuple[dict, pd.DataFrame]:
 
 
 @st.cache_data(show_spinner=False)
-def lesson_param_counts() -> pd.DataFrame:
-    return experiments.attention_param_counts(chapter.LESSON_N_EMBD, (1, 4, 8))
+def lesson_qkv_params() -> list[int]:
+    return [multi_head.param_counts(chapter.LESSON_N_EMBD, n)["qkv"] for n in (1, 4, 8)]
 
 
 def parameters(config: G.GPTConfig) -> int:
@@ -454,9 +455,8 @@ for name, experiment in X.EXPERIMENTS.items():
             st.markdown("parameters: " + ", ".join(f"{r['params']:,}" for r in shown["runs"]))
             st.badge("same parameter count for every head count" if same else "parameter counts differ",
                      icon=":material/check_circle:" if same else ":material/error:", color="green" if same else "red")
-            counts = lesson_param_counts()
             page.chapter_check("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads",
-                               counts["qkv_params"].tolist(), [chapter.LESSON_QKV_PARAMS] * 3)
+                               lesson_qkv_params(), [chapter.LESSON_QKV_PARAMS] * 3)
         if name == "causal":
             st.plotly_chart(LF.loss_by_position_figure(shown["runs"]), key="lab_exp_positions_loss")
             for r in shown["runs"]:

@@ -2,222 +2,237 @@
 
 import pandas as pd
 import streamlit as st
-import torch
 
-from engine import experiments, positions
+from engine import chapter, positions
 from engine import gpt as G
-from engine.figures import positions as PF
-from engine.sections import positional_encodings as S
+from engine.figures import positional_encodings as figures
+from engine.sections import positional_encodings as sections
 from ui import page
-from ui.nav import PAGES
+from ui.i18n import N_, _, ngettext
 from ui.state import bound
 
-PAGE = "positional_encodings"
-INFO = next(p for p in PAGES if p.url_path == "positional-encodings")
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
-PAST_BLOCK_SIZE = 16
 SEEDS = [0, 1, 2, 3, 4]
-MODES = ["RoPE (rotate q and k)", "sinusoidal table added to q and k"]
-
-
-@st.cache_data(show_spinner="Running the permutation experiment for 1 … 6 layers …")
-def permutation(n_embd: int, seed: int) -> pd.DataFrame:
-    return S.permutation_by_layers(n_embd=n_embd, n_head=4, seed=seed)
-
-
-@st.cache_data(show_spinner=False)
-def untrained_table(block_size: int, n_embd: int, seed: int) -> dict:
-    config = G.GPTConfig(vocab_size=16, block_size=block_size, n_embd=n_embd, n_head=1, n_layer=1)
-    table = S.learned_table(config, seed)
-    return {"table": table, "similarity": S.position_similarity(table)}
+SCORE_LABELS = {"rope": N_("RoPE (rotate q and k)"), "sinusoidal": N_("sinusoidal table added to q and k")}
+TABLE_TITLES = {"untrained": N_("untrained pos_emb, seed {seed}"), "trained": N_("trained pos_emb, shipped model"),
+                "sinusoidal": N_("sinusoidal table")}
+SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}"),
+                     "trained": N_("similarity, trained pos_emb, shipped model"),
+                     "sinusoidal": N_("similarity, sinusoidal table")}
 
 
 @st.cache_data(show_spinner=False)
-def shipped_table(path: str) -> dict | None:
-    found = S.shipped_learned_table(path)
-    if found is None:
-        return None
-    out = {**found, "config": found["config"].to_dict() if found["config"] is not None else None}
-    if found["table"] is not None:
-        sim = S.position_similarity(found["table"])
-        out |= {"similarity": sim, "neighbour_sim": float(torch.diagonal(sim, 1).mean()),
-                "far_sim": float(torch.diagonal(sim, min(32, sim.shape[0] - 1)).mean())}
-    return out
+def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
+    return sections.permutation_by_layers(n_embd=n_embd, n_head=4, seed=seed)
 
 
 @st.cache_data(show_spinner=False)
-def sinusoidal(block_size: int, n_embd: int) -> dict:
-    table = positions.sinusoidal_table(block_size, n_embd)
-    sim = S.position_similarity(table)
-    return {"table": table, "similarity": sim, "spread": S.diagonal_spread(sim)}
+def untrained_table(block_size: int, n_embd: int, seed: int) -> sections.PositionTable:
+    return sections.untrained_table(block_size, n_embd, seed)
 
 
 @st.cache_data(show_spinner=False)
-def rope_rotation(head_dim: int, seed: int) -> dict:
-    return S.rope_rotation(S.seeded_vectors(1, head_dim, seed)[0], 128)
+def shipped_table(path: str) -> sections.ShippedTable | None:
+    return sections.shipped_learned_table(path)
 
 
 @st.cache_data(show_spinner=False)
-def score_matrices(mode: int, head_dim: int, T: int, shift: int, seed: int) -> dict:
-    q, k = S.seeded_vectors(2, head_dim, seed + 1)
-    if mode == 0:
-        result = S.rope_score_matrix(q, k, T, shift)
-        first, second, spread = result["attn_scores"], result["shifted"], result["max_diagonal_spread"]
-    else:
-        table = positions.sinusoidal_encoding(torch.arange(shift + T), head_dim)  # (shift+T, head_dim)
-        unshifted = S.additive_score_matrix(q, k, table[:T])
-        first, second = unshifted["attn_scores"], S.additive_score_matrix(q, k, table[shift:])["attn_scores"]
-        spread = unshifted["max_diagonal_spread"]
-    return {"first": first, "second": second, "spread": spread, "shift_diff": float((first - second).abs().max())}
+def sinusoidal_table(block_size: int, n_embd: int) -> sections.PositionTable:
+    return sections.sinusoidal_position_table(block_size, n_embd)
 
 
 @st.cache_data(show_spinner=False)
-def past_block(T: int) -> pd.DataFrame:
-    return S.run_past_block_size(T, block_size=PAST_BLOCK_SIZE)
+def rope_rotation(head_dim: int, seed: int) -> sections.RopeRotation:
+    return sections.seeded_rope_rotation(head_dim, seed)
 
 
-page.header("7 · Positional encodings", INFO.section, PAGE)
+@st.cache_data(show_spinner=False)
+def score_matrices(encoding: str, head_dim: int, T: int, shift: int, seed: int) -> sections.ScoreMatrices:
+    return sections.position_scores(encoding, head_dim, T, shift, seed)
+
+
+@st.cache_data(show_spinner=False)
+def past_block(T: int) -> sections.PastBlockSize:
+    return sections.run_past_block_size(T)
+
+
+page.header()
 
 # --- 1. the permutation experiment ---------------------------------------------------------------
-page.prose(PAGE, "permutation")
+page.prose("permutation")
 c1, c2 = st.columns(2)
-n_embd = int(c1.selectbox("n_embd (4 heads)", N_EMBD_CHOICES, key=bound("pe_n_embd", 32, options=N_EMBD_CHOICES)))
-seed = int(c2.selectbox("seed of the untrained models", SEEDS, key=bound("pe_seed", 0, options=SEEDS)))
-perm = permutation(n_embd, seed)
-st.plotly_chart(PF.permutation_figure(perm, active_layers=1), key="pe_perm_chart")
-wide = perm.pivot(index="n_layer", columns="pos_encoding", values="max_abs_diff")[list(positions.POS_ENCODINGS)]
-st.dataframe(wide.style.format("{:.1e}"), key="pe_perm_table")
-
-
-def diff(n_layer: int, enc: str) -> float:
-    """The measured difference for one (n_layer, encoding) cell of the sweep."""
-    return float(wide.loc[n_layer, enc])
-
-
-one_none, two_none = diff(1, "none"), diff(2, "none")
-st.markdown(f"1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · "
-            f"1 layer, learned: **{diff(1, 'learned'):.1e}** (the lesson printed 3.7e-08, 1.9e-02 and 2.8e-03 "
-            "with its own initialisation: compare orders of magnitude)")
-page.verdict(one_none < 1e-5,
-             "1 layer without positions: float rounding, as in the lesson",
-             "1 layer without positions is NOT at float rounding")
-page.verdict(two_none > 1e-4,
-             "2 layers without positions: clearly non-zero, as in the lesson",
-             "2 layers without positions: not clearly non-zero")
-page.show_code(S.permutation_by_layers, experiments.permutation_experiment)
+n_embd = int(c1.selectbox(_("n_embd (4 heads)"), N_EMBD_CHOICES, key=bound("pe_n_embd", 32, options=N_EMBD_CHOICES)))
+seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, key=bound("pe_seed", 0, options=SEEDS)))
+with st.spinner(_("Running the permutation experiment for 1 … 6 layers …")):
+    sweep = permutation(n_embd, seed)
+titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none:.1e}",
+                   "“{line}” vs “{permuted}”, last position, {n} layers; none: {none:.1e}", n).format(
+              line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sweep.diff(n, "none"))
+          for n in sweep.by_layer.index]
+st.plotly_chart(figures.permutation_figure(sweep.table, figures.PermutationLabels(
+    titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis="pos_encoding",
+    rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|"),
+    slider_prefix="n_layer = ",
+), active_layers=1), key="pe_perm_chart")
+st.dataframe(sweep.by_layer.style.format("{:.1e}"), key="pe_perm_table")
+st.markdown(_("1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · 1 layer, learned: "
+              "**{one_learned:.1e}** (the lesson printed {lesson_one_none:.1e}, {lesson_two_none:.1e} and "
+              "{lesson_one_learned:.1e} with its own initialisation: compare orders of magnitude)").format(
+    one_none=sweep.diff(1, "none"), two_none=sweep.diff(2, "none"), one_learned=sweep.diff(1, "learned"),
+    lesson_one_none=sections.LESSON_ONE_LAYER_NONE, lesson_two_none=sections.LESSON_TWO_LAYERS_NONE,
+    lesson_one_learned=sections.LESSON_ONE_LAYER_LEARNED))
+page.verdict(sweep.is_rounding(1, "none"),
+             _("1 layer without positions: float rounding, as in the lesson"),
+             _("1 layer without positions is NOT at float rounding"))
+page.verdict(sweep.differs(2, "none"),
+             _("2 layers without positions: clearly non-zero, as in the lesson"),
+             _("2 layers without positions: not clearly non-zero"))
+page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------
-page.prose(PAGE, "why")
-vis = S.causal_visibility(S.LINE, S.PERMUTED)
-st.plotly_chart(PF.visibility_figure(S.LINE, S.PERMUTED, vis), key="pe_visibility")
-same = [t for t, s in enumerate(vis["same_set"].tolist()) if s]
-st.markdown(f"visible tokens per position = {vis['counts'].tolist()} · same characters in both lines at positions {same}")
-page.show_code(S.causal_visibility, positions.visible_token_counts)
+page.prose("why")
+vis = sections.causal_visibility(chapter.LESSON_LINE, chapter.PERMUTED_LINE)
+st.plotly_chart(figures.visibility_figure(vis, figures.VisibilityLabels(
+    mask_title=_("key positions each query sees (character in line / in permuted)"),
+    count_title=_("tokens visible = t + 1"), count_axis=_("count"), same_set=_("same set"),
+    cell_hover=_("query %{y} sees key %{x}: %{text}"), count_hover=_("position %{y}: %{x} tokens"),
+)), key="pe_visibility")
+st.markdown(_("visible tokens per position = {counts} · same characters in both lines at positions {same}").format(
+    counts=vis.counts.tolist(), same=list(vis.same_positions)))
+page.show_code(sections.causal_visibility, positions.visible_token_counts)
 
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
-page.prose(PAGE, "learned")
-page.prose(PAGE, "sinusoidal")
+page.prose("learned")
+page.prose("sinusoidal")
 c1, c2 = st.columns(2)
-block_size = int(c1.select_slider("block_size (rows)", options=BLOCK_CHOICES, key=bound("pe_block", 128, options=BLOCK_CHOICES)))
-width = int(c2.slider("n_embd (columns; odd works too)", 1, 256, step=1, key=bound("pe_width", 128, lo=1, hi=256)))
+block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
+                                  key=bound("pe_block", 128, options=BLOCK_CHOICES)))
+width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, key=bound("pe_width", 128, lo=1, hi=256)))
 untrained = untrained_table(block_size, width, seed)
-sin = sinusoidal(block_size, width)
-shipped = shipped_table(str(S.SHIPPED_MODEL))
-has_trained = shipped is not None and shipped.get("table") is not None
-panels = {f"untrained pos_emb, seed {seed}": untrained}
-if has_trained:
-    panels["trained pos_emb, shipped model"] = shipped
-panels["sinusoidal table"] = sin
-st.plotly_chart(PF.tables_figure({f"{name} ({tuple(p['table'].shape)[0]} × {tuple(p['table'].shape)[1]})": p["table"]
-                                  for name, p in panels.items()}), key="pe_tables")
-st.plotly_chart(PF.tables_figure({f"similarity, {name}": p["similarity"] for name, p in panels.items()},
-                                 "position m", "position n", zmax=1.0), key="pe_similarity")
+sin = sinusoidal_table(block_size, width)
+shipped = shipped_table(str(sections.SHIPPED_MODEL))
+trained = shipped.table if shipped is not None else None
+panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
+st.plotly_chart(figures.tables_figure(
+    {f"{_(TABLE_TITLES[name]).format(seed=seed)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
+     for name, p in panels.items()},
+    _("position"), _("dimension"), _("rows: position · columns: dimension")), key="pe_tables")
+st.plotly_chart(figures.tables_figure(
+    {_(SIMILARITY_TITLES[name]).format(seed=seed): p.similarity for name, p in panels.items()},
+    _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
 if shipped is None:
-    st.info("No trained model ships with this copy of the app (assets/models/course_tang300), so only the "
-            "untrained table is shown. Train one in the GPT lab with learned positions to compare.")
-elif shipped["error"]:
-    st.warning(f"The shipped model could not be read: {shipped['error']}")
-elif not has_trained:
-    st.info(f"The shipped model uses pos_encoding “{shipped['config']['pos_encoding']}”, so it has no learned table.")
-st.markdown(f"untrained table: std = {float(untrained['table'].std()):.4f} (init std 0.02)")
-if has_trained:
-    st.markdown(f"trained table: std = {float(shipped['table'].std()):.4f}, shape {tuple(shipped['table'].shape)} · "
-                f"mean similarity of neighbouring positions = {shipped['neighbour_sim']:.3f}, "
-                f"of positions 32 apart = {shipped['far_sim']:.3f}")
-st.markdown(f"sinusoidal row 0 = {page.fmt_row(sin['table'][0, :8].tolist(), 1)}{' …' if width > 8 else ''} · "
-            f"largest spread along a diagonal of its similarity = {sin['spread']:.1e}")
-page.show_code(S.learned_table, S.shipped_learned_table, positions.sinusoidal_encoding, positions.sinusoidal_table,
-               S.position_similarity)
+    st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is shown. "
+              "Train one in the GPT lab with learned positions to compare.").format(name=sections.SHIPPED_MODEL.name))
+elif shipped.error is not None:
+    st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
+    st.code(shipped.error, language=None)
+elif trained is None:
+    st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
+        encoding=shipped.pos_encoding))
+st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
+if trained is not None and trained.neighbour_similarity is not None:
+    st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
+                  "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
+        std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
+        far=trained.far_distance, far_similarity=trained.far_similarity))
+elif trained is not None:
+    st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
+                                                                         shape=tuple(trained.table.shape)))
+st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
+              "{spread:.1e}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
+                                     spread=sin.diagonal_spread))
+page.show_code(sections.untrained_table, sections.learned_table, sections.shipped_learned_table,
+               positions.sinusoidal_encoding, positions.sinusoidal_table, sections.describe_table,
+               sections.position_similarity)
 
 # --- 5. RoPE rotation ----------------------------------------------------------------------------------
-page.prose(PAGE, "rope")
+page.prose("rope")
 c1, c2 = st.columns(2)
-head_dim = int(c1.slider("head_dim (odd values show RoPE's error)", 1, 64, step=1, key=bound("pe_head_dim", 16, lo=1, hi=64)))
-position = int(c2.slider("position m", 0, 127, step=1, key=bound("pe_position", 3, lo=0, hi=127)))
-try:
-    positions.rope_frequencies(head_dim)
-except ValueError as exc:
-    rope_error = str(exc)
-    st.error(rope_error)
+head_dim = int(c1.slider("head_dim", 1, 64, step=1, key=bound("pe_head_dim", 16, lo=1, hi=64),
+                         help=_("RoPE turns pairs of dimensions, so it needs an even head_dim.")))
+rope_ok = sections.rope_supported(head_dim)
+position = int(c2.slider(_("position m"), 0, 127, step=1, key=bound("pe_position", 3, lo=0, hi=127),
+                         disabled=not rope_ok))
+if not rope_ok:
+    c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
+                 "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
+                 "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
 else:
-    rope_error = None
     rotation = rope_rotation(head_dim, seed)
-    n_pairs = head_dim // 2
-    shown = sorted({round(i * (n_pairs - 1) / 5) for i in range(6)}) if n_pairs > 6 else list(range(n_pairs))
-    st.plotly_chart(PF.rope_pairs_figure(rotation, position, shown), key="pe_rope_pairs")
-    theta = rotation["theta"]
-    pairs = pd.DataFrame({
-        "pair i": list(range(n_pairs)),
-        "dims": [f"({2 * i}, {2 * i + 1})" for i in range(n_pairs)],
-        "θ_i (rad / position)": theta.tolist(),
-        "angle m·θ_i (°, mod 360)": [float(torch.rad2deg(a)) % 360 for a in rotation["angles"][position]],
-        "wavelength 2π/θ_i (positions)": (2 * torch.pi / theta).tolist(),
-    })
-    st.dataframe(pairs.style.format({"θ_i (rad / position)": "{:.4g}", "angle m·θ_i (°, mod 360)": "{:.1f}",
-                                     "wavelength 2π/θ_i (positions)": "{:.1f}"}), hide_index=True, key="pe_pair_table")
-    st.markdown(f"‖v‖ at position 0 = {float(rotation['norms'][0]):.4f} · "
-                f"at position {position} = {float(rotation['norms'][position]):.4f}")
-page.show_code(positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin, positions.rope_frequencies)
+    st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
+                                              figures.RopePairLabels(
+        panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
+        earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
+    )), key="pe_rope_pairs")
+    pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
+                    "angle_deg": _("angle m·θ_i (°, mod 360)"), "wavelength": _("wavelength 2π/θ_i (positions)")}
+    pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
+    st.dataframe(pairs.style.format({pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
+                                     pair_columns["wavelength"]: "{:.1f}"}), hide_index=True, key="pe_pair_table")
+    st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
+        first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
+page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
+               positions.rope_frequencies)
 
 # --- 6. scores depend on the distance -----------------------------------------------------------------
-page.prose(PAGE, "scores")
+page.prose("scores")
 c1, c2, c3 = st.columns(3)
-mode = c1.radio("encoding", MODES, key=bound("pe_score_mode", MODES[0], options=MODES))
-T = int(c2.slider("positions T", 2, 16, step=1, key=bound("pe_score_T", 8, lo=2, hi=16)))
-shift = int(c3.slider("shift both positions by", 0, 1000, step=1, key=bound("pe_shift", 100, lo=0, hi=1000)))
-if rope_error is not None:
-    st.error(f"{rope_error} — pick an even head_dim above to see the score matrix.")
+encoding = c1.radio(_("encoding"), sections.SCORE_ENCODINGS, format_func=lambda k: _(SCORE_LABELS[k]),
+                    key=bound("pe_score_mode", "rope", options=sections.SCORE_ENCODINGS))
+scores_ok = encoding != "rope" or rope_ok
+T = int(c2.slider(_("positions T"), 2, 16, step=1, key=bound("pe_score_T", 8, lo=2, hi=16), disabled=not scores_ok))
+shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, key=bound("pe_shift", 100, lo=0, hi=1000),
+                      disabled=not scores_ok))
+if not scores_ok:
+    st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
+                 "sinusoidal encoding."))
 else:
-    scores = score_matrices(MODES.index(mode), head_dim, T, shift, seed)
-    labels = {f"positions 0 … {T - 1} (columns: key position n)": [str(t) for t in range(T)],
-              f"shifted by {shift}: positions {shift} … {shift + T - 1}": [str(t + shift) for t in range(T)]}
-    st.plotly_chart(PF.score_matrices_figure(dict(zip(labels, (scores["first"], scores["second"]))), labels), key="pe_scores")
-    st.markdown(f"largest spread along a diagonal = {scores['spread']:.1e} · "
-                f"max |scores − shifted scores| = {scores['shift_diff']:.1e}")
-    if scores["shift_diff"] < 1e-3 and scores["spread"] < 1e-3:
-        st.badge("constant along diagonals and unchanged by the shift: only m − n matters",
+    scores = score_matrices(encoding, head_dim, T, shift, seed)
+    labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1): [str(t) for t in range(T)],
+              _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift, last=shift + T - 1):
+                  [str(t + shift) for t in range(T)]}
+    st.plotly_chart(figures.score_matrices_figure(
+        dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
+        _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
+    st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = {diff:.1e}").format(
+        spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
+    if scores.distance_only:
+        st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
                  icon=":material/check_circle:", color="green")
     else:
-        st.badge("depends on the absolute positions", icon=":material/info:", color="gray")
-page.show_code(S.rope_score_matrix, S.additive_score_matrix)
+        st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
+page.show_code(sections.position_scores, sections.rope_score_matrix, sections.additive_score_matrix)
 
 # --- 7. past block_size ----------------------------------------------------------------------------------
-page.prose(PAGE, "past")
-past_T = int(st.slider(f"sequence length (block_size {PAST_BLOCK_SIZE})", 1, 64, step=1,
-                       key=bound("pe_past_T", 24, lo=1, hi=64)))
+page.prose("past")
+past_T = int(st.slider(_("sequence length (block_size {block_size})").format(block_size=sections.PAST_BLOCK_SIZE),
+                       1, 64, step=1, key=bound("pe_past_T", 24, lo=1, hi=64)))
 past = past_block(past_T)
-st.dataframe(past[["pos_encoding", "ran", "logits shape"]], hide_index=True, key="pe_past_table")
-for _, row in past.iterrows():
-    if not row["ran"]:
-        st.error(f"{row['pos_encoding']}: {row['message']}")
-if past["ran"].all():
-    st.success(f"All four encodings ran on {past_T} tokens (within block_size {PAST_BLOCK_SIZE}).")
-page.show_code(S.run_past_block_size, positions.check_learned_positions, G.GPT.embed)
+missing = past.missing_positions
+st.dataframe(pd.DataFrame({
+    "pos_encoding": [run.pos_encoding for run in past.runs],
+    _("ran"): [run.ran for run in past.runs],
+    _("logits shape"): [str(run.logits_shape) if run.ran else "" for run in past.runs],
+    _("what happened"): [
+        _("ran on {T} tokens").format(T=past.T) if run.ran else
+        _("no row for positions {first} … {last}: the learned table has {rows} rows").format(
+            first=missing.start, last=missing.stop - 1, rows=past.block_size)
+        for run in past.runs],
+}), hide_index=True, key="pe_past_table")
+if past.all_ran:
+    st.success(_("All four encodings ran on {T} tokens (within block_size {block_size}).").format(
+        T=past.T, block_size=past.block_size))
+else:
+    st.info(_("This is the demonstration: {T} tokens need positions up to {last}, and a learned table of block_size "
+              "{block_size} has no row past {end}. The model refuses the sequence with this error:").format(
+        T=past.T, last=past.T - 1, block_size=past.block_size, end=past.block_size - 1), icon=":material/school:")
+    st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None)
+page.show_code(sections.run_past_block_size, positions.check_learned_positions, G.GPT.embed)
 
 # --- exercises -------------------------------------------------------------------------------------------
-page.prose(PAGE, "exercises")
-st.markdown(f"Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
-            f"max |Δ logits| = **{diff(3, 'none'):.1e}**")
+page.prose("exercises")
+st.markdown(_("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
+              "max |Δ logits| = **{diff:.1e}**").format(n_embd=n_embd, seed=seed, diff=sweep.diff(3, "none")))
 
-page.check_yourself(PAGE)
+page.check_yourself()

@@ -2,19 +2,31 @@
 
 Built on :mod:`engine.figures.core`; no Streamlit. Large tables (block_size x n_embd) are sent
 as numpy float32 arrays, which Plotly >= 6 encodes as compact base64, and carry no cell text.
+Every word a figure shows (titles, axis titles, annotations, hover labels, the slider prefix)
+comes from the caller, in the reader's language: one small frozen dataclass of labels per figure.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, SIGNED_SCALE, add_step_slider, base_layout, heatmap_trace, matrix_axes, to_numpy
+from engine.figures.core import (
+    PALETTE,
+    SIGNED_SCALE,
+    add_step_slider,
+    base_layout,
+    heatmap_trace,
+    matrix_axes,
+    to_numpy,
+)
+from engine.sections.positional_encodings import RopeRotation, Visibility
 
 #: Colour of each encoding, the same in every figure of the page.
 ENCODING_COLORS = {"none": PALETTE[7], "learned": PALETTE[0], "sinusoidal": PALETTE[2], "rope": PALETTE[1]}
@@ -24,108 +36,155 @@ LOG_FLOOR = 1e-10
 ROUNDING_LEVEL = 1e-6
 
 
-def permutation_figure(table: pd.DataFrame, active_layers: int = 1) -> go.Figure:
+@dataclass(frozen=True)
+class PermutationLabels:
+    """Words of :func:`permutation_figure`.
+
+    Attributes:
+        titles: the figure title at each n_layer, in the table's sorted layer order.
+        yaxis: the y axis title (the measured difference).
+        xaxis: the x axis title (the encodings).
+        rounding: the note on the dotted float32 rounding line.
+        exact_zero: bar text of a difference that is exactly 0.
+        value: hover label of a bar's value.
+        slider_prefix: text before the slider's current n_layer.
+    """
+
+    titles: Sequence[str]
+    yaxis: str
+    xaxis: str
+    rounding: str
+    exact_zero: str
+    value: str
+    slider_prefix: str
+
+
+def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_layers: int = 1) -> go.Figure:
     """The permutation experiment: one bar per encoding, a Plotly slider over n_layer.
 
     Args:
         table: DataFrame with ``n_layer``, ``pos_encoding``, ``max_abs_diff`` (see
-            :func:`engine.sections.positional_encodings.permutation_by_layers`).
+            :func:`engine.sections.positional_encodings.permutation_experiment`).
+        labels: the figure's words; one title per n_layer.
         active_layers: the n_layer shown first.
 
     Returns:
-        A figure with one bar trace per n_layer (one bar per encoding, log y axis, the exact value
-        written on each bar) and ``layout.sliders[0]`` with one step per n_layer.
+        A figure with one bar trace per n_layer (one bar per encoding key, log y axis, the exact
+        value written on each bar) and ``layout.sliders[0]`` with one step per n_layer.
 
     Raises:
-        ValueError: if ``active_layers`` is not in the table.
+        ValueError: if ``active_layers`` is not in the table or the titles do not match the layers.
     """
     layers = sorted(int(n) for n in table["n_layer"].unique())
     if active_layers not in layers:
         raise ValueError(f"active_layers={active_layers} is not one of {layers}")
+    if len(labels.titles) != len(layers):
+        raise ValueError(f"need one title per layer count ({len(layers)}), got {len(labels.titles)}")
     encodings = list(dict.fromkeys(table["pos_encoding"]))
     values = table["max_abs_diff"].to_numpy(dtype=np.float64)
     top = math.ceil(math.log10(max(float(values.max()), 10 * ROUNDING_LEVEL))) + 1
-    bars, titles = [], []
+    bars = []
     for n_layer in layers:
         part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
         diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
         bars.append(go.Bar(
             x=encodings,
             y=np.maximum(diffs, LOG_FLOOR),
-            text=[f"{d:.1e}" if d > 0 else "0 (exact)" for d in diffs],
+            text=[f"{d:.1e}" if d > 0 else labels.exact_zero for d in diffs],
             textposition="outside",
             marker_color=[ENCODING_COLORS.get(e, PALETTE[3]) for e in encodings],
-            name=f"n_layer = {n_layer}",
+            name=str(n_layer),
             showlegend=False,
-            hovertemplate="%{x}: max |Δ logits| = %{text}<extra></extra>",
+            hovertemplate=f"%{{x}}<br>{labels.value}: %{{text}}<extra></extra>",
         ))
-        none = part["max_abs_diff"].get("none")
-        note = f"; none: {none:.1e}" if none is not None else ""
-        titles.append(f"“白日依山尽” vs “山依日白尽”, last position, {n_layer} layer{'s' if n_layer > 1 else ''}{note}")
     # one constructor call (a dotted line at float32 rounding level, log y axis): cheaper than many updates
     fig = go.Figure(bars, layout=dict(
         shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=ROUNDING_LEVEL, y1=ROUNDING_LEVEL,
                      line=dict(dash="dot", color="#999"))],
-        annotations=[dict(text="float32 rounding level", xref="paper", x=0, xanchor="left", y=math.log10(ROUNDING_LEVEL),
+        annotations=[dict(text=labels.rounding, xref="paper", x=0, xanchor="left", y=math.log10(ROUNDING_LEVEL),
                           yanchor="bottom", showarrow=False, font=dict(color="#777"))],
-        yaxis=dict(type="log", range=[math.log10(LOG_FLOOR), top], title_text="max |logits(line) − logits(permuted)|",
+        yaxis=dict(type="log", range=[math.log10(LOG_FLOOR), top], title_text=labels.yaxis,
                    gridcolor="#eee", exponentformat="power"),
-        xaxis=dict(title_text="pos_encoding"),
+        xaxis=dict(title_text=labels.xaxis),
     ))
+    titles = list(labels.titles)
     base_layout(fig, titles[layers.index(active_layers)], 440, top=60)
     return add_step_slider(
-        fig, [str(n) for n in layers], traces_per_step=1, prefix="n_layer = ", active=layers.index(active_layers),
-        step_layouts=[{"title.text": t} for t in titles],
+        fig, [str(n) for n in layers], traces_per_step=1, prefix=labels.slider_prefix,
+        active=layers.index(active_layers), step_layouts=[{"title.text": t} for t in titles],
     )
 
 
-def visibility_figure(line: str, permuted: str, visibility: dict) -> go.Figure:
+@dataclass(frozen=True)
+class VisibilityLabels:
+    """Words of :func:`visibility_figure`.
+
+    Attributes:
+        mask_title: title of the left panel (the causal mask).
+        count_title: title of the right panel (tokens each position sees).
+        count_axis: the right panel's x axis title.
+        same_set: marker appended to the row label of a position where both lines see the same characters.
+        cell_hover: hover text of a mask cell; may use Plotly's ``%{y}`` (query), ``%{x}`` (key), ``%{text}``.
+        count_hover: hover text of a bar; may use ``%{y}`` (position) and ``%{x}`` (count).
+    """
+
+    mask_title: str
+    count_title: str
+    count_axis: str
+    same_set: str
+    cell_hover: str
+    count_hover: str
+
+
+def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Figure:
     """What each position sees under the causal mask in both lines, and how many tokens that is.
 
     Left: the (T, T) mask; each visible cell names the character of both lines at that key
-    position ("白/山"); rows where both lines see the same characters are marked "same set".
+    position ("白/山"); rows where both lines see the same characters carry ``labels.same_set``.
     Right: the visible-token count t + 1 of each position.
 
     Args:
-        line, permuted: the two texts (T characters each).
-        visibility: the dict of :func:`engine.sections.positional_encodings.causal_visibility`.
+        visibility: :func:`engine.sections.positional_encodings.causal_visibility` of the two lines.
+        labels: the figure's words.
 
     Returns:
         A figure with a heatmap trace and a horizontal bar trace.
     """
-    mask = to_numpy(visibility["mask"])
-    counts = to_numpy(visibility["counts"]).astype(int)
-    same = [bool(s) for s in to_numpy(visibility["same_set"])]
+    line, permuted = visibility.line, visibility.permuted
+    mask = to_numpy(visibility.mask)
+    counts = to_numpy(visibility.counts).astype(int)
+    same = [bool(s) for s in to_numpy(visibility.same_set)]
     T = len(line)
-    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (" · same set" if same[t] else "") for t in range(T)]
+    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" · {labels.same_set}" if same[t] else "") for t in range(T)]
     cols = [str(j) for j in range(T)]
     cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
     heat = go.Heatmap(
         z=mask, x=list(range(T)), y=list(range(T)), text=cell_text, texttemplate="%{text}",
         colorscale=[[0.0, "#f6f6f6"], [1.0, "#9ecae1"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
-        hovertemplate="query %{y} sees key %{x}: %{text}<extra></extra>",
+        hovertemplate=f"{labels.cell_hover}<extra></extra>",
     )
     bars = go.Bar(x=counts, y=list(range(T)), orientation="h", text=[str(c) for c in counts], textposition="outside",
                   marker_color=PALETTE[0], showlegend=False, xaxis="x2", yaxis="y2",
-                  hovertemplate="position %{y}: %{x} tokens<extra></extra>")
+                  hovertemplate=f"{labels.count_hover}<extra></extra>")
     # two panels placed by axis domains (one constructor call; make_subplots is slow on every rerun)
     fig = go.Figure([heat, bars], layout=dict(
-        xaxis=dict(domain=[0, 0.66], side="top", tickmode="array", tickvals=list(range(T)), ticktext=cols, showgrid=False),
+        xaxis=dict(domain=[0, 0.66], side="top", tickmode="array", tickvals=list(range(T)), ticktext=cols,
+                   showgrid=False),
         yaxis=dict(domain=[0, 0.86], autorange="reversed", tickmode="array", tickvals=list(range(T)), ticktext=rows,
                    showgrid=False),
-        xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text="count", gridcolor="#eee"),
+        xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text=labels.count_axis, gridcolor="#eee"),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text="key positions each query sees (character in line / in permuted)", xref="paper", x=0,
-                 xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False),
-            dict(text="tokens visible = t + 1", xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
+            dict(text=labels.mask_title, xref="paper", x=0, xanchor="left", y=1, yref="paper", yanchor="bottom",
+                 showarrow=False),
+            dict(text=labels.count_title, xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
         ],
     ))
     return base_layout(fig, None, 60 * T + 140, top=40)
 
 
-def tables_figure(panels: dict[str, object], row_title: str = "position", col_title: str = "dimension",
+def tables_figure(panels: dict[str, object], row_title: str, col_title: str, subtitle: str | None = None,
                   zmax: float | None = None, height: int = 430) -> go.Figure:
     """Large signed tables side by side (e.g. block_size x n_embd position tables), row 0 on top.
 
@@ -136,7 +195,8 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
 
     Args:
         panels: panel title -> (rows, cols) tensor or array (shapes may differ).
-        row_title, col_title: axis titles.
+        row_title, col_title: what a row and a column are (axis title, hover labels).
+        subtitle: a second line under each panel title (e.g. what rows and columns are), or None.
         zmax: colour limit for every panel; defaults to each panel's largest |value|.
         height: figure height in px.
 
@@ -168,7 +228,8 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        annotations.append(dict(text=f"<b>{name}</b><br>rows: {row_title} · columns: {col_title}", x=left, xref="paper",
+        text = f"<b>{name}</b>" + (f"<br>{subtitle}" if subtitle else "")
+        annotations.append(dict(text=text, x=left, xref="paper",
                                 xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
     fig = go.Figure(traces, layout=dict(annotations=annotations, margin=dict(b=60), **layout))
@@ -177,16 +238,36 @@ def tables_figure(panels: dict[str, object], row_title: str = "position", col_ti
     return fig
 
 
-def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go.Figure:
+@dataclass(frozen=True)
+class RopePairLabels:
+    """Words of :func:`rope_pairs_figure`; templates use named placeholders.
+
+    Attributes:
+        panel: each panel's title; placeholders ``{pair}``, ``{dim_a}``, ``{dim_b}``, ``{theta}``
+            (rad per position, float) and ``{angle}`` (degrees mod 360, float), e.g.
+            "pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°".
+        earlier: hover name of the trail of earlier positions.
+        position: hover label of the arrow's tip; placeholder ``{position}``.
+        pair: hover name of the arrow; placeholder ``{pair}``.
+    """
+
+    panel: str
+    earlier: str
+    position: str
+    pair: str
+
+
+def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int], labels: RopePairLabels) -> go.Figure:
     """Chosen pairs of dimensions of one vector, rotated by RoPE at ``position``: one 2-d panel each.
 
     Each panel shows the circle the pair moves on (its length never changes), the faint trail of
     the pair at positions 0..position, and an arrow to where it is at ``position``.
 
     Args:
-        rotation: the dict of :func:`engine.sections.positional_encodings.rope_rotation`.
+        rotation: :func:`engine.sections.positional_encodings.rope_rotation` of one vector.
         position: the position drawn (0 <= position < its n_positions).
         pairs: indices i of the pairs (2i, 2i+1) to draw (at most 8).
+        labels: the figure's words.
 
     Returns:
         A figure with 3 traces per pair (circle, trail, arrow).
@@ -194,9 +275,9 @@ def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go
     Raises:
         ValueError: if the position or a pair index is out of range.
     """
-    pts = to_numpy(rotation["pairs"])  # (P, hd/2, 2)
-    theta = to_numpy(rotation["theta"])
-    radius = to_numpy(rotation["pair_norms"])
+    pts = to_numpy(rotation.pairs)  # (P, hd/2, 2)
+    theta = to_numpy(rotation.theta)  # (hd/2,)
+    radius = to_numpy(rotation.pair_norms)  # (hd/2,)
     if not 0 <= position < pts.shape[0]:
         raise ValueError(f"position {position} outside [0, {pts.shape[0]})")
     if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= 8:
@@ -217,10 +298,11 @@ def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go
             go.Scatter(x=radius[i] * np.cos(ring), y=radius[i] * np.sin(ring), mode="lines",
                        line=dict(color="#ddd", width=1), hoverinfo="skip", **axes),
             go.Scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", marker=dict(size=4, color=color, opacity=0.3),
-                       hovertemplate="(%{x:.3f}, %{y:.3f})<extra>earlier positions</extra>", **axes),
+                       hovertemplate=f"(%{{x:.3f}}, %{{y:.3f}})<extra>{labels.earlier}</extra>", **axes),
             go.Scatter(x=[0, x], y=[0, y], mode="lines+markers", line=dict(color=color, width=3),
                        marker=dict(size=[0, 9], color=color),
-                       hovertemplate=f"position {position}: (%{{x:.3f}}, %{{y:.3f}})<extra>pair {i}</extra>", **axes),
+                       hovertemplate=f"{labels.position.format(position=position)}: (%{{x:.3f}}, %{{y:.3f}})"
+                                     f"<extra>{labels.pair.format(pair=i)}</extra>", **axes),
         ]
         left = c * (width + gap)
         frame = dict(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False)
@@ -228,8 +310,8 @@ def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.8], anchor=f"x{suffix}", scaleanchor=f"x{suffix}", scaleratio=1,
                                         **frame)
         annotations.append(dict(
-            text=f"pair {i} (dims {2 * i}, {2 * i + 1})<br>θ = {theta[i]:.3g} rad/pos · "
-                 f"{math.degrees(position * theta[i]) % 360:.1f}°",
+            text=labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
+                                     angle=math.degrees(position * theta[i]) % 360),
             xref="paper", x=left + width / 2, xanchor="center", y=0.84, yref="paper", yanchor="bottom",
             showarrow=False, font=dict(size=11),
         ))
@@ -238,12 +320,16 @@ def rope_pairs_figure(rotation: dict, position: int, pairs: Sequence[int]) -> go
     return base_layout(fig, None, 300, top=20)
 
 
-def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], decimals: int = 2) -> go.Figure:
+def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
+                          hover: str, decimals: int = 2) -> go.Figure:
     """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
 
     Args:
         matrices: panel title -> (T, T) scores.
         position_labels: panel title -> the T position labels of that panel (queries = keys).
+        row_title: the first panel's y axis title (the query position).
+        hover: hover text of a cell; may use Plotly's ``%{customdata[0]}`` (query position),
+            ``%{customdata[1]}`` (key position) and ``%{text}`` (the score).
         decimals: digits written in each cell.
 
     Returns:
@@ -254,12 +340,11 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     fig = make_subplots(rows=1, cols=n, subplot_titles=list(matrices), horizontal_spacing=0.12 / max(n - 1, 1))
     for c, (name, matrix) in enumerate(matrices.items(), start=1):
         labels = list(position_labels[name])
-        fig.add_trace(
-            heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, decimals=decimals,
-                          showscale=c == n),
-            row=1, col=c,
-        )
-        matrix_axes(fig, labels, labels, "query position m" if c == 1 else None, None, row=1, col=c)
+        trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
+                              decimals=decimals, showscale=c == n)
+        trace.hovertemplate = f"{hover}<extra></extra>"
+        fig.add_trace(trace, row=1, col=c)
+        matrix_axes(fig, labels, labels, row_title if c == 1 else None, None, row=1, col=c)
     fig.update_annotations(yshift=30)
     T = len(next(iter(position_labels.values())))
     base_layout(fig, None, max(320, 34 * T + 160))

@@ -1,0 +1,362 @@
+"""Engine tests of section 7: the page's experiments (engine.sections.positional_encodings) and its figures."""
+
+import inspect
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from engine import chapter
+from engine import gpt as G
+from engine import positions as P
+from engine.figures import positional_encodings as figures
+from engine.sections import positional_encodings as sections
+from engine.tokenizer import CharTokenizer
+from engine.training import save_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: faster on one thread (test process only)
+
+
+# --- the permutation experiment ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def permutation(one_thread):
+    return sections.permutation_experiment(n_layers=range(1, 7), pos_encodings=("none", "learned"), seed=0)
+
+
+def test_permutation_table_layout(permutation):
+    assert list(permutation.columns) == ["n_layer", "pos_encoding", "max_abs_diff"]
+    assert len(permutation) == 12
+    assert list(permutation["n_layer"].unique()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_one_layer_without_positions_cannot_tell_the_lines_apart(permutation):
+    diff = permutation.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    assert diff[(1, "none")] < sections.ROUNDING_LIMIT  # float rounding only (the lesson: 3.7e-08)
+    assert diff[(1, "learned")] > sections.DIFFERENCE_LIMIT  # position vectors make the lines differ
+
+
+def test_two_or_more_layers_leak_order_through_the_causal_mask(permutation):
+    diff = permutation.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    for n_layer in range(2, 7):
+        assert diff[(n_layer, "none")] > sections.DIFFERENCE_LIMIT  # the lesson: 1.9e-02 at 2 layers
+        assert diff[(n_layer, "learned")] > sections.DIFFERENCE_LIMIT
+
+
+def test_permutation_thresholds_for_every_encoding():
+    table = sections.permutation_experiment(n_layers=(1, 2), seed=0)
+    assert tuple(table["pos_encoding"].unique()) == P.POS_ENCODINGS
+    diff = table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    assert diff[(1, "none")] < sections.ROUNDING_LIMIT
+    for enc in ("learned", "sinusoidal", "rope"):
+        assert diff[(1, enc)] > sections.DIFFERENCE_LIMIT, enc
+    for enc in P.POS_ENCODINGS:
+        assert diff[(2, enc)] > sections.DIFFERENCE_LIMIT, enc
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_thresholds_hold_for_other_seeds(seed):
+    table = sections.permutation_experiment(n_layers=(1, 2), pos_encodings=("none",), seed=seed)
+    assert table["max_abs_diff"].iloc[0] < sections.ROUNDING_LIMIT
+    assert table["max_abs_diff"].iloc[1] > sections.DIFFERENCE_LIMIT
+
+
+def test_permutation_defaults_are_the_lessons_lines():
+    params = inspect.signature(sections.permutation_experiment).parameters
+    assert (params["line_a"].default, params["line_b"].default) == (chapter.LESSON_LINE, chapter.PERMUTED_LINE)
+    assert tuple(params["pos_encodings"].default) == P.POS_ENCODINGS
+
+
+def test_permutation_is_reproducible_and_takes_encodings_as_a_parameter():
+    a = sections.permutation_experiment(n_layers=(2,), pos_encodings=("learned",), seed=5)
+    b = sections.permutation_experiment(n_layers=(2,), pos_encodings=("learned",), seed=5)
+    assert list(a["pos_encoding"]) == ["learned"]
+    assert a["max_abs_diff"].iloc[0] == b["max_abs_diff"].iloc[0]
+    with pytest.raises(ValueError, match="pos_encoding"):
+        sections.permutation_experiment(n_layers=(1,), pos_encodings=("no-such-encoding",))
+    with pytest.raises(ValueError, match="at least one character"):
+        sections.permutation_experiment(n_layers=(1,), line_a="")
+
+
+def test_identical_lines_give_zero_difference():
+    table = sections.permutation_experiment(n_layers=(3,), pos_encodings=("learned",), line_a=chapter.LESSON_LINE,
+                                            line_b=chapter.LESSON_LINE)
+    assert table["max_abs_diff"].iloc[0] == 0.0
+
+
+def test_permutation_leaves_the_global_generator_alone():
+    torch.manual_seed(99)
+    expected = torch.rand(3)
+    torch.manual_seed(99)
+    sections.permutation_experiment(n_layers=(1,), pos_encodings=("none",), seed=0)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_permutation_by_layers_covers_every_layer_and_encoding():
+    sweep = sections.permutation_by_layers(n_embd=32, seed=0, layers=(1, 3))
+    assert len(sweep.table) == 8 and list(sweep.table.columns) == ["n_layer", "pos_encoding", "max_abs_diff"]
+    assert tuple(sweep.by_layer.columns) == P.POS_ENCODINGS and list(sweep.by_layer.index) == [1, 3]
+    long = sweep.table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
+    for (n_layer, enc), value in long.items():
+        assert sweep.diff(n_layer, enc) == value
+    assert sweep.is_rounding(1, "none") and not sweep.differs(1, "none")
+    assert sweep.differs(3, "none") and not sweep.is_rounding(3, "none")  # exercise 1: 3 layers without positions
+    with pytest.raises(KeyError):
+        sweep.diff(2, "none")
+
+
+def test_the_section_does_not_change_the_thread_count():
+    """Issue 15: no request changes a process-wide setting (torch.set_num_threads) for the other readers."""
+    before = torch.get_num_threads()
+    sections.permutation_by_layers(n_embd=32, seed=0, layers=(1,))
+    sections.run_past_block_size(4)
+    assert torch.get_num_threads() == before
+    assert not hasattr(sections, "one_thread")
+
+
+# --- why: the causal mask ------------------------------------------------------------------------------
+
+
+def test_causal_visibility_of_the_two_lines():
+    vis = sections.causal_visibility()
+    assert (vis.line, vis.permuted) == (chapter.LESSON_LINE, chapter.PERMUTED_LINE)
+    assert vis.counts.tolist() == [1, 2, 3, 4, 5]
+    assert torch.equal(vis.mask, torch.ones(5, 5, dtype=torch.int64).tril())
+    # 白日依山 and 山依日白 hold the same characters too: positions 3 and 4 see the same set
+    assert vis.same_set.tolist() == [False, False, False, True, True]
+    assert vis.same_positions == (3, 4)
+    with pytest.raises(ValueError, match="equal length"):
+        sections.causal_visibility("白日", "山")
+
+
+# --- tables -------------------------------------------------------------------------------------------
+
+
+def test_position_similarity_of_sinusoidal_depends_on_distance_only():
+    sim = sections.position_similarity(P.sinusoidal_table(12, 16))
+    assert sections.diagonal_spread(sim) < 1e-5
+    torch.testing.assert_close(torch.diagonal(sim), torch.ones(12))
+
+
+def test_describe_table_reads_the_diagonals():
+    table = P.sinusoidal_table(40, 16)
+    described = sections.describe_table(table)
+    sim = sections.position_similarity(table)
+    assert described.far_distance == sections.FAR_DISTANCE
+    assert described.neighbour_similarity == pytest.approx(float(sim[range(39), range(1, 40)].mean()), abs=1e-6)
+    far = sections.FAR_DISTANCE
+    assert described.far_similarity == pytest.approx(float(sim[range(40 - far), range(far, 40)].mean()), abs=1e-6)
+    assert described.std == pytest.approx(float(table.std()))
+    short = sections.describe_table(P.sinusoidal_table(5, 4))
+    assert short.far_distance == 4  # fewer rows than FAR_DISTANCE: the farthest pair
+    one_row = sections.describe_table(torch.ones(1, 3))
+    assert one_row.neighbour_similarity is None and one_row.far_similarity is None and one_row.far_distance == 0
+    with pytest.raises(ValueError, match="2-d"):
+        sections.describe_table(torch.ones(3))
+
+
+def test_sinusoidal_table_spread_is_zero_for_even_widths_only():
+    assert sections.sinusoidal_position_table(32, 8).diagonal_spread < 1e-5  # cos of the difference
+    odd = sections.sinusoidal_position_table(32, 7).diagonal_spread
+    assert 0 < odd < 1e-3  # the unpaired sine column adds a small absolute-position term
+
+
+def test_learned_table_of_an_untrained_model():
+    table = sections.learned_table(G.GPTConfig(vocab_size=16, block_size=32, n_embd=24, n_head=1, n_layer=1), seed=0)
+    assert table.shape == (32, 24)
+    assert 0.015 < float(table.std()) < 0.025  # normal(0, 0.02) init
+    untrained = sections.untrained_table(32, 24, seed=0)
+    torch.testing.assert_close(untrained.table, table)
+    assert untrained.similarity.shape == (32, 32)
+
+
+def test_shipped_table_absent_unreadable_and_other_encodings(tmp_path):
+    assert sections.shipped_learned_table(tmp_path / "nothing") is None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    unreadable = sections.shipped_learned_table(broken)
+    assert unreadable.error and unreadable.table is None and unreadable.pos_encoding is None
+    tokenizer = CharTokenizer(chapter.LESSON_LINE)
+    torch.manual_seed(0)
+    for enc in ("learned", "rope"):
+        model = G.GPT(G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=40, n_embd=16, n_head=2, n_layer=1,
+                                  pos_encoding=enc))
+        save_checkpoint(tmp_path / enc, model, tokenizer)
+        shipped = sections.shipped_learned_table(tmp_path / enc)
+        assert shipped.error is None and shipped.pos_encoding == enc
+        if enc == "learned":
+            torch.testing.assert_close(shipped.table.table, model.pos_emb.weight.detach())
+            assert shipped.table.far_distance == 32
+        else:
+            assert shipped.table is None
+
+
+# --- RoPE ----------------------------------------------------------------------------------------------
+
+
+def test_rope_rotation_keeps_pair_lengths():
+    torch.manual_seed(4)
+    v = torch.randn(16)
+    rot = sections.rope_rotation(v, 40)
+    assert rot.pairs.shape == (40, 8, 2) and rot.n_pairs == 8
+    torch.testing.assert_close(rot.pairs.norm(dim=-1), rot.pair_norms.expand(40, 8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(rot.norms, torch.full((40,), float(v.norm())), atol=1e-5, rtol=0)
+    assert rot.angles[3, 0].item() == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="even"):
+        sections.rope_rotation(torch.randn(7), 4)
+
+
+def test_rope_supported_needs_an_even_head_dim():
+    assert [h for h in range(1, 9) if sections.rope_supported(h)] == [2, 4, 6, 8]
+
+
+def test_rope_pair_table_angles_and_wavelengths():
+    rot = sections.seeded_rope_rotation(8, seed=0)
+    table = sections.rope_pair_table(rot, 10)
+    assert list(table.columns) == ["pair", "dims", "theta", "angle_deg", "wavelength"]
+    assert list(table["pair"]) == [0, 1, 2, 3] and table["dims"][3] == "(6, 7)"
+    assert table["theta"].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
+    assert table["angle_deg"].tolist() == pytest.approx([math.degrees(10.0) % 360, math.degrees(1.0),
+                                                         math.degrees(0.1), math.degrees(0.01)], abs=1e-6)
+    assert ((table["angle_deg"] >= 0) & (table["angle_deg"] < 360)).all()
+    assert table["wavelength"].tolist() == pytest.approx([2 * math.pi / t for t in (1.0, 0.1, 0.01, 0.001)])
+    with pytest.raises(ValueError, match="outside"):
+        sections.rope_pair_table(rot, 128)
+
+
+@pytest.mark.parametrize("n_pairs, expected", [(3, [0, 1, 2]), (6, [0, 1, 2, 3, 4, 5]), (32, [0, 6, 12, 19, 25, 31])])
+def test_shown_pairs(n_pairs, expected):
+    assert sections.shown_pairs(n_pairs) == expected
+
+
+def test_rope_score_matrix_constant_along_diagonals_and_shift_invariant():
+    torch.manual_seed(5)
+    q, k = torch.randn(16), torch.randn(16)
+    result = sections.rope_score_matrix(q, k, T=10, shift=500)
+    assert result.attn_scores.shape == (10, 10) and result.shift == 500
+    assert result.max_diagonal_spread < 1e-5
+    assert result.max_shift_diff < 1e-4 and result.distance_only
+    # at distance 0 the two rotations cancel: the main diagonal is the plain q·k
+    torch.testing.assert_close(torch.diagonal(result.attn_scores), torch.full((10,), float(q @ k)), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("head_dim", [16, 7])
+def test_additive_score_matrix_depends_on_absolute_positions(head_dim):
+    torch.manual_seed(5)
+    q, k = torch.randn(head_dim), torch.randn(head_dim)
+    additive = sections.additive_score_matrix(q, k, T=10, shift=100)
+    table = P.sinusoidal_encoding(torch.arange(110), head_dim)  # (110, head_dim)
+    torch.testing.assert_close(additive.attn_scores, (q + table[:10]) @ (k + table[:10]).T)
+    torch.testing.assert_close(additive.shifted, (q + table[100:]) @ (k + table[100:]).T)
+    assert additive.max_diagonal_spread > 0.1 and additive.max_shift_diff > 0.1 and not additive.distance_only
+
+
+def test_position_scores_picks_the_encoding_and_checks_it():
+    rope = sections.position_scores("rope", 16, 6, 1000, seed=0)
+    assert rope.distance_only and rope.attn_scores.shape == (6, 6)
+    sinusoidal = sections.position_scores("sinusoidal", 7, 6, 1000, seed=0)  # odd head_dim works here
+    assert not sinusoidal.distance_only
+    with pytest.raises(ValueError, match="even"):
+        sections.position_scores("rope", 7, 6, 0, seed=0)
+    with pytest.raises(ValueError, match="encoding must be one of"):
+        sections.position_scores("learned", 8, 6, 0, seed=0)
+    with pytest.raises(ValueError, match="T >= 1"):
+        sections.position_scores("sinusoidal", 8, 0, 0, seed=0)
+
+
+# --- past block_size -----------------------------------------------------------------------------------
+
+
+def test_run_past_block_size():
+    past = sections.run_past_block_size(24, block_size=16)
+    assert tuple(run.pos_encoding for run in past.runs) == P.POS_ENCODINGS
+    ran = {run.pos_encoding: run.ran for run in past.runs}
+    assert ran == {"none": True, "learned": False, "sinusoidal": True, "rope": True} and not past.all_ran
+    learned = next(run for run in past.runs if run.pos_encoding == "learned")
+    assert learned.logits_shape is None and "longer than block_size 16" in learned.error
+    rope = next(run for run in past.runs if run.pos_encoding == "rope")
+    assert rope.logits_shape == (1, 24, sections.PAST_VOCAB_SIZE) and rope.error is None
+    assert past.missing_positions == range(16, 24)
+    within = sections.run_past_block_size(16, block_size=16)
+    assert within.all_ran and len(within.missing_positions) == 0
+    with pytest.raises(ValueError, match="T >= 1"):
+        sections.run_past_block_size(0)
+
+
+# --- figures -------------------------------------------------------------------------------------------
+
+
+def permutation_labels(n: int) -> figures.PermutationLabels:
+    return figures.PermutationLabels(titles=[f"T{i}" for i in range(n)], yaxis="Y", xaxis="X", rounding="R",
+                                     exact_zero="Z", value="V", slider_prefix="P")
+
+
+def test_permutation_figure_has_one_step_per_layer_and_the_callers_words():
+    rows = [{"n_layer": n, "pos_encoding": e, "max_abs_diff": 10.0 ** -(3 - n / 3)}
+            for n in range(1, 7) for e in P.POS_ENCODINGS]
+    rows[0]["max_abs_diff"] = 0.0
+    fig = figures.permutation_figure(pd.DataFrame(rows), permutation_labels(6), active_layers=2)
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["1", "2", "3", "4", "5", "6"]
+    assert len(fig.data) == 6 and [t.visible for t in fig.data] == [False, True, False, False, False, False]
+    assert list(fig.data[0].x) == list(P.POS_ENCODINGS)
+    assert fig.data[0].y[0] == figures.LOG_FLOOR and fig.data[0].text[0] == "Z"
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text == "Y" and fig.layout.title.text == "T1"
+    assert fig.layout.sliders[0].currentvalue.prefix == "P" and fig.layout.annotations[0].text == "R"
+    assert [s.args[1]["title.text"] for s in steps] == [f"T{i}" for i in range(6)]
+    with pytest.raises(ValueError, match="active_layers"):
+        figures.permutation_figure(pd.DataFrame(rows), permutation_labels(6), active_layers=9)
+    with pytest.raises(ValueError, match="one title per layer"):
+        figures.permutation_figure(pd.DataFrame(rows), permutation_labels(5))
+
+
+def test_visibility_figure_marks_the_same_sets():
+    vis = sections.causal_visibility()
+    labels = figures.VisibilityLabels(mask_title="M", count_title="C", count_axis="A", same_set="S",
+                                      cell_hover="H %{x}", count_hover="B %{y}")
+    heat, bars = figures.visibility_figure(vis, labels).data
+    fig = figures.visibility_figure(vis, labels)
+    assert np.array_equal(np.asarray(heat.z), np.tril(np.ones((5, 5))))
+    assert heat.text[1][:2] == ["白/山", "日/依"] and heat.text[1][2] == ""
+    assert [t.endswith(" · S") for t in fig.layout.yaxis.ticktext] == [False, False, False, True, True]
+    assert list(bars.x) == [1, 2, 3, 4, 5] and heat.hovertemplate.startswith("H %{x}")
+    assert [a.text for a in fig.layout.annotations] == ["M", "C"] and fig.layout.xaxis2.title.text == "A"
+
+
+def test_tables_figure_panels_read_like_tables():
+    fig = figures.tables_figure({"a": P.sinusoidal_table(12, 5), "b": torch.zeros(3, 4)}, "R", "C", "sub", zmax=1.0)
+    assert len(fig.data) == 2
+    assert fig.data[0].z.shape == (12, 5) and fig.data[0].z.dtype.name == "float32"
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis2.autorange == "reversed"
+    assert fig.data[1].xaxis == "x2" and fig.data[0].zmax == 1.0
+    assert fig.layout.annotations[0].text == "<b>a</b><br>sub" and fig.layout.yaxis.title.text == "R"
+    assert figures.tables_figure({"a": torch.ones(2, 2)}, "R", "C").layout.annotations[0].text == "<b>a</b>"
+    with pytest.raises(ValueError):
+        figures.tables_figure({}, "R", "C")
+
+
+def test_rope_pairs_figure_draws_the_rotated_pair():
+    torch.manual_seed(6)
+    rot = sections.rope_rotation(torch.randn(8), 20)
+    labels = figures.RopePairLabels(panel="p{pair} {dim_a}-{dim_b} {theta:.3g} {angle:.1f}", earlier="E",
+                                    position="at {position}", pair="q{pair}")
+    fig = figures.rope_pairs_figure(rot, 7, [0, 3], labels)
+    assert len(fig.data) == 6
+    arrow = fig.data[2]
+    assert arrow.x[1] == pytest.approx(float(rot.pairs[7, 0, 0]), abs=1e-6)
+    assert fig.layout.annotations[0].text == f"p0 0-1 1 {math.degrees(7.0) % 360:.1f}"
+    assert "at 7" in arrow.hovertemplate and "q0" in arrow.hovertemplate and "E" in fig.data[1].hovertemplate
+    with pytest.raises(ValueError):
+        figures.rope_pairs_figure(rot, 20, [0], labels)
+
+
+def test_score_matrices_figure_takes_its_words():
+    scores = sections.position_scores("rope", 8, 4, 10, seed=0)
+    labels = {"first": ["0", "1", "2", "3"], "second": ["10", "11", "12", "13"]}
+    fig = figures.score_matrices_figure({"first": scores.attn_scores, "second": scores.shifted}, labels, "Q", "H")
+    assert len(fig.data) == 2 and fig.data[0].hovertemplate == "H<extra></extra>"
+    assert fig.layout.yaxis.title.text == "Q" and fig.layout.yaxis2.title.text is None
+    assert np.allclose(np.asarray(fig.data[1].z, dtype=float), scores.shifted.numpy(), atol=1e-6)
