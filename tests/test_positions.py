@@ -6,9 +6,6 @@ import pytest
 import torch
 
 from engine import positions as P
-from engine.figures import positions as PF
-from engine.sections import positional_encodings as S
-
 
 # --- sinusoidal ---------------------------------------------------------------------------------
 
@@ -140,84 +137,9 @@ def test_visible_token_counts():
         P.visible_token_counts(0)
 
 
-# --- page experiments -------------------------------------------------------------------------------
-
-
-def test_causal_visibility_of_the_two_lines():
-    vis = S.causal_visibility()
-    assert vis["counts"].tolist() == [1, 2, 3, 4, 5]
-    assert torch.equal(vis["mask"], torch.ones(5, 5, dtype=torch.int64).tril())
-    # 白日依山 and 山依日白 hold the same characters too: positions 3 and 4 see the same set
-    assert vis["same_set"].tolist() == [False, False, False, True, True]
-    with pytest.raises(ValueError, match="equal length"):
-        S.causal_visibility("白日", "山")
-
-
-def test_rope_rotation_keeps_pair_lengths():
-    torch.manual_seed(4)
-    v = torch.randn(16)
-    rot = S.rope_rotation(v, 40)
-    assert rot["pairs"].shape == (40, 8, 2)
-    torch.testing.assert_close(rot["pairs"].norm(dim=-1), rot["pair_norms"].expand(40, 8), atol=1e-5, rtol=0)
-    torch.testing.assert_close(rot["norms"], torch.full((40,), float(v.norm())), atol=1e-5, rtol=0)
-    assert rot["angles"][3, 0].item() == pytest.approx(3.0)
-
-
-def test_rope_score_matrix_constant_along_diagonals_and_shift_invariant():
-    torch.manual_seed(5)
-    q, k = torch.randn(16), torch.randn(16)
-    result = S.rope_score_matrix(q, k, T=10, shift=500)
-    assert result["attn_scores"].shape == (10, 10)
-    assert result["max_diagonal_spread"] < 1e-5
-    assert result["max_shift_diff"] < 1e-4
-    assert result["by_distance"].shape == (19,)
-    assert result["by_distance"][9].item() == pytest.approx(float(q @ k), abs=1e-5)  # distance 0
-    # adding a table instead of rotating depends on absolute positions
-    additive = S.additive_score_matrix(q, k, P.sinusoidal_table(10, 16))
-    assert additive["max_diagonal_spread"] > 0.1
-
-
-def test_position_similarity_of_sinusoidal_depends_on_distance_only():
-    sim = S.position_similarity(P.sinusoidal_table(12, 16))
-    assert S.diagonal_spread(sim) < 1e-5
-    torch.testing.assert_close(torch.diagonal(sim), torch.ones(12))
-
-
-# --- figures ------------------------------------------------------------------------------------------
-
-
-def test_permutation_figure_has_one_step_per_layer():
-    import pandas as pd
-
-    rows = [{"n_layer": n, "pos_encoding": e, "max_abs_diff": (1e-8 if (n == 1 and e == "none") else 10.0 ** -(3 - n / 3))}
-            for n in range(1, 7) for e in P.POS_ENCODINGS]
-    rows[0]["max_abs_diff"] = 0.0
-    fig = PF.permutation_figure(pd.DataFrame(rows), active_layers=2)
-    steps = fig.layout.sliders[0].steps
-    assert [s.label for s in steps] == ["1", "2", "3", "4", "5", "6"]
-    assert len(fig.data) == 6 and [t.visible for t in fig.data] == [False, True, False, False, False, False]
-    assert list(fig.data[0].x) == list(P.POS_ENCODINGS)
-    assert fig.data[0].y[0] == PF.LOG_FLOOR and fig.data[0].text[0] == "0 (exact)"
-    assert fig.layout.yaxis.type == "log"
-    with pytest.raises(ValueError):
-        PF.permutation_figure(pd.DataFrame(rows), active_layers=9)
-
-
-def test_rope_pairs_figure_draws_the_rotated_pair():
-    torch.manual_seed(6)
-    rot = S.rope_rotation(torch.randn(8), 20)
-    fig = PF.rope_pairs_figure(rot, 7, [0, 3])
-    assert len(fig.data) == 6
-    arrow = fig.data[2]
-    assert arrow.x[1] == pytest.approx(float(rot["pairs"][7, 0, 0]), abs=1e-6)
-    with pytest.raises(ValueError):
-        PF.rope_pairs_figure(rot, 20, [0])
-
-
 # --- the GPT with each position encoding --------------------------------------------------------------
 
 from engine import gpt as G  # noqa: E402
-from engine.experiments import permutation_experiment  # noqa: E402
 
 
 def tiny_gpt(pos_encoding: str, **overrides) -> G.GPT:
@@ -302,58 +224,6 @@ def test_new_encodings_keep_causality(pos_encoding):
         a, b = model(x).logits, model(y).logits
     torch.testing.assert_close(a[:, :8], b[:, :8])
     assert not torch.allclose(a[:, 8:], b[:, 8:])
-
-
-def test_permutation_thresholds_for_every_encoding():
-    table = permutation_experiment(n_layers=(1, 2), seed=0)
-    assert list(table["pos_encoding"].unique()) == ["none", "learned", "sinusoidal", "rope"]
-    diff = table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
-    assert diff[(1, "none")] < 1e-5  # float rounding: the same five vectors summed in another order
-    for enc in ("learned", "sinusoidal", "rope"):
-        assert diff[(1, enc)] > 1e-4, enc
-    for enc in P.POS_ENCODINGS:
-        assert diff[(2, enc)] > 1e-4, enc
-
-
-def test_permutation_by_layers_covers_every_layer_and_encoding():
-    table = S.permutation_by_layers(n_embd=32, seed=0, layers=(1, 3))
-    assert len(table) == 8 and list(table.columns) == ["n_layer", "pos_encoding", "max_abs_diff"]
-    diff = table.set_index(["n_layer", "pos_encoding"])["max_abs_diff"]
-    assert diff[(1, "none")] < 1e-5 and diff[(3, "none")] > 1e-4  # exercise 1: 3 layers without positions
-
-
-def test_run_past_block_size_table():
-    table = S.run_past_block_size(24, block_size=16)
-    ran = dict(zip(table["pos_encoding"], table["ran"]))
-    assert ran == {"none": True, "learned": False, "sinusoidal": True, "rope": True}
-    learned = table.set_index("pos_encoding").loc["learned"]
-    assert "longer than block_size 16" in learned["message"] and learned["logits shape"] == ""
-    assert table.set_index("pos_encoding").loc["rope", "logits shape"] == "(1, 24, 16)"
-    assert S.run_past_block_size(16, block_size=16)["ran"].all()
-
-
-def test_learned_table_of_an_untrained_model():
-    table = S.learned_table(G.GPTConfig(vocab_size=16, block_size=32, n_embd=24, n_head=1, n_layer=1), seed=0)
-    assert table.shape == (32, 24)
-    assert 0.015 < float(table.std()) < 0.025  # normal(0, 0.02) init
-    assert S.shipped_learned_table("/nonexistent/model") is None
-
-
-def test_tables_figure_panels_read_like_tables():
-    fig = PF.tables_figure({"a": P.sinusoidal_table(12, 5), "b": torch.zeros(3, 4)}, zmax=1.0)
-    assert len(fig.data) == 2
-    assert fig.data[0].z.shape == (12, 5) and fig.data[0].z.dtype.name == "float32"
-    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis2.autorange == "reversed"
-    assert fig.data[1].xaxis == "x2" and fig.data[0].zmax == 1.0
-    with pytest.raises(ValueError):
-        PF.tables_figure({})
-
-
-def test_one_thread_restores_the_thread_count():
-    before = torch.get_num_threads()
-    with S.one_thread():
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
 
 
 @pytest.mark.parametrize("pos_encoding", ["sinusoidal", "rope"])
