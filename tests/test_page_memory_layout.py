@@ -247,3 +247,16 @@ def test_other_languages_same_checks(lang):
     assert not app.exception
     assert len(badges(app, "green")) == 5 and not badges(app, "red")
     assert walk_order(walk_figure(app, lang)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_crafted_link_gets_messages_not_a_traceback():
+    """Issue 15: values from a URL are bounded before anything is allocated."""
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.query_params.update({"ml_base": "99999999999999999999", "ml_new_shape": "-" + "9" * 4000,
+                             "ml_recipe": "view(new shape)", "ml_d0": "99999999999999999999"})
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="ml_recipe").value == "view" and app.number_input(key="ml_d0").value == 0
+    assert [e.value for e in app.error] == [start_error("too_large", **LIMITS),
+                                            new_error("too_long", limit=sections.MAX_SHAPE_TEXT)]
+    assert walk_order(walk_figure(app)) == [0, 1, 2, 3, 4, 5]

@@ -94,7 +94,8 @@ def test_heads_figure_steps_through_heads(at):
     assert shapes(at)[t("attention scores")] == "(1, 4, 5, 5)"
     titles = [s["args"][1]["title.text"] for s in steps]
     assert titles == [t("attn_weights of head {h} / {H}").format(h=h, H=4) for h in range(4)]
-    assert "(1, 5, 32) → (1, 4, 5, 8) → scores (1, 4, 5, 5)" in texts(at)
+    assert t("{x} → {heads} → scores {scores}").format(x=(1, 5, 32), heads=(1, 4, 5, 8), scores=(1, 4, 5, 5)) \
+        in texts(at)
 
 
 @pytest.mark.parametrize("n_embd, heads", [(32, 1), (32, 32), (8, 8), (64, 64), (64, 1), (12, 6)])
@@ -130,7 +131,8 @@ def test_line_control(at):
     assert not at.exception
     assert [w.value for w in at.warning] == [
         t("The line is empty; showing the lesson's line “{line}” until you type one.").format(line="白日依山尽")]
-    assert "(1, 5, 32) → (1, 4, 5, 8) → scores (1, 4, 5, 5)" in texts(at)
+    assert t("{x} → {heads} → scores {scores}").format(x=(1, 5, 32), heads=(1, 4, 5, 8), scores=(1, 4, 5, 5)) \
+        in texts(at)
     at.text_input(key="mh_line").set_value("山" * 1000).run()
     assert not at.exception
     assert [w.value for w in at.warning] == [

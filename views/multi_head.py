@@ -193,7 +193,8 @@ with right:
     shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
     st.dataframe(shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")}), hide_index=True,
                  key="mh_shapes")
-    st.markdown(f"(1, {T}, {n_embd}) → (1, {num_heads}, {T}, {head_dim}) → scores (1, {num_heads}, {T}, {T})")
+    st.markdown(_("{x} → {heads} → scores {scores}").format(
+        x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
 
 page.prose("cost")
 m1, m2, m3 = st.columns(3)
