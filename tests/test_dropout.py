@@ -46,6 +46,14 @@ def test_survivors_are_scaled_and_share_the_mask(weights, p):
         assert torch.equal(pair.weights, weights)
 
 
+def test_device_mask_compares_with_the_cpu(weights):
+    cpu = D.dropout_pair(weights, 0.5, seed=123)
+    same = D.device_mask(weights, 0.5, 123, torch.device("cpu"), cpu)
+    assert same.device == "cpu" and same.same_as_cpu and torch.equal(same.ones, cpu.ones)
+    other = D.device_mask(weights, 0.5, 124, torch.device("cpu"), cpu)
+    assert not other.same_as_cpu
+
+
 def test_dropout_pair_rejects_bad_rates(weights):
     for p in (-0.1, 1.0):
         with pytest.raises(ValueError):

@@ -82,10 +82,6 @@ def chapter_operations(m: Tensor) -> list[tuple[str, Tensor]]:
     ]
 
 
-#: Values of the ``memory`` column of :func:`layout_table`.
-MEMORY_KINDS = ("original", "shared", "copy")
-
-
 def layout_table(named: Sequence[tuple[str, Tensor]], reference: Tensor | None = None) -> pd.DataFrame:
     """One row per tensor: shape, stride, storage offset, is_contiguous, storage cells, shared or copy.
 
@@ -96,7 +92,7 @@ def layout_table(named: Sequence[tuple[str, Tensor]], reference: Tensor | None =
     Returns:
         DataFrame with columns ``tensor``, ``shape``, ``stride`` (text like ``(3, 2)``),
         ``storage_offset``, ``is_contiguous``, ``storage_cells`` (elements the storage holds)
-        and ``memory``, one of :data:`MEMORY_KINDS`: ``"original"`` (the reference itself),
+        and ``memory``: ``"original"`` (the reference itself),
         ``"shared"`` (reads the reference's storage) or ``"copy"`` (its own storage).
     """
     if not named:
