@@ -1,10 +1,11 @@
 """engine.sections.multi_head: the chapter's multi-head numbers, the lesson's layer, shapes and costs."""
 
+import pandas as pd
 import pytest
 import torch
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, gpt
 from engine.sections import multi_head as M
 
 ATOL = 5e-5  # the chapter prints 4 decimals
@@ -16,30 +17,30 @@ def close(actual, expected):
 
 def test_wrapper_matches_chapter():
     out = M.wrapper_output()
-    assert out["context_vec"].shape == (2, 6, 4)
-    close(out["context_vec"][0], chapter.MHA_WRAPPER_OUTPUT)
-    close(out["context_vec"][1], chapter.MHA_WRAPPER_OUTPUT)
-    torch.testing.assert_close(out["attn_weights"].sum(-1), torch.ones(2, 2, 6))
+    assert out.context_vec.shape == (2, 6, 4)
+    close(out.context_vec[0], chapter.MHA_WRAPPER_OUTPUT)
+    close(out.context_vec[1], chapter.MHA_WRAPPER_OUTPUT)
+    torch.testing.assert_close(out.attn_weights.sum(-1), torch.ones(2, 2, 6))
 
 
 def test_split_matches_chapter():
     out = M.split_output()
-    assert out["context_vec"].shape == (2, 6, 2)
-    close(out["context_vec"][0, 0], chapter.MHA_SPLIT_FIRST_ROW)
+    assert out.context_vec.shape == (2, 6, 2)
+    close(out.context_vec[0, 0], chapter.MHA_SPLIT_FIRST_ROW)
 
 
 def test_exercise_3_2_d_out_one_per_head():
     out = M.wrapper_output(d_out=1, num_heads=2)
-    assert out["context_vec"].shape == (2, 6, 2)
-    assert out["attn_weights"].shape == (2, 2, 6, 6)
+    assert out.context_vec.shape == (2, 6, 2)
+    assert out.attn_weights.shape == (2, 2, 6, 6)
 
 
 @pytest.mark.parametrize("head_dim, num_heads", [(2, 2), (1, 2), (3, 4), (4, 1)])
 def test_wrapper_weights_copied_into_split(head_dim, num_heads):
     out = M.wrapper_vs_split(head_dim=head_dim, num_heads=num_heads)
-    assert out["max_abs_diff"] < 1e-6
-    assert out["max_abs_diff_before"] > 1e-3
-    torch.testing.assert_close(out["split"], out["wrapper"])
+    assert out.max_abs_diff < 1e-6
+    assert out.max_abs_diff_before > 1e-3
+    torch.testing.assert_close(out.split, out.wrapper)
 
 
 def test_divisors_and_split_messages():
@@ -58,36 +59,74 @@ def test_divisors_and_split_messages():
 @pytest.mark.parametrize("num_heads", [1, 2, 4, 8, 16, 32])
 def test_param_count_does_not_depend_on_heads(num_heads):
     counts = M.param_counts(chapter.LESSON_N_EMBD, num_heads)
-    assert counts["qkv"] == chapter.LESSON_QKV_PARAMS
-    assert counts["proj"] == chapter.LESSON_PROJ_PARAMS
+    assert counts.qkv == chapter.LESSON_QKV_PARAMS
+    assert counts.proj == chapter.LESSON_PROJ_PARAMS
+    assert counts.total == counts.qkv + counts.proj
+
+
+@pytest.mark.parametrize("num_heads", [1, 2, 4, 8, 16, 32])
+def test_lesson_numbers_n_embd_32(num_heads):
+    """The lesson's own numbers, written out: n_embd 32 gives qkv 3168 and proj 1056 for every head count."""
+    counts = M.param_counts(32, num_heads)
+    assert (counts.qkv, counts.proj) == (3168, 1056)
+    assert counts.qkv == 32 * 96 + 96 and counts.proj == 32 * 32 + 32
+
+
+def test_param_counts_use_the_one_counter_on_the_one_class():
+    layer = gpt.CausalSelfAttention(M.lesson_config(48, 6))
+    counts = M.param_counts(48, 6)
+    assert counts.total == gpt.count_params(layer)
+    assert counts.qkv == gpt.count_params(layer.qkv) == 3 * 48 * 48 + 3 * 48
+    with pytest.raises(ValueError, match="divisible"):
+        M.param_counts(32, 3)
+
+
+@pytest.mark.parametrize("n_embd, num_heads, T", [(32, 4, 5), (12, 3, 7), (8, 8, 1)])
+def test_attention_steps_equal_the_layer(n_embd, num_heads, T):
+    torch.manual_seed(3)
+    layer = gpt.CausalSelfAttention(M.lesson_config(n_embd, num_heads, block_size=T)).eval()
+    x = torch.randn(2, T, n_embd)
+    steps = M.attention_steps(layer, x)
+    with torch.no_grad():
+        out, weights = layer(x, return_weights=True)
+        fast, _ = layer(x)
+    torch.testing.assert_close(steps.context_vec, out)
+    torch.testing.assert_close(steps.context_vec, fast, atol=1e-5, rtol=0)
+    torch.testing.assert_close(steps.attn_weights, weights)
+    assert steps.q_heads.shape == (2, num_heads, T, n_embd // num_heads)
+    assert not steps.q_heads.is_contiguous() or num_heads == 1 or T == 1
+    with pytest.raises(ValueError, match="block_size"):
+        M.attention_steps(layer, torch.randn(1, T + 1, n_embd))
 
 
 def test_lesson_shapes():
-    out = M.heads_on_line(M.LESSON_LINE, 32, 4)
-    shapes = dict(zip(out["shapes"]["step"], out["shapes"]["shape"]))
-    assert shapes["input x"] == "(1, 5, 32)"
-    assert shapes["q cut into heads"] == "(1, 4, 5, 8)"
-    assert shapes["attention scores"] == "(1, 4, 5, 5)"
-    assert shapes["heads joined"] == "(1, 5, 32)"
-    assert out["attn_weights"].shape == (4, 5, 5)
-    assert out["score_bytes"] == 4 * 5 * 5 * 4
-    w = out["attn_weights"]
+    out = M.heads_on_line(chapter.LESSON_LINE, 32, 4)
+    shapes = dict(zip(out.shapes["step"], out.shapes["shape"], strict=True))
+    assert list(out.shapes["step"]) == [key for key, _, _ in M.SHAPE_STEPS]
+    assert shapes["input"] == "(1, 5, 32)"
+    assert shapes["q_heads"] == "(1, 4, 5, 8)"
+    assert shapes["attn_scores"] == "(1, 4, 5, 5)"
+    assert shapes["merged"] == "(1, 5, 32)"
+    assert out.attn_weights.shape == (4, 5, 5)
+    assert out.score_bytes == 4 * 5 * 5 * 4
+    assert out.params == M.param_counts(32, 4)
+    w = out.attn_weights
     torch.testing.assert_close(w.sum(-1), torch.ones(4, 5))
     assert (w.triu(diagonal=1) == 0).all()
     other = M.heads_on_line("山依日白尽", 16, 2)
-    assert dict(zip(other["shapes"]["step"], other["shapes"]["shape"]))["q cut into heads"] == "(1, 2, 5, 8)"
+    assert dict(zip(other.shapes["step"], other.shapes["shape"], strict=True))["q_heads"] == "(1, 2, 5, 8)"
 
 
 def test_heads_differ_from_one_another():
-    w = M.heads_on_line(M.LESSON_LINE, 32, 4)["attn_weights"]
+    w = M.heads_on_line(chapter.LESSON_LINE, 32, 4).attn_weights
     assert (w[0] - w[1]).abs().max() > 1e-3
 
 
 def test_line_errors():
     with pytest.raises(ValueError, match="empty"):
         M.heads_on_line("", 32, 4)
-    with pytest.raises(ValueError, match="not divisible"):
-        M.heads_on_line(M.LESSON_LINE, 32, 3)
+    with pytest.raises(ValueError, match="divisible"):
+        M.heads_on_line(chapter.LESSON_LINE, 32, 3)
     with pytest.raises(ValueError, match="at most 64"):
         M.heads_on_line("x" * 65, 32, 4)
 
@@ -98,40 +137,50 @@ def test_same_character_same_embedding():
     assert not torch.equal(x[0, 0], x[0, 1])
 
 
-@pytest.mark.parametrize("backend", M.BACKENDS)
-def test_fused_backends_agree_with_the_chapter_class(backend):
+def test_fused_layer_equals_the_chapter_class_with_stacked_weights():
     torch.manual_seed(1)
     C, H, T = 12, 3, 7
     mha = A.MultiHeadAttention(C, C, context_length=T, dropout=0.0, num_heads=H, qkv_bias=True)
-    fused = M.FusedQKVAttention(C, H, context_length=T, backend=backend)
+    fused = gpt.CausalSelfAttention(M.lesson_config(C, H, block_size=T)).eval()
     with torch.no_grad():
-        fused.qkv.weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))
-        fused.qkv.bias.copy_(torch.cat([mha.W_query.bias, mha.W_key.bias, mha.W_value.bias]))
+        fused.qkv.weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))  # (3C, C)
+        fused.qkv.bias.copy_(torch.cat([mha.W_query.bias, mha.W_key.bias, mha.W_value.bias]))  # (3C,)
         fused.proj.load_state_dict(mha.out_proj.state_dict())
-    x = torch.randn(2, T, C)
-    torch.testing.assert_close(fused(x), mha(x), atol=1e-5, rtol=0)
+        x = torch.randn(2, T, C)
+        torch.testing.assert_close(M.attention_steps(fused, x).context_vec, mha(x), atol=1e-5, rtol=0)
 
 
-def test_fused_layer_errors():
-    with pytest.raises(ValueError, match="not divisible"):
-        M.FusedQKVAttention(10, 3, 4)
-    with pytest.raises(ValueError, match="backend"):
-        M.FusedQKVAttention(8, 2, 4, backend="flash")
-    layer = M.FusedQKVAttention(8, 2, 4, backend="sdpa_causal")
-    with pytest.raises(ValueError, match="never form"):
-        layer(torch.randn(1, 3, 8), return_weights=True)
-    with pytest.raises(ValueError, match="context_length"):
-        layer(torch.randn(1, 5, 8))
-    with pytest.raises(ValueError, match="features"):
-        layer(torch.randn(1, 3, 6))
-    manual = M.FusedQKVAttention(8, 2, 4)
-    out, weights = manual(torch.randn(1, 3, 8), return_weights=True)
-    assert out.shape == (1, 3, 8) and weights.shape == (1, 2, 3, 3)
+def test_page_line():
+    assert M.page_line("", 12) == M.PageLine(chapter.LESSON_LINE, "empty", 0)
+    assert M.page_line("山" * 1000, 12) == M.PageLine("山" * 12, "too_long", 1000)
+    assert M.page_line("ab", 12) == M.PageLine("ab", None, 2)
+
+
+@pytest.mark.parametrize("d_out, heads, head_dim, nearest", [(32, 4, 8, (4,)), (32, 5, None, (4, 8)),
+                                                             (7, 40, None, (7,)), (4096, 256, 16, (256,))])
+def test_split_check(d_out, heads, head_dim, nearest):
+    check = M.split_check(d_out, heads)
+    assert check.head_dim == head_dim and check.nearest == nearest
+    assert check.ratio == pytest.approx(d_out / heads)
+    assert (check.error is None) == (head_dim is not None)
+    if check.error:
+        assert f"d_out={d_out} is not divisible by num_heads={heads}" in check.error
+    with pytest.raises(ValueError):
+        M.split_check(0, 1)
+
+
+def test_bench_rows():
+    table = pd.DataFrame({"size": ["a", "a", "b"], "variant": ["x", "y", "x"], "what": ["", "", ""],
+                          "forward ms": [1.0, 2.0, 3.0], "× fastest (fwd)": [1.0, 2.0, 1.0],
+                          "forward+backward ms": [2.0, None, 5.0], "max |out − split|": [0.0, 1e-7, 0.0]})
+    rows = M.bench_rows(table, "a")
+    assert list(rows.columns) == [key for key, _ in M.BENCH_COLUMNS]
+    assert rows["variant"].tolist() == ["x", "y"] and rows["forward_ms"].tolist() == [1.0, 2.0]
 
 
 def test_cost_table():
     table = M.cost_table(32, (5, 1024))
     assert table["num_heads"].tolist() == [1, 2, 4, 8, 16, 32]
-    assert set(table["qkv params"]) == {3168} and set(table["proj params"]) == {1056}
-    assert table["attn_scores bytes at T=5"].tolist() == [h * 25 * 4 for h in (1, 2, 4, 8, 16, 32)]
-    assert table["attn_scores bytes at T=1024"].tolist() == [h * 1024**2 * 4 for h in (1, 2, 4, 8, 16, 32)]
+    assert set(table["qkv_params"]) == {3168} and set(table["proj_params"]) == {1056}
+    assert table["scores_bytes_5"].tolist() == [h * 25 * 4 for h in (1, 2, 4, 8, 16, 32)]
+    assert table["scores_bytes_1024"].tolist() == [h * 1024**2 * 4 for h in (1, 2, 4, 8, 16, 32)]

@@ -2,16 +2,25 @@
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from engine import chapter
-from tests.plotly_json import badges, figures, texts
+from tests.plotly_json import ROOT, badges, figures, texts
+from ui.i18n import translations
 
 PAGE = "views/dropout.py"
 P_LABELS = [f"{0.1 * i:.1f}" for i in range(10)]
+t = translations("en").gettext
 
 
 def slider_figure(at):
     return next(f for f in figures(at) if f["layout"].get("sliders"))
+
+
+def beside_figure(at, seed: int, p: str, ones: str, weights: str) -> str:
+    return t("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
+             "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
+             "in the narrow columns.").format(p=p, seed=seed, ones=ones, weights=weights)
 
 
 def cell_values(trace):
@@ -21,11 +30,29 @@ def cell_values(trace):
 
 def test_chapter_matrices_checked_green(fresh):
     green = badges(fresh, "green")
-    assert any("dropout(ones(6, 6)), p = 0.5: matches the chapter" in b for b in green)
-    assert any("dropout(causal attn_weights), p = 0.5: matches the chapter" in b for b in green)
-    assert not badges(fresh, "red") and not badges(fresh, "gray")
-    sums = next(t for t in texts(fresh) if t.startswith("At p = 0.5, seed 123: row sums of dropout(ones)"))
-    assert "[8.0, 4.0, 10.0, 6.0, 6.0, 8.0]" in sums
+    matches = t("{label}: matches the chapter to {decimals} decimals")
+    assert any(matches.format(label=t("dropout(ones(6, 6)), p = {p}").format(p="0.5"), decimals=4) in b for b in green)
+    assert any(matches.format(label=t("dropout(causal attn_weights), p = {p}").format(p="0.5"), decimals=4) in b
+               for b in green)
+    assert len(green) == 3 and not badges(fresh, "red") and not badges(fresh, "gray")
+    ones = "[" + ", ".join(f"{v:.1f}" for v in np.array(chapter.DROPOUT_ONES).sum(axis=1)) + "]"
+    assert ones == "[8.0, 4.0, 10.0, 6.0, 6.0, 8.0]"
+    prefix = beside_figure(fresh, 123, "0.5", ones, "\0").split("\0")[0]
+    assert any(x.startswith(prefix) for x in texts(fresh))
+
+
+def test_numbers_beside_the_figure_are_its_active_step(fresh):
+    """Issue 13 item 4: what the text prints is what the figure shows when it opens."""
+    fig = slider_figure(fresh)
+    slider = fig["layout"]["sliders"][0]
+    active = slider["steps"][slider["active"]]
+    start = 4 * slider["active"]
+    ones_sums = cell_values(fig["data"][start + 1]).ravel()
+    weight_sums = cell_values(fig["data"][start + 3]).ravel()
+    expected = beside_figure(fresh, 123, active["label"], "[" + ", ".join(f"{v:.1f}" for v in ones_sums) + "]",
+                             "[" + ", ".join(f"{v:.4f}" for v in weight_sums) + "]")
+    assert expected in texts(fresh)
+    assert fig["layout"]["title"]["text"] == active["args"][1]["title.text"]
 
 
 def test_slider_figure_one_step_per_p_and_chapter_step(fresh):
@@ -38,7 +65,8 @@ def test_slider_figure_one_step_per_p_and_chapter_step(fresh):
     np.testing.assert_allclose(cell_values(ones), np.array(chapter.DROPOUT_ONES))
     np.testing.assert_allclose(cell_values(weights), np.array(chapter.DROPOUT_CAUSAL), atol=5e-5)
     np.testing.assert_allclose(cell_values(ones_sums).ravel(), np.array(chapter.DROPOUT_ONES).sum(axis=1))
-    np.testing.assert_allclose(cell_values(weight_sums).ravel(), np.array(chapter.DROPOUT_CAUSAL).sum(axis=1), atol=2e-4)
+    np.testing.assert_allclose(cell_values(weight_sums).ravel(), np.array(chapter.DROPOUT_CAUSAL).sum(axis=1),
+                               atol=2e-4)
     for s, step in enumerate(slider["steps"]):
         visible = step["args"][0]["visible"]
         assert [i for i, v in enumerate(visible) if v] == list(range(4 * s, 4 * s + 4))
@@ -52,16 +80,22 @@ def test_other_seed_differs_as_expected(at, seed):
     at.number_input(key="do_seed").set_value(seed).run()
     assert not at.exception
     gray = badges(at, "gray")
-    assert any("dropout(ones(6, 6)), p = 0.5: differs from the chapter, as expected" in b for b in gray)
+    label = t("dropout(ones(6, 6)), p = {p}").format(p="0.5")
+    assert any(t("{label}: differs from the chapter, as expected with your inputs").format(label=label) in b
+               for b in gray)
     assert not badges(at, "red")
-    assert any(t.startswith(f"At p = 0.5, seed {seed}:") for t in texts(at))
+    prefix = beside_figure(at, seed, "0.5", "\0", "").split("\0")[0]
+    assert any(x.startswith(prefix) for x in texts(at))
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_mean_over_masks_converges(at, p):
     at.select_slider(key="do_mean_p").set_value(p).run()
     assert not at.exception
-    line = next(t for t in texts(at) if t.startswith("After 2,000 masks: max |mean − weights| = **"))
+    template = t("After {n} masks: max |mean − weights| = **{error:.4f}** (σ of the largest weight / √n = "
+                 "{sigma:.4f}); after 10 masks: {early:.4f}.")
+    prefix = template.split("{n}")[0]
+    line = next(x for x in texts(at) if x.startswith(prefix))
     final = float(line.split("**")[1])
     sigma = float(line.split("/ √n = ")[1].split(")")[0])
     assert final < 4 * sigma
@@ -69,7 +103,7 @@ def test_mean_over_masks_converges(at, p):
         assert final < 0.02
     fig = next(f for f in figures(at) if f["layout"]["xaxis"].get("type") == "log")
     assert len(fig["data"][0]["x"]) == 2000
-    assert f"p = {p:.1f}" in fig["data"][0]["name"]
+    assert fig["data"][0]["name"] == t("max |mean − weights|, p = {p:.1f}").format(p=p)
 
 
 @pytest.mark.parametrize("p", [0.0, 0.5, 0.9])
@@ -77,13 +111,25 @@ def test_train_vs_eval(at, p):
     at.select_slider(key="do_layer_p").set_value(p).run()
     assert not at.exception
     green = badges(at, "green")
-    assert any("eval(): deterministic, and identical to the same layer with p = 0" in b for b in green)
-    assert "max |eval() output − output with p = 0| = 0.0e+00" in texts(at)
+    assert any(t("eval(): deterministic, and identical to the same layer with p = 0") in b for b in green)
+    assert t("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=0.0) in texts(at)
     if p == 0.0:
-        assert any("nothing is dropped" in b for b in badges(at, "gray"))
+        assert any(t("train() with p = 0: nothing is dropped, both calls agree") in b for b in badges(at, "gray"))
     else:
-        assert any("two calls on the same input give different weights" in b for b in badges(at, "blue"))
+        assert any(t("train(): two calls on the same input give different weights") in b for b in badges(at, "blue"))
     fig = next(f for f in figures(at) if [a["text"] for a in f["layout"].get("annotations", [])][:3]
-               == ["train(), call 1", "train(), call 2", "eval()"])
+               == [t("train(), call 1"), t("train(), call 2"), "eval()"])
     eval_rows = cell_values(fig["data"][2]).sum(axis=1)
     np.testing.assert_allclose(eval_rows, np.ones(6), atol=4e-3)  # cells show 3 decimals
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_other_languages_same_checks(lang):
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.session_state["lang"] = lang
+    app.run()
+    assert not app.exception
+    assert len(badges(app, "green")) == 3 and not badges(app, "red")
+    slider = slider_figure(app)["layout"]["sliders"][0]
+    assert slider["steps"][slider["active"]]["label"] == "0.5"
+    assert slider["currentvalue"]["prefix"] == translations(lang).gettext("dropout p = ")

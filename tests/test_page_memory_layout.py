@@ -2,20 +2,25 @@
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from tests.plotly_json import badges, figure_json_bytes, figures, texts
+from engine.sections import memory_layout as sections
+from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
+from ui.i18n import translations
 
 PAGE = "views/memory_layout.py"
+t = translations("en").gettext
 
 
-def walk_figure(at):
+def walk_figure(at, lang="en"):
+    prefix = translations(lang).gettext("logical step ")
     return next(f for f in figures(at) if f["layout"].get("sliders") and
-                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == "logical step ")
+                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == prefix)
 
 
 def head_figure(at):
     return next(f for f in figures(at) if f["layout"].get("sliders") and
-                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == "stage ")
+                f["layout"]["sliders"][0]["currentvalue"]["prefix"] == t("stage "))
 
 
 def lit_cell(trace) -> tuple[int, int]:
@@ -27,11 +32,18 @@ def lit_cell(trace) -> tuple[int, int]:
 
 
 def explorer_table(at):
-    return next(d.value for d in at.dataframe if "tensor" in d.value.columns and "M" in list(d.value["tensor"])
-                and len(d.value) <= 4 and "….reshape(-1)" not in list(d.value["tensor"]))
+    return next(d.value for d in at.dataframe if t("tensor") in d.value.columns and "M" in list(d.value[t("tensor")])
+                and len(d.value) <= 4 and "….reshape(-1)" not in list(d.value[t("tensor")]))
 
 
-def set_explorer(at, base="2, 3", recipe="view(new shape)", new="3, 2", d0=0, d1=1):
+def memory(table) -> list[str]:
+    return table[t("memory")].tolist()
+
+
+ORIGINAL, SHARED, COPY = t("original storage"), t("shares {name}'s storage").format(name="M"), t("own storage (a copy)")
+
+
+def set_explorer(at, base="2, 3", recipe="view", new="3, 2", d0=0, d1=1):
     at.text_input(key="ml_base").set_value(base)
     at.selectbox(key="ml_recipe").set_value(recipe)
     at.text_input(key="ml_new_shape").set_value(new)
@@ -51,10 +63,10 @@ def test_chapter_checks_green(at):
     green = badges(at, "green")
     assert len(green) == 5 and not badges(at, "red") and not badges(at, "gray")
     assert "M.view(3, 2) = [[1, 2], [3, 4], [5, 6]] · M.transpose(0, 1) = [[1, 4], [2, 5], [3, 6]]" in texts(at)
-    assert "Memory under the transpose: [1, 2, 3, 4, 5, 6] · read in logical order: [1, 4, 2, 5, 3, 6]" in texts(at)
+    assert t("Memory under the transpose: {storage} · read in logical order: {reading}").format(
+        storage=[1, 2, 3, 4, 5, 6], reading=[1, 4, 2, 5, 3, 6]) in texts(at)
     summary = at.dataframe[0].value
-    assert summary["memory"].tolist() == ["original storage", "shares M's storage", "shares M's storage",
-                                          "own storage (a copy)", "shares M's storage", "own storage (a copy)"]
+    assert memory(summary) == [ORIGINAL, SHARED, SHARED, COPY, SHARED, COPY]
     assert summary["stride"].tolist()[:3] == ["(3, 1)", "(2, 1)", "(1, 3)"]
 
 
@@ -71,52 +83,85 @@ def test_default_walk_is_the_view(at):
     assert walk_order(fig) == [0, 1, 2, 3, 4, 5]
     assert lit_cell(fig["data"][2 + 2 * 3]) == (1, 1)  # step 3 lights logical (1, 1) of the 3x2 view
     assert fig["data"][1]["text"][0] == ["1", "2", "3", "4", "5", "6"]
-    assert "`M.view(3, 2)` reads storage cells in the order [0, 1, 2, 3, 4, 5]" in texts(at)
+    assert t("`{code}` reads storage cells in the order {order}").format(code="M.view(3, 2)", order=list(range(6))) \
+        in texts(at)
 
 
 def test_transpose_walk_jumps(at):
-    set_explorer(at, recipe="transpose(d0, d1)")
+    set_explorer(at, recipe="transpose")
     fig = walk_figure(at)
     assert walk_order(fig) == [0, 3, 1, 4, 2, 5]
-    assert "step 1: element (0, 1) → cell 3" in fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"]
+    assert t("step {k}: element {where} → cell {cell}").format(k=1, where="(0, 1)", cell=3) \
+        in fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"]
     table = explorer_table(at)
     assert table["is_contiguous"].tolist() == [True, False]
-    assert table["memory"].tolist()[1] == "shares M's storage"
+    assert memory(table)[1] == SHARED
 
 
 def test_contiguous_copies_and_view_error(at):
-    set_explorer(at, recipe="transpose(d0, d1).contiguous()")
+    set_explorer(at, recipe="transpose_contiguous")
     assert walk_order(walk_figure(at)) == [0, 1, 2, 3, 4, 5]
-    assert explorer_table(at)["memory"].tolist()[-1] == "own storage (a copy)"
+    assert memory(explorer_table(at))[-1] == COPY
     assert walk_figure(at)["data"][1]["text"][0] == ["1", "4", "2", "5", "3", "6"]
-    set_explorer(at, recipe="transpose(d0, d1).view(new shape)", new="6")
+    set_explorer(at, recipe="transpose_view", new="6")
     assert any("view size is not compatible" in e.value for e in at.error)
-    set_explorer(at, recipe="transpose(d0, d1).reshape(new shape)", new="-1")
+    set_explorer(at, recipe="transpose_reshape", new="-1")
     assert not at.error
-    assert explorer_table(at)["memory"].tolist()[-1] == "own storage (a copy)"
-    set_explorer(at, recipe="transpose(d0, d1).contiguous().view(new shape)", new="2, 3")
+    assert memory(explorer_table(at))[-1] == COPY
+    set_explorer(at, recipe="transpose_contiguous_view", new="2, 3")
     assert walk_order(walk_figure(at)) == [0, 1, 2, 3, 4, 5]
 
 
 def test_slices_show_offset_and_unused_cells(at):
-    set_explorer(at, recipe="[..., 1:] (drop the first column)")
+    set_explorer(at, recipe="slice_from_1")
     table = explorer_table(at)
     assert table["storage_offset"].tolist() == [0, 1]
     fig = walk_figure(at)
     assert walk_order(fig) == [1, 2, 4, 5]
     assert fig["data"][1]["z"][0] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]  # cells 0 and 3 are never read
-    set_explorer(at, recipe="[..., ::2] (every other column)")
+    set_explorer(at, recipe="every_other")
     assert explorer_table(at)["stride"].tolist()[-1] == "(3, 2)"
 
 
+def start_error(reason: str, **params) -> str:
+    return t("Starting shape: {reason}. Using the chapter's (2, 3).").format(reason=t(REASONS[reason]).format(**params))
+
+
+def new_error(reason: str, **params) -> str:
+    return t("New shape: {reason}. Using (-1,), which flattens.").format(reason=t(REASONS[reason]).format(**params))
+
+
+REASONS = {
+    "empty": "no shape given", "too_long": "at most {limit} characters",
+    "not_a_shape": "not a shape; type whole numbers separated by commas, e.g. 3, 2",
+    "too_many_dims": "at most {limit} dimensions here, got {count}",
+    "not_positive": "sizes must be positive whole numbers",
+    "two_inferred": "at most one size may be -1 (it is inferred)",
+    "no_inferred": "the starting shape cannot contain -1; give every size",
+    "too_large": "at most {limit} elements here, so the picture stays readable",
+}
+LIMITS = {"limit": sections.MAX_ELEMENTS}
+
+
 @pytest.mark.parametrize("base, recipe, new, d0, d1, message", [
-    ("a, b", "view(new shape)", "3, 2", 0, 1, "Starting shape"),
-    ("7, 7", "view(new shape)", "3, 2", 0, 1, "at most 48"),
-    ("-1, 6", "view(new shape)", "3, 2", 0, 1, "cannot contain -1"),
-    ("2, 3", "view(new shape)", "4, 2", 0, 1, "RuntimeError: shape '[4, 2]' is invalid"),
-    ("2, 3", "reshape(new shape)", "x", 0, 1, "New shape"),
-    ("2, 3", "transpose(d0, d1)", "3, 2", 3, 0, "IndexError: Dimension out of range"),
-    ("2, 3", "transpose(d0, d1)", "3, 2", -4, 3, "IndexError"),
+    ("a, b", "view", "3, 2", 0, 1, start_error("not_a_shape")),
+    ("7, 7", "view", "3, 2", 0, 1, start_error("too_large", **LIMITS)),
+    ("-1, 6", "view", "3, 2", 0, 1, start_error("no_inferred")),
+    ("99999999999999999999", "view", "3, 2", 0, 1, start_error("too_large", **LIMITS)),
+    ("2, 3", "view", "99999999999999999999", 0, 1, new_error("too_large", **LIMITS)),
+    ("2, 3", "reshape", "-99999999999999999999", 0, 1, new_error("too_large", **LIMITS)),
+    ("9" * 300, "view", "3, 2", 0, 1, start_error("too_long", limit=sections.MAX_SHAPE_TEXT)),
+    ("0, 3", "view", "3, 2", 0, 1, start_error("not_positive")),
+    ("-5", "view", "3, 2", 0, 1, start_error("not_positive")),
+    ("", "view", "3, 2", 0, 1, start_error("empty")),
+    ("٣, ٢", "view", "3, 2", 0, 1, start_error("not_a_shape")),
+    ("2, 3", "view", "３", 0, 1, new_error("not_a_shape")),
+    ("1, 1, 1, 1, 1, 1", "view", "3, 2", 0, 1, start_error("too_many_dims", limit=sections.MAX_DIMS, count=6)),
+    ("2, 3", "view", "-1, -1", 0, 1, new_error("two_inferred")),
+    ("2, 3", "view", "4, 2", 0, 1, "RuntimeError: shape '[4, 2]' is invalid"),
+    ("2, 3", "reshape", "x", 0, 1, new_error("not_a_shape")),
+    ("2, 3", "transpose", "3, 2", 3, 0, "IndexError: Dimension out of range"),
+    ("2, 3", "transpose", "3, 2", -4, 3, "IndexError"),
 ])
 def test_bad_inputs_give_messages(at, base, recipe, new, d0, d1, message):
     set_explorer(at, base, recipe, new, d0, d1)
@@ -125,15 +170,15 @@ def test_bad_inputs_give_messages(at, base, recipe, new, d0, d1, message):
 
 
 def test_reader_shapes_and_permutations(at):
-    set_explorer(at, base="2, 3, 2, 2", recipe="transpose(d0, d1)", d0=0, d1=3)
+    set_explorer(at, base="2, 3, 2, 2", recipe="transpose", d0=0, d1=3)
     fig = walk_figure(at)
     assert len(fig["layout"]["sliders"][0]["steps"]) == 24
     order = walk_order(fig)
     assert sorted(order) == list(range(24)) and order != list(range(24))
     assert explorer_table(at)["stride"].tolist() == ["(12, 4, 2, 1)", "(1, 4, 2, 12)"]
-    set_explorer(at, base="6, 8", recipe="reshape(new shape)", new="4, -1, 2")
+    set_explorer(at, base="6, 8", recipe="reshape", new="4, -1, 2")
     assert explorer_table(at)["shape"].tolist()[-1] == "(4, 6, 2)"
-    set_explorer(at, base="48", recipe="view(new shape)", new="2, 2, 2, 6")
+    set_explorer(at, base="48", recipe="view", new="2, 2, 2, 6")
     assert len(walk_figure(at)["layout"]["sliders"][0]["steps"]) == 48
     assert figure_json_bytes(at) < 2_000_000
 
@@ -143,16 +188,20 @@ def test_head_walk_default(at):
     steps = fig["layout"]["sliders"][0]["steps"]
     assert len(steps) == 8 and len(fig["data"]) == 16
     titles = [s["args"][1]["title.text"] for s in steps]
-    assert titles[0].startswith("keys = W_key(x) · shape (1, 4, 4)")
-    assert "NOT contiguous" in titles[2] and "same storage as the step before" in titles[2]
-    assert "(1, 2, 4, 4)" in titles[3] and "new storage" in titles[3]
+    stage = t("{title} · shape {shape} · stride {stride} · {contiguity} · {storage}")
+    assert titles[0] == stage.format(title="keys = W_key(x)", shape=(1, 4, 4), stride=(16, 4, 1),
+                                     contiguity=t("contiguous"), storage=t("new storage"))
+    assert titles[2] == stage.format(title=".transpose(1, 2)", shape=(1, 2, 4, 2), stride=(16, 2, 4, 1),
+                                     contiguity=t("NOT contiguous"), storage=t("same storage as the step before"))
+    assert "(1, 2, 4, 4)" in titles[3] and t("new storage") in titles[3]
     # stage 0: heads interleaved per token in memory; stage 3: the scores grouped by head
     assert fig["data"][1]["z"][0] == [0.0, 0.0, 1.0, 1.0] * 4
     assert fig["data"][7]["z"][0] == [0.0] * 16 + [1.0] * 16
     # stage 2 (after transpose): reading order jumps
     assert fig["data"][5]["text"][0][:4] == ["0", "1", "8", "9"]
-    table = next(d.value for d in at.dataframe if "stage" in d.value.columns)
+    table = next(d.value for d in at.dataframe if t("stage") in d.value.columns)
     assert table["is_contiguous"].tolist() == [True, True, False, True, True, False, True, True]
+    assert table[t("storage")].tolist()[:3] == [t("new"), t("same as the stage before"), t("same as the stage before")]
 
 
 @pytest.mark.parametrize("T, H, d_h", [(1, 1, 1), (8, 4, 4), (8, 1, 4), (1, 4, 1)])
@@ -163,7 +212,7 @@ def test_head_walk_extremes(at, T, H, d_h):
     assert not at.exception
     fig = head_figure(at)
     title = fig["layout"]["sliders"][0]["steps"][0]["args"][1]["title.text"]
-    assert f"shape (1, {T}, {H * d_h})" in title
+    assert f"(1, {T}, {H * d_h})" in title
     scores_heads = np.array([v for row in fig["data"][7]["z"] for v in row if v is not None], dtype=float)
     assert len(scores_heads) == H * T * T
     assert figure_json_bytes(at) < 2_000_000
@@ -181,9 +230,33 @@ def test_score_cost(at, B, H, d_h, dtype, at_1024):
     at.run()
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
-    assert shown["attn_scores at T = 1024"] == at_1024
-    fig = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("Bytes against T"))
+    assert shown[t("attn_scores at T = {T}").format(T=1024)] == at_1024
+    title = t("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=B, heads=H, head_dim=d_h)
+    fig = next(f for f in figures(at) if f["layout"]["title"]["text"] == title)
     scores = np.asarray(fig["data"][0]["y"], dtype=float)
     qkv = np.asarray(fig["data"][1]["y"], dtype=float)
     np.testing.assert_allclose(scores[1:] / scores[:-1], 4.0)
     np.testing.assert_allclose(qkv[1:] / qkv[:-1], 2.0)
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_other_languages_same_checks(lang):
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.session_state["lang"] = lang
+    app.run()
+    assert not app.exception
+    assert len(badges(app, "green")) == 5 and not badges(app, "red")
+    assert walk_order(walk_figure(app, lang)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_crafted_link_gets_messages_not_a_traceback():
+    """Issue 15: values from a URL are bounded before anything is allocated."""
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.query_params.update({"ml_base": "99999999999999999999", "ml_new_shape": "-" + "9" * 4000,
+                             "ml_recipe": "view(new shape)", "ml_d0": "99999999999999999999"})
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="ml_recipe").value == "view" and app.number_input(key="ml_d0").value == 0
+    assert [e.value for e in app.error] == [start_error("too_large", **LIMITS),
+                                            new_error("too_long", limit=sections.MAX_SHAPE_TEXT)]
+    assert walk_order(walk_figure(app)) == [0, 1, 2, 3, 4, 5]

@@ -2,44 +2,60 @@
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from engine.bench import attention as bench
 from engine.layout import human_bytes
 from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
+from ui.i18n import translations
 
 PAGE = "views/multi_head.py"
+t = translations("en").gettext
 
 
 def metrics(at):
     return {m.label: m.value for m in at.metric}
 
 
-def heads_figure(at):
-    return next(f for f in figures(at) if f["layout"].get("sliders") and "attn_weights of head" in f["layout"]["title"]["text"])
+def heads_figure(at, lang="en"):
+    prefix = translations(lang).gettext("head ")
+    return next(f for f in figures(at) if f["layout"].get("sliders")
+                and f["layout"]["sliders"][0]["currentvalue"]["prefix"] == prefix)
 
 
 def shapes(at):
-    table = next(d.value for d in at.dataframe if "step" in d.value.columns)
-    return dict(zip(table["step"], table["shape"]))
+    table = next(d.value for d in at.dataframe if t("step") in d.value.columns)
+    return dict(zip(table[t("step")], table["shape"], strict=True))
+
+
+def score_label(heads: int, T: int) -> str:
+    return t("score tensor ({shape}), float32").format(shape=f"1, {heads}, {T}, {T}")
+
+
+def bench_tables(at):
+    return [tb.value for tb in at.table if t("variant") in tb.value.columns]
 
 
 def test_chapter_numbers_green(at):
     shown = texts(at)
-    assert "context_vecs[0][0] = [-0.4519, 0.2216, 0.4772, 0.1063] · shape (2, 6, 4)" in shown
-    assert any("context_vecs[0][0] = [0.3190, 0.4858] · shape (2, 6, 2)" in t for t in shown)
-    assert any(t.startswith("Exercise 3.2") and "shape (2, 6, 2)" in t for t in shown)
+    assert t("context_vecs[0][0] = {row} · shape {shape}").format(
+        row="[-0.4519, 0.2216, 0.4772, 0.1063]", shape=(2, 6, 4)) in shown
+    assert t("`{code}` · context_vecs[0][0] = {row} · shape {shape}").format(
+        code="MultiHeadAttention(d_in=3, d_out=2, num_heads=2)", row="[0.3190, 0.4858]", shape=(2, 6, 2)) in shown
+    assert any("MultiHeadAttentionWrapper(d_in=3, d_out=1, num_heads=2)" in x and "(2, 6, 2)" in x for x in shown)
     green = badges(at, "green")
     assert len(green) == 6 and not badges(at, "red") and not badges(at, "gray")
-    assert any("wrapper output" in b for b in green) and any("split layer, first row" in b for b in green)
-    assert any("qkv parameters with 4 heads" in b for b in green)
-    assert metrics(at) == {"qkv parameters": "3,168", "proj parameters": "1,056",
-                           "score tensor (1, 4, 5, 5), float32": "400 B"}
-    wrapper = next(f for f in figures(at) if "MultiHeadAttentionWrapper" in f["layout"]["title"]["text"])
+    assert any(t("wrapper output (both sequences)") in b for b in green)
+    assert any(t("split layer, first row") in b for b in green)
+    assert any(t("qkv parameters with {n} heads").format(n=4) in b for b in green)
+    assert metrics(at) == {t("qkv parameters"): "3,168", t("proj parameters"): "1,056", score_label(4, 5): "400 B"}
+    title = t("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}").format(shape=(2, 6, 4))
+    wrapper = next(f for f in figures(at) if f["layout"]["title"]["text"] == title)
     assert wrapper["data"][0]["text"][0] == ["-0.4519", "0.2216", "0.4772", "0.1063"]
 
 
 def test_copy_shows_max_difference(at):
-    line = next(t for t in texts(at) if t.startswith("max |wrapper − split| before the copy"))
+    line = next(x for x in texts(at) if x.startswith("max |wrapper − split| before the copy"))
     before = float(line.split("**")[1])
     after = float(line.split("**")[3])
     assert before > 1e-2 and after < 1e-6
@@ -47,7 +63,7 @@ def test_copy_shows_max_difference(at):
         at.select_slider(key="mh_copy_heads").set_value(heads).run()
         at.select_slider(key="mh_copy_dim").set_value(dim).run()
         assert not at.exception
-        assert any("after the copy the split layer's heads equal the wrapper's" in b for b in badges(at, "green"))
+        assert any(t("after the copy the split layer's heads equal the wrapper's") in b for b in badges(at, "green"))
 
 
 def test_other_seed_turns_checks_gray(at):
@@ -55,8 +71,9 @@ def test_other_seed_turns_checks_gray(at):
         at.number_input(key="mh_seed").set_value(seed).run()
         assert not at.exception
         gray = badges(at, "gray")
-        assert any("wrapper output" in b for b in gray) and any("split layer" in b for b in gray)
-        assert "context_vecs[0][0] = [-0.4519, 0.2216, 0.4772, 0.1063] · shape (2, 6, 4)" not in texts(at)
+        assert any(t("wrapper output (both sequences)") in b for b in gray)
+        assert any(t("split layer, first row") in b for b in gray)
+        assert "[-0.4519, 0.2216, 0.4772, 0.1063]" not in " ".join(texts(at))
         assert not badges(at, "red")
 
 
@@ -72,10 +89,13 @@ def test_heads_figure_steps_through_heads(at):
         np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-6)
         assert np.allclose(np.triu(z, 1), 0.0)
     assert not np.allclose(np.array(fig["data"][0]["z"], float), np.array(fig["data"][1]["z"], float))
-    assert shapes(at)["input x"] == "(1, 5, 32)"
-    assert shapes(at)["q cut into heads"] == "(1, 4, 5, 8)"
-    assert shapes(at)["attention scores"] == "(1, 4, 5, 5)"
-    assert "(1, 5, 32) → (1, 4, 5, 8) → scores (1, 4, 5, 5)" in texts(at)
+    assert shapes(at)[t("input x")] == "(1, 5, 32)"
+    assert shapes(at)[t("q cut into heads")] == "(1, 4, 5, 8)"
+    assert shapes(at)[t("attention scores")] == "(1, 4, 5, 5)"
+    titles = [s["args"][1]["title.text"] for s in steps]
+    assert titles == [t("attn_weights of head {h} / {H}").format(h=h, H=4) for h in range(4)]
+    assert t("{x} → {heads} → scores {scores}").format(x=(1, 5, 32), heads=(1, 4, 5, 8), scores=(1, 4, 5, 5)) \
+        in texts(at)
 
 
 @pytest.mark.parametrize("n_embd, heads", [(32, 1), (32, 32), (8, 8), (64, 64), (64, 1), (12, 6)])
@@ -84,13 +104,13 @@ def test_width_and_heads_follow_the_controls(at, n_embd, heads):
     at.select_slider(key="mh_heads").set_value(heads).run()
     assert not at.exception
     assert len(heads_figure(at)["data"]) == heads
-    assert shapes(at)["q cut into heads"] == f"(1, {heads}, 5, {n_embd // heads})"
+    assert shapes(at)[t("q cut into heads")] == f"(1, {heads}, 5, {n_embd // heads})"
     shown = metrics(at)
-    assert shown["qkv parameters"] == f"{3 * n_embd * n_embd + 3 * n_embd:,}"
-    assert shown["proj parameters"] == f"{n_embd * n_embd + n_embd:,}"
-    assert shown[f"score tensor (1, {heads}, 5, 5), float32"] == human_bytes(heads * 5 * 5 * 4)
+    assert shown[t("qkv parameters")] == f"{3 * n_embd * n_embd + 3 * n_embd:,}"
+    assert shown[t("proj parameters")] == f"{n_embd * n_embd + n_embd:,}"
+    assert shown[score_label(heads, 5)] == human_bytes(heads * 5 * 5 * 4)
     badge = "green" if n_embd == 32 else "gray"
-    assert any(f"qkv parameters with {heads} heads" in b for b in badges(at, badge))
+    assert any(t("qkv parameters with {n} heads").format(n=heads) in b for b in badges(at, badge))
     assert figure_json_bytes(at) < 2_000_000
 
 
@@ -109,14 +129,17 @@ def test_line_control(at):
     assert heads_figure(at)["data"][0]["y"] == [0, 1, 2, 3, 4]
     at.text_input(key="mh_line").set_value("").run()
     assert not at.exception
-    assert any("empty" in w.value for w in at.warning)
-    assert "(1, 5, 32) → (1, 4, 5, 8) → scores (1, 4, 5, 5)" in texts(at)
+    assert [w.value for w in at.warning] == [
+        t("The line is empty; showing the lesson's line “{line}” until you type one.").format(line="白日依山尽")]
+    assert t("{x} → {heads} → scores {scores}").format(x=(1, 5, 32), heads=(1, 4, 5, 8), scores=(1, 4, 5, 5)) \
+        in texts(at)
     at.text_input(key="mh_line").set_value("山" * 1000).run()
     assert not at.exception
-    assert any("only the first 12" in w.value for w in at.warning)
-    assert shapes(at)["attention scores"] == "(1, 4, 12, 12)"
+    assert [w.value for w in at.warning] == [
+        t("The line has {n} characters; only the first {limit} are used here.").format(n=1000, limit=12)]
+    assert shapes(at)[t("attention scores")] == "(1, 4, 12, 12)"
     at.text_input(key="mh_line").set_value("a").run()
-    assert shapes(at)["attention scores"] == "(1, 4, 1, 1)"
+    assert shapes(at)[t("attention scores")] == "(1, 4, 1, 1)"
     np.testing.assert_allclose(np.array(heads_figure(at)["data"][0]["z"], float), [[1.0]])
 
 
@@ -127,30 +150,32 @@ def test_split_that_does_not_divide_gets_a_message(at, d_out, heads, ok):
     at.number_input(key="mh_try_heads").set_value(heads).run()
     assert not at.exception
     if ok:
-        assert any(f"d_out {d_out} splits into {heads} heads of head_dim {d_out // heads}" in s.value for s in at.success)
+        assert [s.value for s in at.success] == [t("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.")
+                                                 .format(d_out=d_out, heads=heads, head_dim=d_out // heads)]
         assert not at.error
     else:
         assert len(at.error) == 1
         message = at.error[0].value
         assert f"d_out={d_out} is not divisible by num_heads={heads}" in message
-        assert "Nearest head counts that work" in message
     if (d_out, heads) == (32, 5):
-        assert "4 or 8" in at.error[0].value
+        assert at.error[0].value.endswith(t("{a} or {b}").format(a=4, b=8) + ".")
 
 
 def test_shipped_benchmark_table(at):
     data = bench.load_results(ROOT / "assets" / "bench_attention.json")
     captions = [c.value for c in at.caption]
-    assert any(data["machine"]["cpu"] in c and f"{data['machine']['cores']} cores" in c and data["machine"]["torch"] in c
-               for c in captions)
-    tables = [d.value for d in at.dataframe if "variant" in d.value.columns]
+    machine = data["machine"]
+    assert any(machine["cpu"] in c and f"{machine['cores']} cores" in c and machine["torch"] in c for c in captions)
+    tables = bench_tables(at)
     assert len(tables) == len(data["sizes"]) >= 2
-    for table, size in zip(tables, data["sizes"]):
-        assert list(table["variant"]) == list(bench.VARIANTS)
-        np.testing.assert_allclose(table["forward ms"], [r["forward_ms"] for r in size["results"]])
-        assert (table["max |out − split|"] < 1e-4).all()
-        assert any(t.startswith(f"**Input {size['label']}**") for t in texts(at))
-    bars = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Time per call")]
+    for table, size in zip(tables, data["sizes"], strict=True):
+        assert len(table.columns) <= 5  # narrow enough for a phone; st.table wraps instead of cutting
+        assert list(table[t("variant")]) == list(bench.VARIANTS)
+        np.testing.assert_allclose(table[t("forward ms")].astype(float), [r["forward_ms"] for r in size["results"]])
+        assert (table[t("max |out − split|")].astype(float) < 1e-4).all()
+        assert any(x.startswith(t("**Input {size}**").format(size=size["label"])) for x in texts(at))
+    titles = [t("Time per call · {size}").format(size=size["label"]) for size in data["sizes"]]
+    bars = [f for f in figures(at) if f["layout"]["title"]["text"] in titles]
     assert len(bars) == len(data["sizes"]) and bars[0]["data"][0]["y"] == list(bench.VARIANTS)
 
 
@@ -158,9 +183,20 @@ def test_live_measurement(at, monkeypatch):
     monkeypatch.setattr(bench, "SMALL", bench.TINY)
     at.button(key="mh_bench_rerun").click().run()
     assert not at.exception
-    live = [d.value for d in at.dataframe if "variant" in d.value.columns][-1]
-    assert list(live["variant"]) == list(bench.VARIANTS)
-    assert (live["forward ms"] > 0).all() and (live["max |out − split|"] < 1e-5).all()
-    assert any(f"Input {bench.TINY.label}" in t for t in texts(at))
+    live = bench_tables(at)[-1]
+    assert list(live[t("variant")]) == list(bench.VARIANTS)
+    assert (live[t("forward ms")].astype(float) > 0).all()
+    assert (live[t("max |out − split|")].astype(float) < 1e-5).all()
+    assert any(bench.TINY.label in x for x in texts(at))
     at.number_input(key="mh_seed").set_value(7).run()  # a later rerun keeps the live result
-    assert any(f"Input {bench.TINY.label}" in t for t in texts(at))
+    assert any(bench.TINY.label in x for x in texts(at))
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_other_languages_same_checks(lang):
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.session_state["lang"] = lang
+    app.run()
+    assert not app.exception
+    assert len(badges(app, "green")) == 6 and not badges(app, "red")
+    assert len(heads_figure(app, lang)["data"]) == 4

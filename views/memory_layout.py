@@ -1,170 +1,189 @@
 """Page 6: memory layout — storage, strides, view/transpose/contiguous/reshape, the keys' head split, T² cost."""
 
-import math
-
 import pandas as pd
 import streamlit as st
-import torch
 
-from engine import chapter
-from engine import layout as L
-from engine.figures import layout as LF
+from engine import chapter, layout
+from engine.figures import memory_layout as figures
+from engine.sections import memory_layout as sections
 from ui import page
-from ui.nav import PAGES
+from ui.i18n import N_, _
 from ui.state import bound
 
-PAGE = "memory_layout"
-INFO = next(p for p in PAGES if p.url_path == "memory-layout")
-#: Largest starting tensor of the explorer (keeps the walk figure small).
-MAX_ELEMENTS = 48
-RECIPE_NAMES = list(L.RECIPES)
-DTYPE_BYTES = {"float32": 4, "bfloat16 / float16": 2, "float64": 8}
-LENGTHS = tuple(2**k for k in range(6, 16))  # T = 64 … 32768
+#: The explorer's operations, by recipe key (code stays code; the words around it are translated).
+RECIPE_LABELS = {
+    "view": N_("view(new shape)"),
+    "reshape": N_("reshape(new shape)"),
+    "transpose": N_("transpose(d0, d1)"),
+    "transpose_contiguous": N_("transpose(d0, d1).contiguous()"),
+    "transpose_view": N_("transpose(d0, d1).view(new shape)"),
+    "transpose_reshape": N_("transpose(d0, d1).reshape(new shape)"),
+    "transpose_contiguous_view": N_("transpose(d0, d1).contiguous().view(new shape)"),
+    "slice_from_1": N_("[..., 1:] (drop the first column)"),
+    "every_other": N_("[..., ::2] (every other column)"),
+}
+RECIPE_KEYS = list(sections.RECIPES)
+#: Why a typed shape was refused, by :data:`engine.sections.memory_layout.SHAPE_ERRORS` key.
+SHAPE_MESSAGES = {
+    "empty": N_("no shape given"),
+    "too_long": N_("at most {limit} characters"),
+    "not_a_shape": N_("not a shape; type whole numbers separated by commas, e.g. 3, 2"),
+    "too_many_dims": N_("at most {limit} dimensions here, got {count}"),
+    "not_positive": N_("sizes must be positive whole numbers"),
+    "two_inferred": N_("at most one size may be -1 (it is inferred)"),
+    "no_inferred": N_("the starting shape cannot contain -1; give every size"),
+    "too_large": N_("at most {limit} elements here, so the picture stays readable"),
+}
+DEFAULT_START = (2, 3)
+DTYPE_NAMES = list(sections.DTYPE_BYTES)
+
+
+def shape_message(err: sections.ShapeError) -> str:
+    """The reader's-language reason a typed shape was refused."""
+    return _(SHAPE_MESSAGES[err.reason]).format(**err.params)
+
+
+def table_headers() -> dict[str, str]:
+    """Translated headers of :func:`engine.sections.memory_layout.layout_table` (code names stay)."""
+    return {"tensor": _("tensor"), "storage_cells": _("storage cells"), "memory": _("memory")}
+
+
+def layout_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """A layout table with its ``memory`` keys worded and its headers translated."""
+    memory = {"original": _("original storage"), "shared": _("shares {name}'s storage").format(name="M"),
+              "copy": _("own storage (a copy)")}
+    return table.assign(memory=table["memory"].map(memory)).rename(columns=table_headers())
 
 
 @st.cache_data(show_spinner=False)
-def chapter_block() -> tuple[pd.DataFrame, dict, dict]:
-    """The chapter's operations as a table, the view/reshape comparison, and the checked values."""
-    m = L.chapter_matrix()
-    ops = L.chapter_operations(m)
-    named = dict(ops)
-    mt = named["M.transpose(0, 1)"]
-    checks = {
-        "view": named["M.view(3, 2)"].tolist(),
-        "transposed": mt.tolist(),
-        "storage": L.storage_elements(mt).tolist(),
-        "reading": L.reading_order_values(mt).tolist(),
-    }
-    comparison = L.view_versus_reshape(m)
-    return L.layout_table(ops), checks, {
-        "error": comparison["error"], "table": comparison["table"],
-        "reshape": comparison["reshape"].tolist(), "contiguous_view": comparison["contiguous_view"].tolist(),
-    }
+def chapter_cached() -> tuple[sections.ChapterLayout, sections.ViewVersusReshape]:
+    """The chapter's operations on its 2×3 matrix and the view/reshape comparison."""
+    return sections.chapter_layout(), sections.view_versus_reshape(sections.chapter_matrix())
 
 
 @st.cache_data(show_spinner=False)
-def explorer_cached(shape: tuple[int, ...], recipe: str, new_shape: tuple[int, ...], dims: tuple[int, int]):
-    """Run a recipe on 1…n laid out as ``shape``: the steps' codes/errors, the layout table, the walk figure."""
-    base = torch.arange(1, math.prod(shape) + 1).view(shape)  # (n,) -> shape, contiguous
-    steps = L.run_recipe(base, recipe, new_shape, dims)
-    done = [s for s in steps if s.tensor is not None]
-    table = L.layout_table([("M", base)] + [(s.code, s.tensor) for s in done])
-    shown = done[-1] if done else None
-    target, label = (shown.tensor, shown.code) if shown else (base, "M")
-    figure = LF.memory_walk_figure(L.memory_walk(target), title=label).to_plotly_json()
-    errors = [s.error for s in steps if s.error]
-    orders = {"code": label, "order": L.logical_order(target)}
-    return [s.code for s in steps], errors, table, figure, orders
+def explorer_cached(shape: tuple[int, ...], recipe: str, new_shape: tuple[int, ...], dims: tuple[int, int],
+                    labels: figures.WalkLabels) -> tuple[sections.Exploration, dict]:
+    """A recipe on 1…n laid out as ``shape``, and its memory-walk figure as a Plotly dict."""
+    run = sections.explore(shape, recipe, new_shape, dims)
+    return run, figures.memory_walk_figure(run.walk, run.shown_code, labels).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False)
-def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int) -> tuple[pd.DataFrame, dict]:
+def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
+                     labels: figures.HeadWalkLabels) -> tuple[pd.DataFrame, dict]:
     """The keys' path through the head split: a table of stages and the slider figure."""
-    stages = L.key_head_walk(num_tokens, num_heads, head_dim)
-    table = pd.DataFrame([{
-        "stage": s.title,
-        "shape": str(s.layout.shape),
-        "stride": str(s.layout.stride),
-        "is_contiguous": s.layout.is_contiguous,
-        "storage": "same as the stage before" if s.shares_previous else "new",
-    } for s in stages])
-    return table, LF.head_walk_figure(stages, num_heads).to_plotly_json()
+    stages = sections.key_head_walk(num_tokens, num_heads, head_dim)
+    return sections.head_walk_table(stages), figures.head_walk_figure(stages, num_heads, labels).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False)
-def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int) -> tuple[pd.DataFrame, dict]:
+def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int,
+                labels: figures.CostLabels) -> tuple[sections.ScoreCost, dict]:
     """Bytes of the score tensor and of q, k, v over T = 64 … 32768, and the log–log chart."""
-    table = L.score_cost_table(batch, num_heads, head_dim, LENGTHS, element_size)
-    return table, LF.score_cost_figure(table, f"Bytes against T · B={batch}, H={num_heads}, d_h={head_dim}").to_plotly_json()
+    cost = sections.score_cost(batch, num_heads, head_dim, element_size)
+    return cost, figures.score_cost_figure(cost.table, labels).to_plotly_json()
 
 
-page.header("6 · Memory layout", INFO.section, PAGE)
+page.header()
 
 # --- 1. the chapter's matrix ---------------------------------------------------------------------------
-page.prose(PAGE, "storage")
-summary, checks, comparison = chapter_block()
-st.dataframe(summary, hide_index=True, key="ml_chapter_table")
-st.markdown(f"M.view(3, 2) = {checks['view']} · M.transpose(0, 1) = {checks['transposed']}")
-page.chapter_check("M.view(3, 2)", checks["view"], chapter.LAYOUT_VIEW_3_2)
-page.chapter_check("M.transpose(0, 1)", checks["transposed"], chapter.LAYOUT_TRANSPOSED)
-st.markdown(f"Memory under the transpose: {checks['storage']} · read in logical order: {checks['reading']}")
-page.chapter_check("memory after the transpose (unchanged)", checks["storage"], chapter.LAYOUT_STORAGE)
-page.chapter_check("reading order of the transpose", checks["reading"], chapter.LAYOUT_TRANSPOSED_READING_ORDER)
-page.show_code(L.chapter_operations, L.index_map, L.layout_table)
+page.prose("storage")
+matrix, comparison = chapter_cached()
+st.dataframe(layout_frame(matrix.table), hide_index=True, key="ml_chapter_table")
+st.markdown(f"M.view(3, 2) = {matrix.view_3_2} · M.transpose(0, 1) = {matrix.transposed}")
+page.chapter_check("M.view(3, 2)", matrix.view_3_2, chapter.LAYOUT_VIEW_3_2)
+page.chapter_check("M.transpose(0, 1)", matrix.transposed, chapter.LAYOUT_TRANSPOSED)
+st.markdown(_("Memory under the transpose: {storage} · read in logical order: {reading}").format(
+    storage=matrix.storage, reading=matrix.reading))
+page.chapter_check(_("memory after the transpose (unchanged)"), matrix.storage, chapter.LAYOUT_STORAGE)
+page.chapter_check(_("reading order of the transpose"), matrix.reading, chapter.LAYOUT_TRANSPOSED_READING_ORDER)
+page.show_code(sections.chapter_operations, layout.index_map, sections.layout_table)
 
 # --- 2. explorer ---------------------------------------------------------------------------------------
-page.prose(PAGE, "explorer")
+page.prose("explorer")
 c1, c2, c3, c4, c5 = st.columns([2, 4, 2, 1, 1])
-base_text = c1.text_input("starting shape", key=bound("ml_base", "2, 3"))
-recipe = c2.selectbox("operation", RECIPE_NAMES, key=bound("ml_recipe", RECIPE_NAMES[0], options=RECIPE_NAMES))
-new_text = c3.text_input("new shape (view / reshape)", key=bound("ml_new_shape", "3, 2"))
+base_text = c1.text_input(_("starting shape"), key=bound("ml_base", "2, 3"))
+recipe = c2.selectbox(_("operation"), RECIPE_KEYS, format_func=lambda k: _(RECIPE_LABELS[k]),
+                      key=bound("ml_recipe", RECIPE_KEYS[0], options=RECIPE_KEYS))
+new_text = c3.text_input(_("new shape (view / reshape)"),
+                         key=bound("ml_new_shape", "3, 2"))
 d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, key=bound("ml_d0", 0, lo=-4, hi=3)))
 d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, key=bound("ml_d1", 1, lo=-4, hi=3)))
 
-base_shape = (2, 3)
-try:
-    parsed = L.parse_shape(base_text)
-    if -1 in parsed:
-        raise ValueError("the starting shape cannot contain -1; give every size")
-    if math.prod(parsed) > MAX_ELEMENTS:
-        raise ValueError(f"{math.prod(parsed)} elements; at most {MAX_ELEMENTS} here so the picture stays readable")
-    base_shape = parsed
-except ValueError as err:
-    st.error(f"Starting shape: {err}. Using the chapter's (2, 3).")
-try:
-    new_shape = L.parse_shape(new_text)
-except ValueError as err:
-    st.error(f"New shape: {err}. Using (-1,), which flattens.")
-    new_shape = (-1,)
+base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
+if base_error is not None:
+    st.error(_("Starting shape: {reason}. Using the chapter's (2, 3).").format(reason=shape_message(base_error)))
+new_shape, new_error = sections.shape_or_default(new_text, (-1,))
+if new_error is not None:
+    st.error(_("New shape: {reason}. Using (-1,), which flattens.").format(reason=shape_message(new_error)))
 
-codes, errors, table, walk_figure, orders = explorer_cached(base_shape, recipe, new_shape, (d0, d1))
-st.markdown("Ran: " + " → ".join(f"`{c}`" for c in codes))
-for error in errors:
-    st.error(f"PyTorch raised, word for word:\n\n```\n{error}\n```")
-st.dataframe(table, hide_index=True, key="ml_explorer_table")
+walk_labels = figures.WalkLabels(
+    storage_title=_("storage: cells in memory order"), row_axis=_("row"), cell_axis=_("storage cell"),
+    cell=_("cell {cell}"), grid_hover=_("logical ({row}, {col}): {text}"), storage_hover=_("cell {cell}: {text}"),
+    step=_("step {k}: element {where} → cell {cell}"), slider_prefix=_("logical step "))
+run, walk_figure = explorer_cached(base_shape, recipe, new_shape, (d0, d1), walk_labels)
+st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
+for error in run.errors:
+    st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
+st.dataframe(layout_frame(run.table), hide_index=True, key="ml_explorer_table")
 st.plotly_chart(walk_figure, key="ml_walk")
-st.markdown(f"`{orders['code']}` reads storage cells in the order {orders['order']}")
-page.show_code(L.run_recipe, L.memory_walk, L.storage_elements)
+st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code, order=list(run.order)))
+page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, sections.parse_shape)
 
 # --- 3. view on a transposed tensor ---------------------------------------------------------------------
-page.prose(PAGE, "error")
-st.code(f"M.transpose(0, 1).view(-1)\n{comparison['error']}", language="text")
-st.dataframe(comparison["table"], hide_index=True, key="ml_view_table")
-st.markdown(f"`M.transpose(0, 1).reshape(-1)` = {comparison['reshape']} · "
-            f"`M.transpose(0, 1).contiguous().view(-1)` = {comparison['contiguous_view']}")
-if comparison["reshape"] == comparison["contiguous_view"]:
-    st.badge("reshape and contiguous().view give the same values, both from a copy", icon=":material/check_circle:",
-             color="green")
-page.show_code(L.view_versus_reshape, L.attempt)
+page.prose("error")
+st.code(f"M.transpose(0, 1).view(-1)\n{comparison.error}", language="text")
+st.dataframe(layout_frame(comparison.table), hide_index=True, key="ml_view_table")
+st.markdown(f"`M.transpose(0, 1).reshape(-1)` = {comparison.reshape.tolist()} · "
+            f"`M.transpose(0, 1).contiguous().view(-1)` = {comparison.contiguous_view.tolist()}")
+page.verdict(comparison.same_values, _("reshape and contiguous().view give the same values, both from a copy"),
+             _("reshape and contiguous().view give different values"))
+page.show_code(sections.view_versus_reshape, sections.attempt)
 
 # --- 4. the keys of multi-head attention ---------------------------------------------------------------
-page.prose(PAGE, "heads")
+page.prose("heads")
 c1, c2, c3 = st.columns(3)
-T = c1.slider("T (tokens)", 1, L.MAX_TOKENS, key=bound("ml_T", 4, lo=1, hi=L.MAX_TOKENS))
-H = c2.slider("H (num_heads)", 1, L.MAX_HEADS, key=bound("ml_H", 2, lo=1, hi=L.MAX_HEADS))
-d_h = c3.slider("d_h (head_dim)", 1, L.MAX_HEAD_DIM, key=bound("ml_dh", 2, lo=1, hi=L.MAX_HEAD_DIM))
-stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h))
+T = c1.slider(_("T (tokens)"), 1, sections.MAX_TOKENS, key=bound("ml_T", 4, lo=1, hi=sections.MAX_TOKENS))
+H = c2.slider(_("H (num_heads)"), 1, sections.MAX_HEADS, key=bound("ml_H", 2, lo=1, hi=sections.MAX_HEADS))
+d_h = c3.slider(_("d_h (head_dim)"), 1, sections.MAX_HEAD_DIM, key=bound("ml_dh", 2, lo=1, hi=sections.MAX_HEAD_DIM))
+head_labels = figures.HeadWalkLabels(
+    storage_title=_("storage in memory order · number = position in reading order"), head=_("head {h}"),
+    grid_hover=_("{row}, col {col}: head {head}, storage cell {cell}"),
+    storage_hover=_("cell {cell}: head {head}, reading position {position}"),
+    stage=_("{title} · shape {shape} · stride {stride} · {contiguity} · {storage}"),
+    contiguous=_("contiguous"), not_contiguous=_("NOT contiguous"),
+    same_storage=_("same storage as the step before"), new_storage=_("new storage"),
+    cells=_("cells {first}–{last}"), cell_axis=_("cell within the row"), slider_prefix=_("stage "))
+stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h), head_labels)
 st.plotly_chart(heads_figure, key="ml_heads_walk")
-st.dataframe(stages_table, hide_index=True, key="ml_stages_table")
-page.show_code(L.key_head_walk)
+st.dataframe(
+    stages_table.assign(shares_previous=stages_table["shares_previous"].map(
+        {True: _("same as the stage before"), False: _("new")})).rename(
+        columns={"stage": _("stage"), "shares_previous": _("storage")}),
+    hide_index=True, key="ml_stages_table")
+page.show_code(sections.key_head_walk)
 
 # --- 5. T² cost -------------------------------------------------------------------------------------------
-page.prose(PAGE, "cost")
+page.prose("cost")
 c1, c2, c3, c4 = st.columns(4)
 batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, key=bound("ml_cost_B", 8, lo=1, hi=512)))
 heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, key=bound("ml_cost_H", 12, lo=1, hi=128)))
 head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, key=bound("ml_cost_dh", 64, lo=1, hi=512)))
-dtype_names = list(DTYPE_BYTES)
-dtype_name = c4.selectbox("dtype", dtype_names, key=bound("ml_cost_dtype", "float32", options=dtype_names))
-cost_table, cost_figure = cost_cached(batch, heads, head_dim, DTYPE_BYTES[dtype_name])
+dtype_name = c4.selectbox("dtype", DTYPE_NAMES, key=bound("ml_cost_dtype", "float32", options=DTYPE_NAMES))
+cost_labels = figures.CostLabels(
+    title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=batch, heads=heads,
+                                                                          head_dim=head_dim),
+    scores="attn_scores", qkv="q, k, v", length_axis=_("T (tokens)"), bytes_axis=_("bytes"),
+    hover=_("T={T}: {size}"))
+cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], cost_labels)
 st.plotly_chart(cost_figure, key="ml_cost_chart")
-at_1024 = cost_table.loc[cost_table["T"] == 1024].iloc[0]
-at_8192 = cost_table.loc[cost_table["T"] == 8192].iloc[0]
 m1, m2, m3 = st.columns(3)
-m1.metric("attn_scores at T = 1024", L.human_bytes(at_1024["attn_scores bytes"]))
-m2.metric("attn_scores at T = 8192", L.human_bytes(at_8192["attn_scores bytes"]),
-          delta=f"× {at_8192['attn_scores bytes'] / at_1024['attn_scores bytes']:.0f} for × 8 tokens", delta_color="inverse")
-m3.metric("q, k, v at T = 8192", L.human_bytes(at_8192["q, k, v bytes"]))
-page.show_code(L.score_cost_table, L.score_tensor_bytes)
+m1.metric(_("attn_scores at T = {T}").format(T=sections.SHORT_T), layout.human_bytes(cost.scores_short))
+m2.metric(_("attn_scores at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.scores_long),
+          delta=_("× {factor:.0f} for × {tokens} tokens").format(factor=cost.growth, tokens=cost.token_growth),
+          delta_color="inverse")
+m3.metric(_("q, k, v at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.qkv_long))
+page.show_code(sections.score_cost, sections.score_cost_table, sections.score_tensor_bytes)
 
-page.check_yourself(PAGE)
+page.check_yourself()

@@ -6,67 +6,77 @@ import pandas as pd
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, gpt
 from engine.bench import attention as bench
 from engine.figures import SIGNED_SCALE, attention_heatmap
-from engine.figures import multi_head as MF
+from engine.figures import multi_head as figures
 from engine.layout import human_bytes
-from engine.sections import multi_head as M
+from engine.sections import multi_head as sections
 from ui import page
-from ui.nav import PAGES
+from ui.i18n import _
 from ui.state import bound
 
-PAGE = "multi_head"
-INFO = next(p for p in PAGES if p.url_path == "multi-head")
 TOKENS = list(A.CHAPTER_TOKENS)
 BENCH_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_attention.json"
 #: Widths offered for the head-by-head block (its heads are the divisors of the width).
 N_EMBD_CHOICES = (8, 12, 16, 24, 32, 48, 64)
 #: Longest line drawn head by head (keeps the figure small).
 MAX_LINE = 12
+COPY_HEADS, COPY_DIMS = [1, 2, 3, 4, 6, 8], [1, 2, 3, 4]
+
+
+def shape_steps() -> dict[str, str]:
+    """Translated names of the shape table's steps (:data:`engine.sections.multi_head.SHAPE_STEPS`)."""
+    return {
+        "input": _("input x"), "qkv": _("q, k, v together"), "q_split": _("q after split"),
+        "q_heads": _("q cut into heads"), "attn_scores": _("attention scores"),
+        "attn_weights": _("attention weights"), "context_heads": _("context per head"),
+        "merged": _("heads joined"), "context_vec": _("after proj"),
+    }
 
 
 @st.cache_data(show_spinner=False)
-def heads_cached(line: str, n_embd: int, num_heads: int, seed: int) -> tuple[dict, dict]:
+def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
+                 labels: figures.HeadsLabels) -> tuple[sections.HeadsOnLine, dict]:
     """The lesson layer's run on ``line`` and its head-slider figure as a Plotly dict."""
-    run = M.heads_on_line(line, n_embd, num_heads, seed)
-    figure = MF.heads_slider(run["attn_weights"], run["tokens"], title="attn_weights of head").to_plotly_json()
-    return run, figure
+    run = sections.heads_on_line(line, n_embd, num_heads, seed)
+    return run, figures.heads_slider(run.attn_weights, run.tokens, labels).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False)
-def chapter_cached(seed: int) -> tuple[dict, dict, dict, dict]:
+def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str) -> tuple:
     """The chapter's wrapper (and its heatmap as a Plotly dict), exercise 3.2 and split layer for one seed."""
-    wrapper = M.wrapper_output(seed)
-    out_cols = [f"head {j // 2} · {j % 2}" for j in range(4)]
+    wrapper = sections.wrapper_output(seed)
+    out_cols = [head_col.format(h=j // 2, d=j % 2) for j in range(4)]
     figure = attention_heatmap(
-        wrapper["context_vec"][0], TOKENS, out_cols, colorscale=SIGNED_SCALE, row_title="token",
-        col_title="feature (head · dim)",
-        title=f"MultiHeadAttentionWrapper: context_vecs[0], shape {tuple(wrapper['context_vec'].shape)}",
+        wrapper.context_vec[0], TOKENS, out_cols, colorscale=SIGNED_SCALE, row_title=row_title,
+        col_title=col_title, title=title.format(shape=tuple(wrapper.context_vec.shape)),
     ).to_plotly_json()
-    return wrapper, figure, M.wrapper_output(seed, d_out=1, num_heads=2), M.split_output(seed)
+    return wrapper, figure, sections.wrapper_output(seed, d_out=1, num_heads=2), sections.split_output(seed)
 
 
 @st.cache_data(show_spinner=False)
-def copy_cached(seed: int, head_dim: int, num_heads: int) -> dict:
+def copy_cached(seed: int, head_dim: int, num_heads: int) -> sections.CopyComparison:
     """Wrapper vs split layer before and after the weight copy."""
-    return M.wrapper_vs_split(seed, head_dim=head_dim, num_heads=num_heads)
+    return sections.wrapper_vs_split(seed, head_dim=head_dim, num_heads=num_heads)
 
 
 @st.cache_data(show_spinner=False)
 def cost_cached(n_embd: int, lengths: tuple[int, ...]) -> pd.DataFrame:
     """Parameters and score bytes for every head count of ``n_embd``."""
-    return M.cost_table(n_embd, lengths)
+    return sections.cost_table(n_embd, lengths)
 
 
 @st.cache_data(show_spinner=False)
-def bench_view(data: dict) -> list[tuple[pd.DataFrame, dict]]:
+def bench_view(data: dict, labels: tuple[str, str, str, str, str]) -> list[tuple[pd.DataFrame, dict]]:
     """Per input size: its rows of the results table and the bar chart as a Plotly dict."""
+    title, forward, forward_backward, time_axis, hover = labels
     table = bench.results_table(data)
     views = []
     for size in data["sizes"]:
-        rows = table[table["size"] == size["label"]]
-        views.append((rows, MF.bench_bars(rows, size["label"]).to_plotly_json()))
+        rows = sections.bench_rows(table, size["label"])
+        bar_labels = figures.BenchLabels(title.format(size=size["label"]), forward, forward_backward, time_axis, hover)
+        views.append((rows, figures.bench_bars(rows, bar_labels).to_plotly_json()))
     return views
 
 
@@ -76,145 +86,171 @@ def bench_file_cached(path: str, mtime: float) -> dict:
     return bench.load_results(path)
 
 
-@st.cache_data(show_spinner="Timing the seven variants on the small input …")
+@st.cache_data(show_spinner=False)
 def live_bench_cached(batch: int, seq_len: int, n_embd: int, num_heads: int, repeats: int) -> dict:
     """A quick measurement on this server: the small input only, forward and forward+backward."""
     return bench.run_benchmark([bench.BenchSize(batch, seq_len, n_embd, num_heads)], repeats=repeats, warmup=1)
 
 
 def show_bench(data: dict, key: str) -> None:
-    """Table and bar chart of a benchmark results dict, with the machine named."""
-    st.caption(f"Measured on **{bench.machine_line(data)}** · median of {data['settings']['repeats']} runs, float32.")
-    for i, (size, (rows, figure)) in enumerate(zip(data["sizes"], bench_view(data))):
-        st.markdown(f"**Input {size['label']}**" + (f" — {size['note']}" if size.get("note") else ""))
-        st.dataframe(
-            rows.drop(columns=["size"]), hide_index=True, key=f"{key}_table_{i}",
-            column_config={
-                "forward ms": st.column_config.NumberColumn(format="%.2f"),
-                "forward+backward ms": st.column_config.NumberColumn(format="%.2f"),
-                "× fastest (fwd)": st.column_config.NumberColumn(format="%.2f"),
-                "× fastest (fwd+bwd)": st.column_config.NumberColumn(format="%.2f"),
-                "forward min ms": st.column_config.NumberColumn(format="%.2f"),
-                "forward+backward min ms": st.column_config.NumberColumn(format="%.2f"),
-                "max |out − split|": st.column_config.NumberColumn(format="%.1e"),
-            },
-        )
+    """A narrow table (st.table wraps, so no column is cut on a phone) and a bar chart per input size."""
+    st.caption(_("Measured on **{machine}** · median of {repeats} runs, float32.").format(
+        machine=bench.machine_line(data), repeats=data["settings"]["repeats"]))
+    labels = (_("Time per call · {size}"), _("forward"), _("forward+backward"), _("milliseconds (median)"),
+              _("{variant}: {ms} ms"))
+    headers = {"variant": _("variant"), "forward_ms": _("forward ms"), "forward_ratio": _("× fastest"),
+               "forward_backward_ms": _("fwd+bwd ms"), "max_abs_diff": _("max |out − split|")}
+    for i, (size, (rows, figure)) in enumerate(zip(data["sizes"], bench_view(data, labels), strict=True)):
+        if size.get("note"):
+            st.markdown(_("**Input {size}** — {note}").format(size=size["label"], note=size["note"]))
+        else:
+            st.markdown(_("**Input {size}**").format(size=size["label"]))
+        styled = rows.rename(columns=headers).style.format(
+            {headers["forward_ms"]: "{:.2f}", headers["forward_ratio"]: "{:.2f}",
+             headers["forward_backward_ms"]: "{:.2f}", headers["max_abs_diff"]: "{:.1e}"}, na_rep="—")
+        st.table(styled.hide(axis="index"))
         st.plotly_chart(figure, key=f"{key}_bars_{i}")
 
 
-page.header("5 · Multi-head attention", INFO.section, PAGE)
+page.header()
 
 # --- 1. the wrapper ---------------------------------------------------------------------------------
-page.prose(PAGE, "wrapper")
-seed = int(st.number_input("seed for torch.manual_seed", min_value=0, max_value=99_999, step=1,
+page.prose("wrapper")
+seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                            key=bound("mh_seed", chapter.MHA_WRAPPER_SEED, lo=0, hi=99_999)))
 applies = seed == chapter.MHA_WRAPPER_SEED
 if not applies:
-    st.caption("The chapter uses seed 123; with another seed the numbers are expected to differ.")
-wrapper, wrapper_figure, exercise, split = chapter_cached(seed)
+    st.caption(_("The chapter uses seed {seed}; with another seed the numbers are expected to differ.").format(
+        seed=chapter.MHA_WRAPPER_SEED))
+wrapper, wrapper_figure, exercise, split = chapter_cached(
+    seed, _("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}"), _("token"), _("feature (head · dim)"),
+    _("head {h} · {d}"))
 st.plotly_chart(wrapper_figure, key="mh_wrapper_chart")
-st.markdown(f"context_vecs[0][0] = {page.fmt_row(wrapper['context_vec'][0, 0])} · "
-            f"shape {tuple(wrapper['context_vec'].shape)}")
-page.chapter_check("wrapper output (both sequences)", wrapper["context_vec"][0], chapter.MHA_WRAPPER_OUTPUT, applies)
+st.markdown(_("context_vecs[0][0] = {row} · shape {shape}").format(
+    row=page.fmt_row(wrapper.context_vec[0, 0]), shape=tuple(wrapper.context_vec.shape)))
+page.chapter_check(_("wrapper output (both sequences)"), wrapper.context_vec[0], chapter.MHA_WRAPPER_OUTPUT, applies)
 
-page.prose(PAGE, "exercise")
-ex_shape = tuple(exercise["context_vec"].shape)
-st.markdown(f"Exercise 3.2 · `MultiHeadAttentionWrapper(d_in=3, d_out=1, num_heads=2)` → shape {ex_shape}; "
-            f"first row {page.fmt_row(exercise['context_vec'][0, 0])}")
-if ex_shape[-1] == 2:
-    st.badge("two heads of d_out = 1 give 2-dimensional context vectors", icon=":material/check_circle:", color="green")
-page.show_code(M.wrapper_output, A.MultiHeadAttentionWrapper)
+page.prose("exercise")
+ex_shape = tuple(exercise.context_vec.shape)
+st.markdown(_("Exercise 3.2 · `{code}` → shape {shape}; first row {row}").format(
+    code="MultiHeadAttentionWrapper(d_in=3, d_out=1, num_heads=2)", shape=ex_shape,
+    row=page.fmt_row(exercise.context_vec[0, 0])))
+page.verdict(ex_shape[-1] == 2, _("two heads of d_out = 1 give 2-dimensional context vectors"),
+             _("two heads of d_out = 1 should give 2-dimensional context vectors"))
+page.show_code(sections.wrapper_output, A.MultiHeadAttentionWrapper)
 
 # --- 2. weight splits -------------------------------------------------------------------------------
-page.prose(PAGE, "split")
-st.markdown(f"`MultiHeadAttention(d_in=3, d_out=2, num_heads=2)` · context_vecs[0][0] = "
-            f"{page.fmt_row(split['context_vec'][0, 0])} · shape {tuple(split['context_vec'].shape)}")
-page.chapter_check("split layer, first row", split["context_vec"][0, 0], chapter.MHA_SPLIT_FIRST_ROW, applies)
+page.prose("split")
+st.markdown(_("`{code}` · context_vecs[0][0] = {row} · shape {shape}").format(
+    code="MultiHeadAttention(d_in=3, d_out=2, num_heads=2)", row=page.fmt_row(split.context_vec[0, 0]),
+    shape=tuple(split.context_vec.shape)))
+page.chapter_check(_("split layer, first row"), split.context_vec[0, 0], chapter.MHA_SPLIT_FIRST_ROW, applies)
 
-page.prose(PAGE, "copy")
+page.prose("copy")
 c1, c2 = st.columns(2)
-copy_heads = c1.select_slider("num_heads", options=[1, 2, 3, 4, 6, 8], key=bound("mh_copy_heads", 2, options=[1, 2, 3, 4, 6, 8]))
-copy_dim = c2.select_slider("head_dim (the wrapper's d_out)", options=[1, 2, 3, 4], key=bound("mh_copy_dim", 2, options=[1, 2, 3, 4]))
+copy_heads = c1.select_slider("num_heads", options=COPY_HEADS, key=bound("mh_copy_heads", 2, options=COPY_HEADS))
+copy_dim = c2.select_slider(_("head_dim (the wrapper's d_out)"), options=COPY_DIMS,
+                            key=bound("mh_copy_dim", 2, options=COPY_DIMS))
 compare = copy_cached(seed, int(copy_dim), int(copy_heads))
-st.markdown(f"max |wrapper − split| before the copy: **{compare['max_abs_diff_before']:.4e}** · "
-            f"after copying the wrapper's weights (compared before out_proj): **{compare['max_abs_diff']:.2e}**")
-page.verdict(compare["max_abs_diff"] < 1e-6,
-             "after the copy the split layer's heads equal the wrapper's",
-             "after the copy the heads still differ")
-page.show_code(M.split_output, M.wrapper_vs_split, A.MultiHeadAttention, A.copy_wrapper_into_split)
+st.markdown(_("max |wrapper − split| before the copy: **{before:.4e}** · after copying the wrapper's weights "
+              "(compared before out_proj): **{after:.2e}**").format(before=compare.max_abs_diff_before,
+                                                                     after=compare.max_abs_diff))
+page.verdict(compare.max_abs_diff < 1e-6,
+             _("after the copy the split layer's heads equal the wrapper's"),
+             _("after the copy the heads still differ"))
+page.show_code(sections.split_output, sections.wrapper_vs_split, A.MultiHeadAttention, A.copy_wrapper_into_split)
 
 # --- 3. head by head ---------------------------------------------------------------------------------
-page.prose(PAGE, "heads")
+page.prose("heads")
 c1, c2, c3 = st.columns([2, 1, 2])
-line = c1.text_input(f"Line (up to {MAX_LINE} characters)", key=bound("mh_line", M.LESSON_LINE))
-n_embd = int(c2.selectbox("n_embd (= d_out)", N_EMBD_CHOICES,
+typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), key=bound("mh_line", chapter.LESSON_LINE))
+n_embd = int(c2.selectbox(_("n_embd (= d_out)"), N_EMBD_CHOICES,
                           key=bound("mh_n_embd", chapter.LESSON_N_EMBD, options=N_EMBD_CHOICES)))
-head_options = M.divisors(n_embd)
+head_options = sections.divisors(n_embd)
 bound("mh_heads", 4, options=head_options)
 if st.session_state["mh_heads"] not in head_options:
-    st.session_state["mh_heads"] = M.nearest_divisors(n_embd, int(st.session_state["mh_heads"]))[0]
-num_heads = int(c3.select_slider("num_heads (divisors of n_embd)", options=head_options, key="mh_heads"))
+    st.session_state["mh_heads"] = sections.nearest_divisors(n_embd, int(st.session_state["mh_heads"]))[0]
+num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options, key="mh_heads"))
 
-if not line:
-    st.warning(f"The line is empty; showing the lesson's line “{M.LESSON_LINE}” until you type one.")
-    line = M.LESSON_LINE
-elif len(line) > MAX_LINE:
-    st.warning(f"The line has {len(line)} characters; only the first {MAX_LINE} are used here.")
-    line = line[:MAX_LINE]
-run, heads_figure = heads_cached(line, n_embd, num_heads, M.LESSON_SEED)
-T = len(run["tokens"])
+used = sections.page_line(typed, MAX_LINE)
+if used.issue == "empty":
+    st.warning(_("The line is empty; showing the lesson's line “{line}” until you type one.").format(
+        line=chapter.LESSON_LINE))
+elif used.issue == "too_long":
+    st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
+        n=used.typed_length, limit=MAX_LINE))
+heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
+                                   query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "))
+run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
+T = len(run.tokens)
+head_dim = n_embd // num_heads
 left, right = st.columns([3, 2])
 with left:
     st.plotly_chart(heads_figure, key="mh_heads_chart")
 with right:
-    st.markdown(f"**Shapes** for a line of {T} characters, n_embd {n_embd}, {num_heads} heads of "
-                f"{n_embd // num_heads}:")
-    st.dataframe(run["shapes"][["step", "shape", "is_contiguous"]], hide_index=True, key="mh_shapes")
-    st.markdown(f"(1, {T}, {n_embd}) → (1, {num_heads}, {T}, {n_embd // num_heads}) → scores "
-                f"(1, {num_heads}, {T}, {T})")
+    st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
+        T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
+    shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
+    st.dataframe(shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")}), hide_index=True,
+                 key="mh_shapes")
+    st.markdown(_("{x} → {heads} → scores {scores}").format(
+        x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
 
-page.prose(PAGE, "cost")
+page.prose("cost")
 m1, m2, m3 = st.columns(3)
-m1.metric("qkv parameters", f"{run['params']['qkv']:,}", help="3·n_embd² weights + 3·n_embd biases")
-m2.metric("proj parameters", f"{run['params']['proj']:,}", help="n_embd² weights + n_embd biases")
-m3.metric(f"score tensor (1, {num_heads}, {T}, {T}), float32", human_bytes(run["score_bytes"]))
+m1.metric(_("qkv parameters"), f"{run.params.qkv:,}", help=_("3·n_embd² weights + 3·n_embd biases"))
+m2.metric(_("proj parameters"), f"{run.params.proj:,}", help=_("n_embd² weights + n_embd biases"))
+m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"), human_bytes(run.score_bytes))
 is_lesson_width = n_embd == chapter.LESSON_N_EMBD
-page.chapter_check(f"qkv parameters with {num_heads} heads", run["params"]["qkv"], chapter.LESSON_QKV_PARAMS, is_lesson_width)
-page.chapter_check(f"proj parameters with {num_heads} heads", run["params"]["proj"], chapter.LESSON_PROJ_PARAMS, is_lesson_width)
-costs = cost_cached(n_embd, (T, 128, 1024))
-st.dataframe(costs, hide_index=True, key="mh_cost_table",
-             column_config={c: st.column_config.NumberColumn(format="%d") for c in costs.columns})
-page.show_code(M.heads_on_line, M.FusedQKVAttention, M.param_counts)
+page.chapter_check(_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv, chapter.LESSON_QKV_PARAMS,
+                   is_lesson_width)
+page.chapter_check(_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
+                   chapter.LESSON_PROJ_PARAMS, is_lesson_width)
+lengths = (T, 128, 1024)
+costs = cost_cached(n_embd, lengths)
+cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
+                "proj_params": _("proj params")}
+cost_headers.update({f"scores_bytes_{n}": _("attn_scores bytes at T={T}").format(T=n) for n in lengths})
+st.dataframe(costs.rename(columns=cost_headers), hide_index=True, key="mh_cost_table",
+             column_config={c: st.column_config.NumberColumn(format="%d") for c in cost_headers.values()})
+page.show_code(sections.heads_on_line, sections.attention_steps, gpt.CausalSelfAttention, sections.param_counts,
+               gpt.count_params)
 
-page.prose(PAGE, "try")
+page.prose("try")
 c1, c2 = st.columns(2)
-try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1, key=bound("mh_try_d_out", 32, lo=1, hi=4096)))
-try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1, key=bound("mh_try_heads", 4, lo=1, hi=256)))
-try:
-    head_dim = M.check_split(try_d_out, try_heads)
-    st.success(f"d_out {try_d_out} splits into {try_heads} heads of head_dim {head_dim}.")
-except ValueError as err:
-    below, above = M.nearest_divisors(try_d_out, try_heads)
-    options = sorted({below, above})
-    st.error(f"MultiHeadAttention refuses this: {err}. `view(b, T, {try_heads}, head_dim)` would need "
-             f"{try_heads} · head_dim = {try_d_out}, and {try_d_out} / {try_heads} = {try_d_out / try_heads:.3g} is not a whole "
-             f"number. Nearest head counts that work: {' or '.join(str(o) for o in options)}.")
-page.show_code(M.check_split)
+try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1,
+                                key=bound("mh_try_d_out", 32, lo=1, hi=4096)))
+try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1,
+                                key=bound("mh_try_heads", 4, lo=1, hi=256)))
+check = sections.split_check(try_d_out, try_heads)
+if check.error is None:
+    st.success(_("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.").format(
+        d_out=try_d_out, heads=try_heads, head_dim=check.head_dim))
+else:
+    st.error(_("MultiHeadAttention refuses this: {error}. `view(b, T, {heads}, head_dim)` would need "
+               "{heads} · head_dim = {d_out}, and {d_out} / {heads} = {ratio:.3g} is not a whole number. "
+               "Nearest head counts that work: {nearest}.").format(
+        error=check.error, heads=try_heads, d_out=try_d_out, ratio=check.ratio,
+        nearest=_("{a} or {b}").format(a=check.nearest[0], b=check.nearest[-1]) if len(check.nearest) > 1
+        else check.nearest[0]))
+page.show_code(sections.split_check, sections.check_split)
 
 # --- 4. speed -------------------------------------------------------------------------------------------
-page.prose(PAGE, "speed")
+page.prose("speed")
 if BENCH_FILE.is_file():
     show_bench(bench_file_cached(str(BENCH_FILE), BENCH_FILE.stat().st_mtime), "mh_bench")
 else:
-    st.info("No benchmark results ship with this copy yet: run `python -m engine.bench attention "
-            "--json assets/bench_attention.json`.")
-st.markdown("Measure again, here and now, on the small input (a few seconds on two idle cores, longer on a busy "
-            "machine; the result is cached for this server):")
-if st.button("Run a quick measurement", key="mh_bench_rerun", icon=":material/timer:"):
+    st.info(_("No benchmark results ship with this copy yet: run `{command}`.").format(
+        command="python -m engine.bench attention --json assets/bench_attention.json"))
+st.markdown(_("Measure again, here and now, on the small input (a few seconds on two idle cores, longer on a busy "
+              "machine; the result is cached for this server):"))
+if st.button(_("Run a quick measurement"), key="mh_bench_rerun", icon=":material/timer:"):
     st.session_state["mh_bench_live"] = True
 if st.session_state.get("mh_bench_live"):
     small = bench.SMALL
-    show_bench(live_bench_cached(small.batch, small.seq_len, small.n_embd, small.num_heads, 3), "mh_live")
+    with st.spinner(_("Timing the seven variants on the small input …")):
+        live = live_bench_cached(small.batch, small.seq_len, small.n_embd, small.num_heads, 3)
+    show_bench(live, "mh_live")
 page.show_code(bench.build_variants, bench.bench_size)
 
-page.check_yourself(PAGE)
+page.check_yourself()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -38,11 +39,11 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine import attention as A
 from engine.rng import uses_global_rng
-from engine.sections.multi_head import FusedQKVAttention
 
 #: Variant name -> what it is (the table's second column).
 VARIANTS: dict[str, str] = {
@@ -94,6 +95,117 @@ LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 to keep the 
                                          "4 minutes on this 2-core machine; ratios can shift with the batch size")
 #: For tests: runs in milliseconds.
 TINY = BenchSize(2, 8, 16, 4)
+
+
+#: Ways :class:`FusedQKVAttention` can compute attention once q, k, v are split into heads.
+BACKENDS = ("manual", "einsum", "sdpa_causal", "sdpa_mask")
+
+
+class FusedQKVAttention(nn.Module):
+    """Causal multi-head self-attention with one Linear for q, k and v (lesson ``000``, part 1), several kernels.
+
+    The benchmark's own layer: the app's model uses :class:`engine.gpt.CausalSelfAttention`
+    (the same parameters); this one adds the einsum and SDPA-with-mask kernels timed here.
+
+    ``qkv`` maps n_embd -> 3·n_embd; its output is split into q, k, v, each cut
+    into ``num_heads`` heads of ``head_dim = n_embd // num_heads`` by
+    view/transpose; ``proj`` mixes the re-joined heads. Parameters:
+    ``qkv`` n_embd·3·n_embd (+ 3·n_embd bias), ``proj`` n_embd² (+ n_embd), the
+    same for every head count (n_embd 32 with biases: 3168 and 1056).
+
+    Args:
+        n_embd: model width (d_in = d_out).
+        num_heads: number of heads; must divide ``n_embd``.
+        context_length: longest sequence the causal mask covers.
+        bias: biases in ``qkv`` and ``proj``.
+        backend: how attention is computed after the split: "manual" (matmul,
+            ``masked_fill(-inf)``, softmax, matmul), "einsum" (the same with
+            ``torch.einsum``), "sdpa_causal" (``F.scaled_dot_product_attention``
+            with ``is_causal=True``) or "sdpa_mask" (the same kernel given an
+            explicit boolean mask).
+
+    Shapes:
+        ``forward(x)``: x (B, T, n_embd) float -> context_vec (B, T, n_embd)
+        [, attn_weights (B, num_heads, T, T), only for "manual" and "einsum"].
+
+    Raises:
+        ValueError: if ``num_heads`` does not divide ``n_embd``, a size is not
+            positive, the backend is unknown, the input is not 3-d, ``T >
+            context_length``, or weights are asked of an SDPA backend.
+    """
+
+    def __init__(self, n_embd: int, num_heads: int, context_length: int, bias: bool = True, backend: str = "manual"):
+        super().__init__()
+        if n_embd < 1 or num_heads < 1 or context_length < 1:
+            raise ValueError(f"sizes must be positive, got n_embd={n_embd}, num_heads={num_heads}, "
+                             f"context_length={context_length}")
+        if n_embd % num_heads != 0:
+            raise ValueError(f"n_embd={n_embd} is not divisible by num_heads={num_heads}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.n_embd = n_embd
+        self.num_heads = num_heads
+        self.head_dim = n_embd // num_heads
+        self.context_length = context_length
+        self.backend = backend
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)  # W_query | W_key | W_value stacked
+        self.proj = nn.Linear(n_embd, n_embd, bias=bias)
+        # allowed[i, j] is True where query i may look at key j (j <= i): SDPA's boolean-mask convention.
+        self.register_buffer("allowed", torch.ones(context_length, context_length, dtype=torch.bool).tril())
+
+    def forward(self, x: Tensor, return_weights: bool = False, return_steps: bool = False):
+        """Run the layer.
+
+        Args:
+            x: (B, T, n_embd).
+            return_weights: also return attn_weights (B, H, T, T).
+            return_steps: return a dict of every intermediate tensor instead
+                (``x``, ``qkv``, ``q``, ``q_heads``, ``k_heads``, ``v_heads``,
+                ``attn_scores``, ``attn_weights``, ``context_heads``, ``merged``,
+                ``context_vec``), for the shape table; manual/einsum only.
+        """
+        if x.dim() != 3:
+            raise ValueError(f"x must be (B, T, n_embd), got shape {tuple(x.shape)}")
+        B, T, C = x.shape
+        if C != self.n_embd:
+            raise ValueError(f"x has {C} features, the layer expects n_embd={self.n_embd}")
+        if T > self.context_length:
+            raise ValueError(f"input has {T} tokens but context_length is {self.context_length}")
+        if (return_weights or return_steps) and self.backend.startswith("sdpa"):
+            raise ValueError("the SDPA backends never form the attention weights; use backend 'manual'")
+        qkv = self.qkv(x)  # (B, T, C) -> (B, T, 3C)
+        q, k, v = qkv.split(C, dim=2)  # (B, T, 3C) -> 3 × (B, T, C)
+        q_heads = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
+        k_heads = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
+        v_heads = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
+        allowed = self.allowed[:T, :T]  # (T, T)
+        attn_scores = attn_weights = None
+        if self.backend == "sdpa_causal":
+            context_heads = F.scaled_dot_product_attention(q_heads, k_heads, v_heads, is_causal=True)  # (B, H, T, d_h)
+        elif self.backend == "sdpa_mask":
+            context_heads = F.scaled_dot_product_attention(
+                q_heads, k_heads, v_heads, attn_mask=allowed)  # (B, H, T, d_h)
+        else:
+            if self.backend == "einsum":
+                attn_scores = torch.einsum("bhtd,bhsd->bhts", q_heads, k_heads)  # (B, H, T, d_h) x2 -> (B, H, T, T)
+            else:
+                attn_scores = q_heads @ k_heads.transpose(-2, -1)  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
+            masked = attn_scores.masked_fill(~allowed, float("-inf"))
+            attn_weights = torch.softmax(masked / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
+            if self.backend == "einsum":
+                context_heads = torch.einsum("bhts,bhsd->bhtd", attn_weights, v_heads)  # -> (B, H, T, d_h)
+            else:
+                context_heads = attn_weights @ v_heads  # (B, H, T, T) @ (B, H, T, d_h) -> (B, H, T, d_h)
+        # (B, H, T, d_h) -> (B, T, H, d_h) -> (B, T, C)
+        merged = context_heads.transpose(1, 2).contiguous().view(B, T, C)
+        context_vec = self.proj(merged)  # (B, T, C)
+        if return_steps:
+            return {
+                "x": x, "qkv": qkv, "q": q, "q_heads": q_heads, "k_heads": k_heads, "v_heads": v_heads,
+                "attn_scores": attn_scores, "attn_weights": attn_weights, "context_heads": context_heads,
+                "merged": merged, "context_vec": context_vec,
+            }
+        return (context_vec, attn_weights) if return_weights else context_vec
 
 
 class _WrapperWithProj(nn.Module):

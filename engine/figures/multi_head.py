@@ -1,8 +1,12 @@
-"""Figures of section 5, multi-head attention: one heatmap per head behind a Plotly slider, and the benchmark."""
+"""Figures of the multi-head page: one heatmap per head behind a Plotly slider, and the benchmark bars.
+
+Every word a figure shows comes from the caller (templates with named placeholders, already translated).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -10,14 +14,32 @@ import plotly.graph_objects as go
 from engine.figures.core import PALETTE, add_step_slider, base_layout, heatmap_trace, matrix_axes, to_numpy
 
 
-def heads_slider(attn_weights, tokens: Sequence[str], title: str = "attn_weights of head", height: int | None = None) -> go.Figure:
+@dataclass(frozen=True)
+class HeadsLabels:
+    """Words of :func:`heads_slider`, in the reader's language.
+
+    Attributes:
+        title: each step's title, with ``{h}`` (the head shown) and ``{H}`` (the head count).
+        head: a trace's name, with ``{h}``.
+        query_axis, key_axis: the axis titles.
+        slider_prefix: text before the slider's current value.
+    """
+
+    title: str
+    head: str
+    query_axis: str
+    key_axis: str
+    slider_prefix: str
+
+
+def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, height: int | None = None) -> go.Figure:
     """One attention heatmap per head, a Plotly slider stepping through the heads (no rerun).
 
     Args:
         attn_weights: (H, T, T) weights, row = query, column = key; every head
             shares the colour range [0, 1] so heads compare at a glance.
         tokens: the T tokens, on both axes.
-        title: prefix of each step's title ("… h / H").
+        labels: the figure's words.
 
     Returns:
         A figure with H heatmap traces and ``layout.sliders[0]`` of H steps; head 0 shown first.
@@ -32,41 +54,60 @@ def heads_slider(attn_weights, tokens: Sequence[str], title: str = "attn_weights
     fig = go.Figure()
     decimals = 2 if T > 8 else 3
     for h in range(H):
-        fig.add_trace(heatmap_trace(w[h], tokens, tokens, zmin=0.0, zmax=1.0, decimals=decimals, name=f"head {h}",
-                                    show_values=T <= 12))
-    matrix_axes(fig, tokens, tokens, "query", "key")
-    base_layout(fig, f"{title} 0 / {H}", height or max(300, min(40 * T, 640) + 170))
-    add_step_slider(
-        fig, [str(h) for h in range(H)], traces_per_step=1, prefix="head ",
-        step_layouts=[{"title.text": f"{title} {h} / {H}"} for h in range(H)],
-    )
+        fig.add_trace(heatmap_trace(w[h], tokens, tokens, zmin=0.0, zmax=1.0, decimals=decimals,
+                                    name=labels.head.format(h=h), show_values=T <= 12))
+    matrix_axes(fig, tokens, tokens, labels.query_axis, labels.key_axis)
+    titles = [labels.title.format(h=h, H=H) for h in range(H)]
+    base_layout(fig, titles[0], height or max(300, min(40 * T, 640) + 170))
+    add_step_slider(fig, [str(h) for h in range(H)], traces_per_step=1, prefix=labels.slider_prefix,
+                    step_layouts=[{"title.text": t} for t in titles])
     return fig
 
 
-def bench_bars(table: pd.DataFrame, size_label: str) -> go.Figure:
+@dataclass(frozen=True)
+class BenchLabels:
+    """Words of :func:`bench_bars`, in the reader's language.
+
+    Attributes:
+        title: the figure's title (names the input size).
+        forward, forward_backward: legend names of the two bar series.
+        time_axis: the x axis title.
+        hover: a bar's hover, with ``{variant}`` and ``{ms}`` (Plotly's ``%{y}`` and ``%{x:.3f}`` are passed in).
+    """
+
+    title: str
+    forward: str
+    forward_backward: str
+    time_axis: str
+    hover: str
+
+
+def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
     """Milliseconds per variant for one input size: forward and forward+backward bars side by side.
 
     Args:
-        table: rows of the benchmark for one size with columns ``variant``,
-            ``forward ms`` and ``forward+backward ms``.
-        size_label: the input size, for the title (e.g. "B=8, T=64, C=256, H=4").
+        rows: :func:`engine.sections.multi_head.bench_rows` (columns ``variant``, ``forward_ms``,
+            ``forward_backward_ms``; the latter may hold None).
+        labels: the figure's words.
     """
     fig = go.Figure()
-    for k, column in enumerate(("forward ms", "forward+backward ms")):
-        values = table[column].tolist()
+    hover = labels.hover.format(variant="%{y}", ms="%{x:.3f}")
+    for k, (column, name) in enumerate((("forward_ms", labels.forward),
+                                        ("forward_backward_ms", labels.forward_backward))):
+        values = rows[column].tolist()
         fig.add_bar(
-            y=table["variant"].tolist(),
+            y=rows["variant"].tolist(),
             x=values,
             orientation="h",
-            name=column.replace(" ms", ""),
+            name=name,
             marker_color=PALETTE[k],
-            text=[f"{v:.2f}" if v < 10 else f"{v:.0f}" for v in values],
+            text=["" if v is None or v != v else f"{v:.2f}" if v < 10 else f"{v:.0f}" for v in values],
             textposition="outside",
             cliponaxis=False,
-            hovertemplate="%{y}: %{x:.3f} ms<extra>" + column + "</extra>",
+            hovertemplate=hover + "<extra>" + name + "</extra>",
         )
-    largest = max([float(v) for v in table["forward+backward ms"].dropna()] + [float(v) for v in table["forward ms"]])
+    largest = max([float(v) for v in rows["forward_backward_ms"].dropna()] + [float(v) for v in rows["forward_ms"]])
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="milliseconds (median)", gridcolor="#eee", range=[0, 1.12 * largest])
+    fig.update_xaxes(title_text=labels.time_axis, gridcolor="#eee", range=[0, 1.12 * largest])
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
-    return base_layout(fig, f"Time per call · {size_label}", 80 + 44 * len(table) + 60)
+    return base_layout(fig, labels.title, 80 + 44 * len(rows) + 60)

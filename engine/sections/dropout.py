@@ -9,14 +9,16 @@ nothing changes at evaluation time), and the ``CausalAttention`` class.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from engine import attention as A
-from engine.sections import causal_mask as M
+from engine import chapter
 from engine.rng import uses_global_rng
+from engine.sections import causal_mask
 
 #: Dropout rates the in-figure slider visits: 0, 0.1, ..., 0.9.
 P_VALUES: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(10))
@@ -28,11 +30,34 @@ def chapter_causal_weights(inputs: Tensor) -> Tensor:
     Returns:
         (T, T) float32 weights, zero above the diagonal, rows summing to 1.
     """
-    return M.mask_two_ways(M.v2_scores(inputs, seed=789, d_out=2), d_k=2).attn_weights_causal
+    scores = causal_mask.v2_scores(inputs, seed=chapter.SA_V2_SEED, d_out=2)  # (T, T)
+    return causal_mask.mask_two_ways(scores, d_k=2).attn_weights_causal
+
+
+@dataclass(frozen=True)
+class DropoutPair:
+    """``nn.Dropout(p)`` applied with one mask to a matrix of ones and to the weights.
+
+    Attributes:
+        p: the dropout rate.
+        ones: (T, T) float32 dropout(ones): 0 where dropped, 1/(1 - p) where kept.
+        weights: (T, T) float32 the weights after the same mask.
+        ones_row_sums, weights_row_sums: (T,) their row sums.
+        scale: 1/(1 - p), the factor of the survivors.
+        kept: number of cells kept.
+    """
+
+    p: float
+    ones: Tensor
+    weights: Tensor
+    ones_row_sums: Tensor
+    weights_row_sums: Tensor
+    scale: float
+    kept: int
 
 
 @uses_global_rng
-def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.device = "cpu") -> DropoutPair:
     """``nn.Dropout(p)`` on a matrix of ones, then on the weights, each right after ``manual_seed(seed)``.
 
     Reseeding before each call (as the chapter does) gives both matrices the same
@@ -46,8 +71,7 @@ def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.devic
             CPU one, so the same seed gives different masks there.
 
     Returns:
-        dict with ``ones`` and ``weights`` after dropout (T, T), on the CPU, their row sums
-        ``ones_row_sums`` and ``weights_row_sums`` (T,), and ``scale`` = 1/(1 - p).
+        A :class:`DropoutPair`, its tensors on the CPU.
 
     Raises:
         ValueError: if ``p`` is outside [0, 1) or ``weights`` is not 2-d.
@@ -62,26 +86,64 @@ def dropout_pair(weights: Tensor, p: float, seed: int, device: str | torch.devic
     ones = dropout(torch.ones_like(weights)).cpu()  # (T, T): 0 or 1/(1-p)
     torch.manual_seed(seed)
     dropped = dropout(weights).cpu()  # (T, T), same mask as ``ones``
-    return {
-        "ones": ones,
-        "weights": dropped,
-        "ones_row_sums": ones.sum(dim=-1),  # (T, T) -> (T,)
-        "weights_row_sums": dropped.sum(dim=-1),  # (T,)
-        "scale": torch.tensor(1.0 / (1.0 - p)),
-    }
+    return DropoutPair(
+        p=p,
+        ones=ones,
+        weights=dropped,
+        ones_row_sums=ones.sum(dim=-1),  # (T, T) -> (T,)
+        weights_row_sums=dropped.sum(dim=-1),  # (T, T) -> (T,)
+        scale=1.0 / (1.0 - p),
+        kept=int((ones > 0).sum()),
+    )
 
 
-def dropout_sweep(weights: Tensor, seed: int, p_values: tuple[float, ...] = P_VALUES) -> dict[float, dict[str, Tensor]]:
-    """:func:`dropout_pair` at every rate of ``p_values`` (for the in-figure slider).
-
-    Returns:
-        dict p -> the dict of :func:`dropout_pair`.
-    """
+def dropout_sweep(weights: Tensor, seed: int, p_values: tuple[float, ...] = P_VALUES) -> dict[float, DropoutPair]:
+    """:func:`dropout_pair` at every rate of ``p_values`` (for the in-figure slider), keyed by p."""
     return {p: dropout_pair(weights, p, seed) for p in p_values}
 
 
+@dataclass(frozen=True)
+class DeviceMask:
+    """The chapter's dropout on another device against the CPU.
+
+    Attributes:
+        device: the device type ("cuda", "mps").
+        ones: (T, T) dropout(ones) drawn there (on the CPU now).
+        same_as_cpu: True when it equals the CPU's mask for the same seed.
+    """
+
+    device: str
+    ones: Tensor
+    same_as_cpu: bool
+
+
+def device_mask(weights: Tensor, p: float, seed: int, device: torch.device, cpu: DropoutPair) -> DeviceMask:
+    """:func:`dropout_pair` on ``device`` with the same seed, compared with the CPU's result ``cpu``."""
+    there = dropout_pair(weights, p, seed, device=device)
+    return DeviceMask(device.type, there.ones, bool(torch.equal(there.ones, cpu.ones)))
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """The running mean of many dropped-out copies of the weights.
+
+    Attributes:
+        table: one row per n = 1 … n_masks: ``masks``, ``max_abs_error`` (max |mean of n − weights|
+            over all cells) and ``sigma_over_sqrt_n`` (σ of the largest weight's cell / √n).
+        masks: n_masks.
+        final_error, final_sigma: the last row's two values.
+        error_after_10: ``max_abs_error`` after 10 masks (after n_masks when fewer).
+    """
+
+    table: pd.DataFrame
+    masks: int
+    final_error: float
+    final_sigma: float
+    error_after_10: float
+
+
 @uses_global_rng
-def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: int = 0) -> pd.DataFrame:
+def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: int = 0) -> Expectation:
     """The mean of many dropped-out copies of the weights converges back to the weights.
 
     Each surviving weight is scaled by 1/(1 - p), so every cell's expectation is
@@ -92,21 +154,16 @@ def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: in
     Args:
         weights: (T, T) attention weights.
         p: dropout rate in [0, 1).
-        n_masks: number of independent masks (one ``nn.Dropout`` call on n stacked copies).
+        n_masks: number of independent masks (one ``nn.Dropout`` call on n stacked copies), at most 10 000.
         seed: ``torch.manual_seed`` before drawing.
 
-    Returns:
-        DataFrame with one row per n = 1 .. n_masks: ``masks``, ``max |mean - weights|``
-        (over all cells, after n masks) and ``σ_max / √n`` (the standard deviation of the
-        largest weight's cell divided by sqrt(n)).
-
     Raises:
-        ValueError: if ``p`` is outside [0, 1) or ``n_masks < 1``.
+        ValueError: if ``p`` is outside [0, 1) or ``n_masks`` outside [1, 10 000].
     """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"p must be in [0, 1), got {p}")
-    if n_masks < 1:
-        raise ValueError(f"n_masks must be positive, got {n_masks}")
+    if not 1 <= n_masks <= 10_000:
+        raise ValueError(f"n_masks must be in [1, 10000], got {n_masks}")
     torch.manual_seed(seed)
     copies = weights.unsqueeze(0).expand(n_masks, *weights.shape)  # (T, T) -> (n, T, T)
     dropped = nn.Dropout(p)(copies)  # (n, T, T), an independent mask per copy
@@ -114,17 +171,45 @@ def dropout_expectation(weights: Tensor, p: float, n_masks: int = 2000, seed: in
     running_mean = dropped.double().cumsum(dim=0) / counts  # (n, T, T): mean of the first k copies
     max_err = (running_mean - weights.double()).abs().amax(dim=(1, 2))  # (n, T, T) -> (n,)
     sigma_max = float(weights.max()) * math.sqrt(p / (1.0 - p))
-    return pd.DataFrame(
-        {
-            "masks": torch.arange(1, n_masks + 1).numpy(),
-            "max |mean - weights|": max_err.numpy(),
-            "σ_max / √n": sigma_max / counts.view(-1).sqrt().numpy(),
-        }
+    table = pd.DataFrame({
+        "masks": torch.arange(1, n_masks + 1).numpy(),
+        "max_abs_error": max_err.numpy(),
+        "sigma_over_sqrt_n": sigma_max / counts.view(-1).sqrt().numpy(),
+    })
+    return Expectation(
+        table=table,
+        masks=n_masks,
+        final_error=float(max_err[-1]),
+        final_sigma=float(table["sigma_over_sqrt_n"].iloc[-1]),
+        error_after_10=float(max_err[min(10, n_masks) - 1]),
     )
 
 
+@dataclass(frozen=True)
+class TrainVsEval:
+    """``CausalAttention`` with dropout, called twice in train() mode and twice in eval() mode.
+
+    Attributes:
+        train_1, train_2, eval_1: (T, T) attention weights of the first two train() calls and an eval() call.
+        train_row_sums: (T,) row sums of ``train_1`` (not 1 when p > 0).
+        train_calls_differ: the two train() calls gave different weights.
+        eval_calls_equal: the two eval() calls gave the same output.
+        eval_equals_no_dropout: eval() output equals the same layer built with p = 0.
+        max_abs_diff_eval_vs_p0: largest |eval() output − p = 0 output| (context vectors).
+    """
+
+    train_1: Tensor
+    train_2: Tensor
+    eval_1: Tensor
+    train_row_sums: Tensor
+    train_calls_differ: bool
+    eval_calls_equal: bool
+    eval_equals_no_dropout: bool
+    max_abs_diff_eval_vs_p0: float
+
+
 @uses_global_rng
-def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) -> dict[str, Tensor | float | bool]:
+def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) -> TrainVsEval:
     """``CausalAttention`` with dropout p, called twice in train() mode and twice in eval() mode.
 
     In training each call draws a new mask (weights zeroed at random, survivors
@@ -137,12 +222,6 @@ def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) ->
         p: dropout rate in [0, 1).
         seed: ``torch.manual_seed`` before the two training calls.
         model_seed: seed the layer is built with (the chapter's 123).
-
-    Returns:
-        dict with ``train_1``, ``train_2``, ``eval_1`` (T, T) attention weights,
-        ``train_row_sums`` (T,) of ``train_1``, ``eval_equals_no_dropout`` and
-        ``eval_calls_equal`` (bool), ``train_calls_differ`` (bool),
-        ``max_abs_diff_eval_vs_p0`` (float, context vectors).
 
     Raises:
         ValueError: if ``p`` is outside [0, 1).
@@ -162,13 +241,13 @@ def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) ->
         eval_ctx_1, eval_1 = layer(x, return_weights=True)
         eval_ctx_2, _ = layer(x, return_weights=True)
         ref_ctx = reference(x)
-    return {
-        "train_1": train_1[0],  # (1, T, T) -> (T, T)
-        "train_2": train_2[0],
-        "eval_1": eval_1[0],
-        "train_row_sums": train_1[0].sum(dim=-1),  # (T,)
-        "train_calls_differ": not torch.equal(train_1, train_2),
-        "eval_calls_equal": torch.equal(eval_ctx_1, eval_ctx_2),
-        "eval_equals_no_dropout": torch.equal(eval_ctx_1, ref_ctx),
-        "max_abs_diff_eval_vs_p0": float((eval_ctx_1 - ref_ctx).abs().max()),
-    }
+    return TrainVsEval(
+        train_1=train_1[0],  # (1, T, T) -> (T, T)
+        train_2=train_2[0],
+        eval_1=eval_1[0],
+        train_row_sums=train_1[0].sum(dim=-1),  # (T, T) -> (T,)
+        train_calls_differ=not torch.equal(train_1, train_2),
+        eval_calls_equal=torch.equal(eval_ctx_1, eval_ctx_2),
+        eval_equals_no_dropout=torch.equal(eval_ctx_1, ref_ctx),
+        max_abs_diff_eval_vs_p0=float((eval_ctx_1 - ref_ctx).abs().max()),
+    )

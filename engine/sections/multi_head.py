@@ -7,33 +7,30 @@ exercise 3.2) and "multi-head attention with weight splits"
 (several heads: a 32-d vector cut into 4 heads of 8, one ``qkv`` Linear, the
 parameter count that does not depend on the head count).
 
-The lesson's layer, one Linear computing q, k and v together, is
-:class:`FusedQKVAttention` (the chapter's classes keep three Linears); the
-benchmark ``python -m engine.bench attention`` times it beside the chapter's
-classes.
+The lesson's layer, one Linear computing q, k and v together, is the
+project's one fused-qkv class, :class:`engine.gpt.CausalSelfAttention` (the
+chapter's classes keep three Linears); its parameters are counted with
+:func:`engine.gpt.count_params`, the project's one counter.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from engine import attention as A
-from engine import chapter
-from engine.layout import score_tensor_bytes
+from engine import chapter, gpt
 from engine.rng import uses_global_rng
+from engine.sections.memory_layout import score_tensor_bytes
 
-#: The lesson's example line ("the white sun sets behind the mountains"), 5 characters.
-LESSON_LINE = "白日依山尽"
 #: Seed of the random character embeddings and the layer's weights on the page.
 LESSON_SEED = 0
-#: Ways :class:`FusedQKVAttention` can compute attention once q, k, v are split into heads.
-BACKENDS = ("manual", "einsum", "sdpa_causal", "sdpa_mask")
+#: Longest line the layer is run on here.
+MAX_LINE = 64
 
 
 def divisors(n: int) -> list[int]:
@@ -72,108 +69,6 @@ def nearest_divisors(d_out: int, num_heads: int) -> tuple[int, int]:
     return below, above
 
 
-class FusedQKVAttention(nn.Module):
-    """Causal multi-head self-attention with one Linear for q, k and v (lesson ``000``, part 1).
-
-    ``qkv`` maps n_embd -> 3·n_embd; its output is split into q, k, v, each cut
-    into ``num_heads`` heads of ``head_dim = n_embd // num_heads`` by
-    view/transpose; ``proj`` mixes the re-joined heads. Parameters:
-    ``qkv`` n_embd·3·n_embd (+ 3·n_embd bias), ``proj`` n_embd² (+ n_embd), the
-    same for every head count (n_embd 32 with biases: 3168 and 1056).
-
-    Args:
-        n_embd: model width (d_in = d_out).
-        num_heads: number of heads; must divide ``n_embd``.
-        context_length: longest sequence the causal mask covers.
-        bias: biases in ``qkv`` and ``proj``.
-        backend: how attention is computed after the split: "manual" (matmul,
-            ``masked_fill(-inf)``, softmax, matmul), "einsum" (the same with
-            ``torch.einsum``), "sdpa_causal" (``F.scaled_dot_product_attention``
-            with ``is_causal=True``) or "sdpa_mask" (the same kernel given an
-            explicit boolean mask).
-
-    Shapes:
-        ``forward(x)``: x (B, T, n_embd) float -> context_vec (B, T, n_embd)
-        [, attn_weights (B, num_heads, T, T), only for "manual" and "einsum"].
-
-    Raises:
-        ValueError: if ``num_heads`` does not divide ``n_embd``, a size is not
-            positive, the backend is unknown, the input is not 3-d, ``T >
-            context_length``, or weights are asked of an SDPA backend.
-    """
-
-    def __init__(self, n_embd: int, num_heads: int, context_length: int, bias: bool = True, backend: str = "manual"):
-        super().__init__()
-        if n_embd < 1 or num_heads < 1 or context_length < 1:
-            raise ValueError(f"sizes must be positive, got n_embd={n_embd}, num_heads={num_heads}, "
-                             f"context_length={context_length}")
-        if n_embd % num_heads != 0:
-            raise ValueError(f"n_embd={n_embd} is not divisible by num_heads={num_heads}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        self.n_embd = n_embd
-        self.num_heads = num_heads
-        self.head_dim = n_embd // num_heads
-        self.context_length = context_length
-        self.backend = backend
-        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)  # W_query | W_key | W_value stacked
-        self.proj = nn.Linear(n_embd, n_embd, bias=bias)
-        # allowed[i, j] is True where query i may look at key j (j <= i): SDPA's boolean-mask convention.
-        self.register_buffer("allowed", torch.ones(context_length, context_length, dtype=torch.bool).tril())
-
-    def forward(self, x: Tensor, return_weights: bool = False, return_steps: bool = False):
-        """Run the layer.
-
-        Args:
-            x: (B, T, n_embd).
-            return_weights: also return attn_weights (B, H, T, T).
-            return_steps: return a dict of every intermediate tensor instead
-                (``x``, ``qkv``, ``q``, ``q_heads``, ``k_heads``, ``v_heads``,
-                ``attn_scores``, ``attn_weights``, ``context_heads``, ``merged``,
-                ``context_vec``), for the shape table; manual/einsum only.
-        """
-        if x.dim() != 3:
-            raise ValueError(f"x must be (B, T, n_embd), got shape {tuple(x.shape)}")
-        B, T, C = x.shape
-        if C != self.n_embd:
-            raise ValueError(f"x has {C} features, the layer expects n_embd={self.n_embd}")
-        if T > self.context_length:
-            raise ValueError(f"input has {T} tokens but context_length is {self.context_length}")
-        if (return_weights or return_steps) and self.backend.startswith("sdpa"):
-            raise ValueError("the SDPA backends never form the attention weights; use backend 'manual'")
-        qkv = self.qkv(x)  # (B, T, C) -> (B, T, 3C)
-        q, k, v = qkv.split(C, dim=2)  # (B, T, 3C) -> 3 × (B, T, C)
-        q_heads = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
-        k_heads = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
-        v_heads = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
-        allowed = self.allowed[:T, :T]  # (T, T)
-        attn_scores = attn_weights = None
-        if self.backend == "sdpa_causal":
-            context_heads = F.scaled_dot_product_attention(q_heads, k_heads, v_heads, is_causal=True)  # (B, H, T, d_h)
-        elif self.backend == "sdpa_mask":
-            context_heads = F.scaled_dot_product_attention(q_heads, k_heads, v_heads, attn_mask=allowed)  # (B, H, T, d_h)
-        else:
-            if self.backend == "einsum":
-                attn_scores = torch.einsum("bhtd,bhsd->bhts", q_heads, k_heads)  # (B, H, T, d_h) x2 -> (B, H, T, T)
-            else:
-                attn_scores = q_heads @ k_heads.transpose(-2, -1)  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
-            masked = attn_scores.masked_fill(~allowed, float("-inf"))
-            attn_weights = torch.softmax(masked / math.sqrt(self.head_dim), dim=-1)  # (B, H, T, T)
-            if self.backend == "einsum":
-                context_heads = torch.einsum("bhts,bhsd->bhtd", attn_weights, v_heads)  # -> (B, H, T, d_h)
-            else:
-                context_heads = attn_weights @ v_heads  # (B, H, T, T) @ (B, H, T, d_h) -> (B, H, T, d_h)
-        merged = context_heads.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, d_h) -> (B, T, H, d_h) -> (B, T, C)
-        context_vec = self.proj(merged)  # (B, T, C)
-        if return_steps:
-            return {
-                "x": x, "qkv": qkv, "q": q, "q_heads": q_heads, "k_heads": k_heads, "v_heads": v_heads,
-                "attn_scores": attn_scores, "attn_weights": attn_weights, "context_heads": context_heads,
-                "merged": merged, "context_vec": context_vec,
-            }
-        return (context_vec, attn_weights) if return_weights else context_vec
-
-
 # ---------------------------------------------------------------------------
 # The chapter's examples
 # ---------------------------------------------------------------------------
@@ -185,9 +80,22 @@ def chapter_batch() -> Tensor:
     return torch.stack((inputs, inputs), dim=0)  # 2 × (6, 3) -> (2, 6, 3)
 
 
+@dataclass(frozen=True)
+class HeadsOutput:
+    """A multi-head layer's output on the chapter's batch.
+
+    Attributes:
+        context_vec: (2, 6, d_out) float32 context vectors.
+        attn_weights: (2, num_heads, 6, 6) float32 attention weights.
+    """
+
+    context_vec: Tensor
+    attn_weights: Tensor
+
+
 @uses_global_rng
 @torch.no_grad()
-def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_heads: int = 2) -> dict[str, Tensor]:
+def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_heads: int = 2) -> HeadsOutput:
     """The chapter's MultiHeadAttentionWrapper on its batch (d_in 3, context_length 6, dropout 0).
 
     With seed 123, d_out 2 and 2 heads the first sequence equals
@@ -195,8 +103,7 @@ def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_hea
     exercise 3.2 (2 heads of 1 give 2-d context vectors).
 
     Returns:
-        dict with ``context_vec`` (2, 6, num_heads·d_out) and ``attn_weights``
-        (2, num_heads, 6, 6).
+        :class:`HeadsOutput` with context_vec (2, 6, num_heads·d_out) and attn_weights (2, num_heads, 6, 6).
 
     Raises:
         ValueError: on non-positive sizes.
@@ -204,19 +111,19 @@ def wrapper_output(seed: int = chapter.MHA_WRAPPER_SEED, d_out: int = 2, num_hea
     torch.manual_seed(seed)
     wrapper = A.MultiHeadAttentionWrapper(3, d_out, context_length=6, dropout=0.0, num_heads=num_heads)
     context_vec, attn_weights = wrapper(chapter_batch(), return_weights=True)
-    return {"context_vec": context_vec, "attn_weights": attn_weights}
+    return HeadsOutput(context_vec, attn_weights)
 
 
 @uses_global_rng
 @torch.no_grad()
-def split_output(seed: int = chapter.MHA_SPLIT_SEED, d_out: int = 2, num_heads: int = 2) -> dict[str, Tensor]:
+def split_output(seed: int = chapter.MHA_SPLIT_SEED, d_out: int = 2, num_heads: int = 2) -> HeadsOutput:
     """The chapter's MultiHeadAttention (weight splits, out_proj) on its batch (d_in 3, dropout 0).
 
     With seed 123, d_out 2 and 2 heads the first row equals
     :data:`engine.chapter.MHA_SPLIT_FIRST_ROW`.
 
     Returns:
-        dict with ``context_vec`` (2, 6, d_out) and ``attn_weights`` (2, num_heads, 6, 6).
+        :class:`HeadsOutput` with context_vec (2, 6, d_out) and attn_weights (2, num_heads, 6, 6).
 
     Raises:
         ValueError: if ``num_heads`` does not divide ``d_out`` (the class's message).
@@ -224,12 +131,29 @@ def split_output(seed: int = chapter.MHA_SPLIT_SEED, d_out: int = 2, num_heads: 
     torch.manual_seed(seed)
     mha = A.MultiHeadAttention(3, d_out, context_length=6, dropout=0.0, num_heads=num_heads)
     context_vec, attn_weights = mha(chapter_batch(), return_weights=True)
-    return {"context_vec": context_vec, "attn_weights": attn_weights}
+    return HeadsOutput(context_vec, attn_weights)
+
+
+@dataclass(frozen=True)
+class CopyComparison:
+    """The wrapper's heads against the split layer's, before and after copying the weights.
+
+    Attributes:
+        wrapper: (2, 6, d_out) the wrapper's context vectors.
+        split: (2, 6, d_out) the split layer's, before ``out_proj``, after the copy.
+        max_abs_diff_before: largest |split − wrapper| before the copy.
+        max_abs_diff: the same after the copy (float rounding: below 1e-6).
+    """
+
+    wrapper: Tensor
+    split: Tensor
+    max_abs_diff_before: float
+    max_abs_diff: float
 
 
 @uses_global_rng
 @torch.no_grad()
-def wrapper_vs_split(seed: int = chapter.MHA_WRAPPER_SEED, head_dim: int = 2, num_heads: int = 2) -> dict[str, Tensor | float]:
+def wrapper_vs_split(seed: int = chapter.MHA_WRAPPER_SEED, head_dim: int = 2, num_heads: int = 2) -> CopyComparison:
     """Copy the wrapper's per-head weights into the split layer and compare the heads' outputs.
 
     The wrapper's head h (W_* of shape (head_dim, d_in)) becomes rows
@@ -243,10 +167,6 @@ def wrapper_vs_split(seed: int = chapter.MHA_WRAPPER_SEED, head_dim: int = 2, nu
             so the "before" comparison starts from different weights.
         head_dim: width of each wrapper head (the wrapper's d_out).
         num_heads: number of heads; the split layer has d_out = num_heads·head_dim.
-
-    Returns:
-        dict with ``wrapper`` and ``split`` context vectors (2, 6, d_out)
-        after the copy, ``max_abs_diff_before`` and ``max_abs_diff`` (floats).
     """
     batch = chapter_batch()
     torch.manual_seed(seed)
@@ -257,12 +177,12 @@ def wrapper_vs_split(seed: int = chapter.MHA_WRAPPER_SEED, head_dim: int = 2, nu
     before = mha(batch, return_heads=True)  # (2, 6, d_out), before out_proj
     A.copy_wrapper_into_split(wrapper, mha)
     after = mha(batch, return_heads=True)  # (2, 6, d_out)
-    return {
-        "wrapper": from_wrapper,
-        "split": after,
-        "max_abs_diff_before": float((before - from_wrapper).abs().max()),
-        "max_abs_diff": float((after - from_wrapper).abs().max()),
-    }
+    return CopyComparison(
+        wrapper=from_wrapper,
+        split=after,
+        max_abs_diff_before=float((before - from_wrapper).abs().max()),
+        max_abs_diff=float((after - from_wrapper).abs().max()),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -291,83 +211,211 @@ def line_embeddings(line: str, n_embd: int, seed: int = LESSON_SEED) -> Tensor:
     return table[ids].unsqueeze(0)  # (T, n_embd) -> (1, T, n_embd)
 
 
-@uses_global_rng
-def param_counts(n_embd: int, num_heads: int, bias: bool = True) -> dict[str, int]:
-    """Parameters of the lesson's attention layer, counted on a real :class:`FusedQKVAttention`.
+def lesson_config(n_embd: int, num_heads: int, block_size: int = 1) -> gpt.GPTConfig:
+    """The GPT config of the lesson's attention layer: biases on, no dropout, causal, learned positions.
 
-    Returns:
-        dict with ``qkv`` (3·n_embd² + 3·n_embd), ``proj`` (n_embd² + n_embd)
-        and ``total``; none depends on ``num_heads`` (n_embd 32: 3168 and 1056).
+    Raises:
+        ValueError: if ``num_heads`` does not divide ``n_embd`` or a size is not positive (GPTConfig's message).
+    """
+    return gpt.GPTConfig(n_embd=n_embd, n_head=num_heads, block_size=block_size, n_layer=1, bias=True, dropout=0.0)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters of the lesson's attention layer.
+
+    Attributes:
+        qkv: 3·n_embd² weights + 3·n_embd biases (n_embd 32: 3168).
+        proj: n_embd² weights + n_embd biases (n_embd 32: 1056).
+        total: qkv + proj.
+    """
+
+    qkv: int
+    proj: int
+    total: int
+
+
+def param_counts(n_embd: int, num_heads: int) -> ParamCounts:
+    """Parameters of :class:`engine.gpt.CausalSelfAttention` for this width and head count.
+
+    Built on the ``meta`` device (nothing allocated, no random numbers drawn) and counted
+    with :func:`engine.gpt.count_params`; neither count depends on ``num_heads``.
 
     Raises:
         ValueError: if ``num_heads`` does not divide ``n_embd``.
     """
-    layer = FusedQKVAttention(n_embd, num_heads, context_length=1, bias=bias)
-    qkv = sum(p.numel() for p in layer.qkv.parameters())
-    proj = sum(p.numel() for p in layer.proj.parameters())
-    return {"qkv": qkv, "proj": proj, "total": qkv + proj}
+    with torch.device("meta"):
+        layer = gpt.CausalSelfAttention(lesson_config(n_embd, num_heads))
+    qkv, proj = gpt.count_params(layer.qkv), gpt.count_params(layer.proj)
+    return ParamCounts(qkv=qkv, proj=proj, total=qkv + proj)
 
 
-def _shape_row(step: str, code: str, t: Tensor) -> dict:
-    return {
-        "step": step,
-        "code": code,
-        "shape": str(tuple(t.shape)),
-        "stride": str(tuple(t.stride())),
-        "is_contiguous": bool(t.is_contiguous()),
-    }
+@dataclass(frozen=True)
+class AttentionSteps:
+    """Every intermediate tensor of :class:`engine.gpt.CausalSelfAttention` on one input (B, T, C).
+
+    Attributes:
+        x: (B, T, C) input. qkv: (B, T, 3C). q: (B, T, C), the first third.
+        q_heads, k_heads, v_heads: (B, H, T, d_h), cut into heads (views, not contiguous).
+        attn_scores: (B, H, T, T), q·kᵀ / √d_h before the mask.
+        attn_weights: (B, H, T, T), causal softmax; rows sum to 1.
+        context_heads: (B, H, T, d_h). merged: (B, T, C), heads joined. context_vec: (B, T, C) after proj.
+    """
+
+    x: Tensor
+    qkv: Tensor
+    q: Tensor
+    q_heads: Tensor
+    k_heads: Tensor
+    v_heads: Tensor
+    attn_scores: Tensor
+    attn_weights: Tensor
+    context_heads: Tensor
+    merged: Tensor
+    context_vec: Tensor
+
+
+@torch.no_grad()
+def attention_steps(layer: gpt.CausalSelfAttention, x: Tensor) -> AttentionSteps:
+    """Run ``layer`` (causal, no dropout, no RoPE) step by step, keeping every intermediate tensor.
+
+    The same operations as ``CausalSelfAttention.forward`` on its manual path, written out
+    with the layer's own ``qkv``, ``mask`` and ``proj``; the results equal
+    ``layer(x, return_weights=True)``.
+
+    Args:
+        layer: a causal :class:`engine.gpt.CausalSelfAttention` without rotary positions.
+        x: float (B, T, C), C = the layer's n_embd, T <= its block_size.
+
+    Raises:
+        ValueError: if x is not 3-d or T exceeds the layer's mask.
+    """
+    if x.dim() != 3:
+        raise ValueError(f"x must be (B, T, C), got shape {tuple(x.shape)}")
+    B, T, C = x.shape
+    if T > layer.mask.size(0):
+        raise ValueError(f"{T} tokens but the layer's block_size is {layer.mask.size(0)}")
+    H = layer.n_head
+    d_h = C // H
+    qkv = layer.qkv(x)  # (B, T, C) -> (B, T, 3C)
+    q, k, v = qkv.split(C, dim=2)  # (B, T, 3C) -> 3 × (B, T, C)
+    q_heads = q.view(B, T, H, d_h).transpose(1, 2)  # (B, T, C) -> (B, T, H, d_h) -> (B, H, T, d_h)
+    k_heads = k.view(B, T, H, d_h).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
+    v_heads = v.view(B, T, H, d_h).transpose(1, 2)  # (B, T, C) -> (B, H, T, d_h)
+    attn_scores = q_heads @ k_heads.transpose(-2, -1) / d_h**0.5  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
+    masked = attn_scores.masked_fill(~layer.mask[:T, :T], float("-inf"))  # future keys hidden
+    attn_weights = torch.softmax(masked, dim=-1)  # (B, H, T, T), rows sum to 1
+    context_heads = attn_weights @ v_heads  # (B, H, T, T) @ (B, H, T, d_h) -> (B, H, T, d_h)
+    merged = context_heads.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, d_h) -> (B, T, H, d_h) -> (B, T, C)
+    context_vec = layer.proj(merged)  # (B, T, C)
+    return AttentionSteps(x, qkv, q, q_heads, k_heads, v_heads, attn_scores, attn_weights, context_heads, merged,
+                          context_vec)
+
+
+#: The rows of the shape table: (stable key, the code that makes the tensor, the AttentionSteps field).
+SHAPE_STEPS: tuple[tuple[str, str, str], ...] = (
+    ("input", "x", "x"),
+    ("qkv", "qkv = self.qkv(x)", "qkv"),
+    ("q_split", "q, k, v = qkv.split(n_embd, dim=2)", "q"),
+    ("q_heads", "q.view(B, T, H, d_h).transpose(1, 2)", "q_heads"),
+    ("attn_scores", "q @ k.transpose(-2, -1) / √d_h", "attn_scores"),
+    ("attn_weights", "softmax(masked scores)", "attn_weights"),
+    ("context_heads", "attn_weights @ v", "context_heads"),
+    ("merged", "transpose(1, 2).contiguous().view(B, T, n_embd)", "merged"),
+    ("context_vec", "self.proj(merged)", "context_vec"),
+)
+
+
+def shape_table(steps: AttentionSteps) -> pd.DataFrame:
+    """One row per step of :data:`SHAPE_STEPS`.
+
+    Returns:
+        DataFrame with ``step`` (its key), ``code``, ``shape``, ``stride`` (as text) and ``is_contiguous``.
+    """
+    rows = []
+    for key, code, field in SHAPE_STEPS:
+        t = getattr(steps, field)
+        rows.append({"step": key, "code": code, "shape": str(tuple(t.shape)), "stride": str(tuple(t.stride())),
+                     "is_contiguous": bool(t.is_contiguous())})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class HeadsOnLine:
+    """The lesson's untrained attention layer run on one line.
+
+    Attributes:
+        tokens: the T characters.
+        attn_weights: (H, T, T) float32, one causal weight matrix per head.
+        shapes: :func:`shape_table` of the run.
+        params: :func:`param_counts` of the layer.
+        score_bytes: bytes of the float32 (1, H, T, T) score tensor.
+    """
+
+    tokens: list[str]
+    attn_weights: Tensor
+    shapes: pd.DataFrame
+    params: ParamCounts
+    score_bytes: int
 
 
 @uses_global_rng
 @torch.no_grad()
-def heads_on_line(line: str = LESSON_LINE, n_embd: int = chapter.LESSON_N_EMBD, num_heads: int = 4,
-                  seed: int = LESSON_SEED) -> dict[str, object]:
+def heads_on_line(line: str = chapter.LESSON_LINE, n_embd: int = chapter.LESSON_N_EMBD, num_heads: int = 4,
+                  seed: int = LESSON_SEED) -> HeadsOnLine:
     """Run the lesson's untrained attention layer on a line and return every head's weights.
 
-    The layer is :class:`FusedQKVAttention` (biases on, causal) with weights
-    seeded by ``seed``; inputs come from :func:`line_embeddings`.
+    The layer is :class:`engine.gpt.CausalSelfAttention` (:func:`lesson_config`: biases on,
+    causal, no dropout) with weights seeded by ``seed``; inputs come from :func:`line_embeddings`;
+    it is run step by step by :func:`attention_steps`.
 
     Args:
-        line: the characters (T = len(line), 1 … 64).
+        line: the characters (T = len(line), 1 … :data:`MAX_LINE`).
         n_embd: model width; 32 as in the lesson.
         num_heads: must divide ``n_embd``.
         seed: seed of embeddings and weights.
 
-    Returns:
-        dict with ``tokens`` (list of T characters), ``attn_weights`` (H, T, T)
-        float32, ``shapes`` (DataFrame: step, code, shape, stride,
-        is_contiguous — (1, T, n_embd) -> (1, H, T, d_h) -> scores (1, H, T, T)
-        -> back), ``params`` (see :func:`param_counts`) and ``score_bytes``
-        (bytes of the float32 (1, H, T, T) score tensor).
-
     Raises:
         ValueError: on an empty or too long line, or a head count that does not divide ``n_embd``.
     """
-    if len(line) > 64:
-        raise ValueError(f"at most 64 characters here, got {len(line)}")
+    if len(line) > MAX_LINE:
+        raise ValueError(f"at most {MAX_LINE} characters here, got {len(line)}")
     x = line_embeddings(line, n_embd, seed)  # (1, T, n_embd)
+    config = lesson_config(n_embd, num_heads, block_size=len(line))
     torch.manual_seed(seed)
-    layer = FusedQKVAttention(n_embd, num_heads, context_length=max(len(line), 1))
-    steps = layer(x, return_steps=True)
-    H, T = num_heads, len(line)
-    shapes = pd.DataFrame([
-        _shape_row("input x", "x", steps["x"]),
-        _shape_row("q, k, v together", "qkv = self.qkv(x)", steps["qkv"]),
-        _shape_row("q after split", "q, k, v = qkv.split(n_embd, dim=2)", steps["q"]),
-        _shape_row("q cut into heads", "q.view(B, T, H, d_h).transpose(1, 2)", steps["q_heads"]),
-        _shape_row("attention scores", "q @ k.transpose(-2, -1)", steps["attn_scores"]),
-        _shape_row("attention weights", "softmax(masked scores / √d_h)", steps["attn_weights"]),
-        _shape_row("context per head", "attn_weights @ v", steps["context_heads"]),
-        _shape_row("heads joined", "transpose(1, 2).contiguous().view(B, T, n_embd)", steps["merged"]),
-        _shape_row("after proj", "self.proj(merged)", steps["context_vec"]),
-    ])
-    return {
-        "tokens": list(line),
-        "attn_weights": steps["attn_weights"][0],  # (1, H, T, T) -> (H, T, T)
-        "shapes": shapes,
-        "params": param_counts(n_embd, num_heads),
-        "score_bytes": score_tensor_bytes(1, H, T, steps["attn_scores"].element_size()),
-    }
+    layer = gpt.CausalSelfAttention(config).eval()
+    steps = attention_steps(layer, x)
+    return HeadsOnLine(
+        tokens=list(line),
+        attn_weights=steps.attn_weights[0],  # (1, H, T, T) -> (H, T, T)
+        shapes=shape_table(steps),
+        params=param_counts(n_embd, num_heads),
+        score_bytes=score_tensor_bytes(1, num_heads, len(line), steps.attn_scores.element_size()),
+    )
+
+
+@dataclass(frozen=True)
+class PageLine:
+    """The line the page runs, and why it differs from what the reader typed.
+
+    Attributes:
+        line: the characters used.
+        issue: None, ``"empty"`` (the lesson's line is used instead) or ``"too_long"`` (cut to the limit).
+        typed_length: how many characters the reader typed.
+    """
+
+    line: str
+    issue: str | None
+    typed_length: int
+
+
+def page_line(typed: str, max_length: int) -> PageLine:
+    """The reader's line, or the lesson's when it is empty, cut to ``max_length`` characters."""
+    if not typed:
+        return PageLine(chapter.LESSON_LINE, "empty", 0)
+    if len(typed) > max_length:
+        return PageLine(typed[:max_length], "too_long", len(typed))
+    return PageLine(typed, None, len(typed))
 
 
 def cost_table(n_embd: int, lengths: Sequence[int], batch: int = 1) -> pd.DataFrame:
@@ -379,15 +427,66 @@ def cost_table(n_embd: int, lengths: Sequence[int], batch: int = 1) -> pd.DataFr
         batch: B of the score tensor.
 
     Returns:
-        DataFrame with ``num_heads``, ``head_dim``, ``qkv params``, ``proj params``
-        (constant down the columns) and one ``attn_scores bytes at T=…`` column
-        per length (float32 (batch, H, T, T), growing with H and T²).
+        DataFrame with ``num_heads``, ``head_dim``, ``qkv_params``, ``proj_params``
+        (constant down the columns) and one ``scores_bytes_<T>`` column per length
+        (float32 (batch, H, T, T), growing with H and T²).
     """
     rows = []
     for H in divisors(n_embd):
         counts = param_counts(n_embd, H)
-        row = {"num_heads": H, "head_dim": n_embd // H, "qkv params": counts["qkv"], "proj params": counts["proj"]}
+        row = {"num_heads": H, "head_dim": n_embd // H, "qkv_params": counts.qkv, "proj_params": counts.proj}
         for T in lengths:
-            row[f"attn_scores bytes at T={T}"] = score_tensor_bytes(batch, H, T)
+            row[f"scores_bytes_{T}"] = score_tensor_bytes(batch, H, T)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class SplitCheck:
+    """Whether ``d_out`` splits into ``num_heads`` heads, as MultiHeadAttention checks it.
+
+    Attributes:
+        head_dim: ``d_out // num_heads`` when the split works, else None.
+        error: the class's own ValueError text when it refuses, else None.
+        ratio: ``d_out / num_heads`` (not whole when refused).
+        nearest: the closest head counts that divide ``d_out`` (one or two, increasing).
+    """
+
+    head_dim: int | None
+    error: str | None
+    ratio: float
+    nearest: tuple[int, ...]
+
+
+def split_check(d_out: int, num_heads: int) -> SplitCheck:
+    """:func:`check_split`, with the nearest head counts that work when it refuses.
+
+    Raises:
+        ValueError: if a size is not positive.
+    """
+    if d_out < 1 or num_heads < 1:
+        raise ValueError(f"sizes must be positive, got d_out={d_out}, num_heads={num_heads}")
+    nearest = tuple(sorted(set(nearest_divisors(d_out, num_heads))))
+    try:
+        return SplitCheck(check_split(d_out, num_heads), None, d_out / num_heads, nearest)
+    except ValueError as err:
+        return SplitCheck(None, str(err), d_out / num_heads, nearest)
+
+
+#: Columns of :func:`bench_rows`: (stable key, column of ``engine.bench.attention.results_table``).
+BENCH_COLUMNS = (("variant", "variant"), ("forward_ms", "forward ms"), ("forward_ratio", "× fastest (fwd)"),
+                 ("forward_backward_ms", "forward+backward ms"), ("max_abs_diff", "max |out − split|"))
+
+
+def bench_rows(table: pd.DataFrame, size_label: str) -> pd.DataFrame:
+    """The rows of one input size of a benchmark results table, with the page's few columns.
+
+    Args:
+        table: ``engine.bench.attention.results_table`` output.
+        size_label: the ``size`` value to keep.
+
+    Returns:
+        DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant.
+    """
+    rows = table[table["size"] == size_label]
+    return pd.DataFrame({key: rows[column].tolist() for key, column in BENCH_COLUMNS})

@@ -1,16 +1,19 @@
-"""Figures of section 6, memory layout: logical grid above storage cells, walked by a Plotly slider.
+"""Figures of the memory-layout page: logical grid above storage cells, walked by a Plotly slider.
 
 Each figure has two panels: on top the tensor as it prints (leading
 dimensions folded into rows), below its storage as numbered cells in memory
 order. Sliders inside the figure step through the logical order (which cell
 each element is read from) or through the stages of the multi-head split;
-moving them needs no rerun.
+moving them needs no rerun. Every word a figure shows comes from the caller,
+in one small frozen dataclass of labels per figure (templates with named
+placeholders, already translated).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -18,7 +21,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.figures.core import PALETTE, add_step_slider, base_layout, format_value
-from engine.layout import HeadStage, MemoryWalk, human_bytes
+from engine.layout import MemoryWalk, human_bytes
+from engine.sections.memory_layout import HeadStage
 
 #: Colour of a cell that holds data, of a storage cell the tensor never reads, and of the lit cell.
 CELL_COLOUR, UNUSED_COLOUR, LIT_COLOUR = "#dbe9f6", "#f0f0f0", "#ff7f0e"
@@ -54,12 +58,38 @@ def _lit(rows: int, cols: int, r: int, c: int, text: str, hover: str) -> go.Heat
                       textfont=dict(color="white", size=14))
 
 
-def memory_walk_figure(walk: MemoryWalk, title: str = "Logical order → memory", height: int | None = None) -> go.Figure:
+@dataclass(frozen=True)
+class WalkLabels:
+    """Words of :func:`memory_walk_figure`, in the reader's language.
+
+    Attributes:
+        storage_title: title of the storage panel.
+        row_axis, cell_axis: y title of the grid, x title of the storage strip.
+        cell: a grid cell's small print, with ``{cell}`` (the storage cell number).
+        grid_hover: hover of a grid cell, with ``{row}``, ``{col}`` and ``{text}`` (Plotly's
+            ``%{y}``, ``%{x}``, ``%{text}`` are passed in).
+        storage_hover: hover of a storage cell, with ``{cell}`` and ``{text}``.
+        step: each step's caption, with ``{k}``, ``{where}`` (the logical index) and ``{cell}``.
+        slider_prefix: text before the slider's current value.
+    """
+
+    storage_title: str
+    row_axis: str
+    cell_axis: str
+    cell: str
+    grid_hover: str
+    storage_hover: str
+    step: str
+    slider_prefix: str
+
+
+def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height: int | None = None) -> go.Figure:
     """The tensor's grid above its storage cells; a Plotly slider lights element k and the cell it is read from.
 
     Args:
         walk: from :func:`engine.layout.memory_walk`.
-        title: figure title; each step appends "step k: (i, j) → cell c".
+        title: figure title (the tensor's code); each step appends ``labels.step``.
+        labels: the figure's words.
 
     Returns:
         Figure with two always-visible heatmaps (grid, storage) and two
@@ -75,36 +105,72 @@ def memory_walk_figure(walk: MemoryWalk, title: str = "Logical order → memory"
     read[walk.order] = True
 
     fig = make_subplots(rows=2, cols=1, row_heights=[0.7, 0.3], vertical_spacing=0.16,
-                        subplot_titles=("", "storage: cells in memory order"))
-    grid_text = [[f"{_cell_text(values[i, j])}<br><sub>cell {cells[i, j]}</sub>" for j in range(cols)] for i in range(rows)]
+                        subplot_titles=("", labels.storage_title))
+    grid_text = [[f"{_cell_text(values[i, j])}<br><sub>{labels.cell.format(cell=cells[i, j])}</sub>"
+                  for j in range(cols)] for i in range(rows)]
+    grid_hover = labels.grid_hover.format(row="%{y}", col="%{x}", text="%{text}") + "<extra></extra>"
     fig.add_trace(go.Heatmap(z=[[0.0] * cols for _ in range(rows)], text=grid_text, texttemplate="%{text}",
                              colorscale=_flat_scale(CELL_COLOUR), showscale=False, xgap=2, ygap=2,
-                             hovertemplate="logical (%{y}, %{x}): %{text}<extra></extra>"), row=1, col=1)
+                             hovertemplate=grid_hover), row=1, col=1)
     strip_text = [[_cell_text(storage[c]) for c in range(n)]]
+    strip_hover = labels.storage_hover.format(cell="%{x}", text="%{text}") + "<extra></extra>"
     fig.add_trace(go.Heatmap(z=[[0.0 if read[c] else 1.0 for c in range(n)]], text=strip_text, texttemplate="%{text}",
                              colorscale=[[0.0, CELL_COLOUR], [1.0, UNUSED_COLOUR]], zmin=0, zmax=1, showscale=False,
-                             xgap=2, ygap=2, hovertemplate="cell %{x}: %{text}<extra></extra>"), row=2, col=1)
-    labels = []
+                             xgap=2, ygap=2, hovertemplate=strip_hover), row=2, col=1)
+    captions = []
     for k, cell in enumerate(walk.order):
         i, j = divmod(k, cols)
         where = f"({walk.row_labels[i]}, {j})" if rows > 1 or walk.row_labels[0] != "0" else f"({j})"
-        labels.append(f"step {k}: element {where} → cell {cell}")
-        fig.add_trace(_lit(rows, cols, i, j, _cell_text(values[i, j]), labels[-1]), row=1, col=1)
-        fig.add_trace(_lit(1, n, 0, cell, _cell_text(storage[cell]), labels[-1]), row=2, col=1)
+        captions.append(labels.step.format(k=k, where=where, cell=cell))
+        fig.add_trace(_lit(rows, cols, i, j, _cell_text(values[i, j]), captions[-1]), row=1, col=1)
+        fig.add_trace(_lit(1, n, 0, cell, _cell_text(storage[cell]), captions[-1]), row=2, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(rows)), ticktext=walk.row_labels, autorange="reversed",
-                     title_text="row", showgrid=False, row=1, col=1)
+                     title_text=labels.row_axis, showgrid=False, row=1, col=1)
     fig.update_xaxes(tickmode="array", tickvals=list(range(cols)), ticktext=[str(j) for j in range(cols)], side="top",
                      showgrid=False, row=1, col=1)
     fig.update_yaxes(showticklabels=False, showgrid=False, row=2, col=1)
     fig.update_xaxes(tickmode="array", tickvals=list(range(n)), ticktext=[str(c) for c in range(n)],
-                     title_text="storage cell", showgrid=False, row=2, col=1)
+                     title_text=labels.cell_axis, showgrid=False, row=2, col=1)
     base_layout(fig, title, height or (min(44 * rows, 420) + 330))
-    add_step_slider(fig, [str(k) for k in range(len(walk.order))], traces_per_step=2, prefix="logical step ",
-                    always_visible=2, step_layouts=[{"title.text": f"{title} · {t}"} for t in labels])
+    add_step_slider(fig, [str(k) for k in range(len(walk.order))], traces_per_step=2, prefix=labels.slider_prefix,
+                    always_visible=2, step_layouts=[{"title.text": f"{title} · {t}"} for t in captions])
     return fig
 
 
-def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | None = None) -> go.Figure:
+@dataclass(frozen=True)
+class HeadWalkLabels:
+    """Words of :func:`head_walk_figure`, in the reader's language.
+
+    Attributes:
+        storage_title: title of the storage panel.
+        head: a legend entry, with ``{h}``.
+        grid_hover: hover of a grid cell, with ``{row}``, ``{col}``, ``{head}`` and ``{cell}``.
+        storage_hover: hover of a storage cell, with ``{cell}``, ``{head}`` and ``{position}``.
+        stage: each stage's title, with ``{title}`` (the code), ``{shape}``, ``{stride}``,
+            ``{contiguity}`` and ``{storage}``.
+        contiguous, not_contiguous: the two values of ``{contiguity}``.
+        same_storage, new_storage: the two values of ``{storage}``.
+        cells: a storage row's tick, with ``{first}`` and ``{last}``.
+        cell_axis: x title of the storage panel.
+        slider_prefix: text before the slider's current value.
+    """
+
+    storage_title: str
+    head: str
+    grid_hover: str
+    storage_hover: str
+    stage: str
+    contiguous: str
+    not_contiguous: str
+    same_storage: str
+    new_storage: str
+    cells: str
+    cell_axis: str
+    slider_prefix: str
+
+
+def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWalkLabels,
+                     height: int | None = None) -> go.Figure:
     """The keys' path through the head split: elements coloured by head, a Plotly slider over the stages.
 
     Top panel: the stage's tensor as it prints (b = 1 left out; leading dims
@@ -115,19 +181,23 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
     sequence exactly when the tensor is contiguous.
 
     Args:
-        stages: from :func:`engine.layout.key_head_walk`.
+        stages: from :func:`engine.sections.memory_layout.key_head_walk`.
         num_heads: H, for the colour scale.
+        labels: the figure's words.
 
     Returns:
         Figure with two traces per stage and ``layout.sliders[0]`` of one step per stage.
     """
     scale = _heads_scale(num_heads)
     fig = make_subplots(rows=2, cols=1, row_heights=[0.62, 0.38], vertical_spacing=0.12,
-                        subplot_titles=("", "storage in memory order · number = position in reading order"))
+                        subplot_titles=("", labels.storage_title))
     step_layouts = []
-    legend = "   ".join(f"<span style='color:{PALETTE[h % len(PALETTE)]}'>■ head {h}</span>" for h in range(num_heads))
+    legend = "   ".join(f"<span style='color:{PALETTE[h % len(PALETTE)]}'>■ {labels.head.format(h=h)}</span>"
+                       for h in range(num_heads))
     max_rows = max(s.grid_heads.shape[0] for s in stages)
     max_strip_rows = max(math.ceil(s.memory_heads.numel() / STRIP_WIDTH) for s in stages)
+    grid_hover = labels.grid_hover.format(row="%{customdata}", col="%{x}", head="%{z}", cell="%{text}")
+    strip_hover = labels.storage_hover.format(cell="%{customdata}", head="%{z}", position="%{text}")
     for s in stages:
         heads = s.grid_heads.numpy()
         cells = s.grid_cells.numpy()
@@ -136,7 +206,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
             z=heads.astype(float).tolist(), text=cells.astype(str).tolist(), texttemplate="%{text}",
             colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1,
             customdata=[[s.row_labels[i]] * cols for i in range(rows)],
-            hovertemplate="%{customdata}, col %{x}: head %{z}, storage cell %{text}<extra></extra>",
+            hovertemplate=grid_hover + "<extra></extra>",
         ), row=1, col=1)
         n = s.memory_heads.numel()
         width = min(n, STRIP_WIDTH)
@@ -150,13 +220,14 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
             text=mem_text.reshape(strip_rows, width).tolist(), texttemplate="%{text}",
             colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1, hoverongaps=False,
             customdata=(np.arange(strip_rows * width).reshape(strip_rows, width)).tolist(),
-            hovertemplate="cell %{customdata}: head %{z}, reading position %{text}<extra></extra>",
+            hovertemplate=strip_hover + "<extra></extra>",
         ), row=2, col=1)
         lay = s.layout
-        note = "same storage as the step before" if s.shares_previous else "new storage"
         step_layouts.append({
-            "title.text": (f"{s.title} · shape {lay.shape} · stride {lay.stride} · "
-                           f"{'contiguous' if lay.is_contiguous else 'NOT contiguous'} · {note}"),
+            "title.text": labels.stage.format(
+                title=s.title, shape=lay.shape, stride=lay.stride,
+                contiguity=labels.contiguous if lay.is_contiguous else labels.not_contiguous,
+                storage=labels.same_storage if s.shares_previous else labels.new_storage),
             "yaxis.tickvals": list(range(rows)),
             "yaxis.ticktext": s.row_labels,
             "yaxis.range": [max(rows, max_rows) - 0.5, -0.5],
@@ -164,49 +235,71 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, height: int | 
             "xaxis.ticktext": s.col_labels,
             "xaxis.range": [-0.5, cols - 0.5],
             "yaxis2.tickvals": list(range(strip_rows)),
-            "yaxis2.ticktext": [f"cells {r * width}–{min(n, (r + 1) * width) - 1}" for r in range(strip_rows)],
+            "yaxis2.ticktext": [labels.cells.format(first=r * width, last=min(n, (r + 1) * width) - 1)
+                                for r in range(strip_rows)],
             "yaxis2.range": [max(strip_rows, max_strip_rows) - 0.5, -0.5],
             "xaxis2.range": [-0.5, width - 0.5],
         })
     fig.update_yaxes(tickmode="array", showgrid=False, row=1, col=1)
     fig.update_xaxes(tickmode="array", side="top", showgrid=False, row=1, col=1)
     fig.update_yaxes(tickmode="array", showgrid=False, row=2, col=1)
-    fig.update_xaxes(showgrid=False, title_text="cell within the row", row=2, col=1)
+    fig.update_xaxes(showgrid=False, title_text=labels.cell_axis, row=2, col=1)
     base_layout(fig, stages[0].title, height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 260))
     fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=34,
                        showarrow=False, font=dict(size=14))
     fig.update_layout(margin=dict(t=110))
-    add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix="stage ",
+    add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix=labels.slider_prefix,
                     step_layouts=step_layouts)
     return fig
 
 
-def score_cost_figure(table: pd.DataFrame, title: str = "Bytes against sequence length T",
-                      mark_length: int | None = 1024) -> go.Figure:
+@dataclass(frozen=True)
+class CostLabels:
+    """Words of :func:`score_cost_figure`, in the reader's language.
+
+    Attributes:
+        title: the figure's title.
+        scores, qkv: legend names of the two lines.
+        length_axis, bytes_axis: the axis titles.
+        hover: a point's hover, with ``{T}`` and ``{size}``.
+    """
+
+    title: str
+    scores: str
+    qkv: str
+    length_axis: str
+    bytes_axis: str
+    hover: str
+
+
+def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int | None = 1024) -> go.Figure:
     """Log–log lines of the score tensor's bytes (∝ T²) and the q, k, v bytes (∝ T).
 
     Args:
-        table: from :func:`engine.layout.score_cost_table`.
+        table: from :func:`engine.sections.memory_layout.score_cost_table`
+            (columns ``T``, ``scores_bytes``, ``qkv_bytes``).
+        labels: the figure's words.
         mark_length: a T to mark with a dotted vertical line (GPT-2's context, 1024), or None.
 
     The y axis is labelled in KiB/MiB/GiB/TiB (powers of 1024), the hover gives the exact size.
     """
     fig = go.Figure()
-    for column, colour in (("attn_scores bytes", PALETTE[1]), ("q, k, v bytes", PALETTE[0])):
+    hover = labels.hover.format(T="%{x}", size="%{customdata}")
+    for column, name, colour in (("scores_bytes", labels.scores, PALETTE[1]), ("qkv_bytes", labels.qkv, PALETTE[0])):
         values = [float(v) for v in table[column]]
         fig.add_scatter(x=table["T"].tolist(), y=values, mode="lines+markers",
-                        name=column.replace(" bytes", ""), line=dict(color=colour, width=3),
+                        name=name, line=dict(color=colour, width=3),
                         customdata=[human_bytes(v) for v in values],
-                        hovertemplate="T=%{x}: %{customdata}<extra>" + column + "</extra>")
-    lo = min(float(table[c].min()) for c in ("attn_scores bytes", "q, k, v bytes"))
-    hi = max(float(table[c].max()) for c in ("attn_scores bytes", "q, k, v bytes"))
+                        hovertemplate=hover + "<extra>" + name + "</extra>")
+    lo = min(float(table[c].min()) for c in ("scores_bytes", "qkv_bytes"))
+    hi = max(float(table[c].max()) for c in ("scores_bytes", "qkv_bytes"))
     ticks = [1024.0**k for k in range(0, 6) if lo / 1024 <= 1024.0**k <= hi * 1024]
-    fig.update_xaxes(type="log", title_text="T (tokens)", gridcolor="#eee", tickmode="array",
+    fig.update_xaxes(type="log", title_text=labels.length_axis, gridcolor="#eee", tickmode="array",
                      tickvals=table["T"].tolist(), ticktext=[str(t) for t in table["T"]])
-    fig.update_yaxes(type="log", title_text="bytes", gridcolor="#eee", tickmode="array", tickvals=ticks,
+    fig.update_yaxes(type="log", title_text=labels.bytes_axis, gridcolor="#eee", tickmode="array", tickvals=ticks,
                      ticktext=[human_bytes(t) for t in ticks])
     if mark_length is not None:
         fig.add_vline(x=mark_length, line=dict(color="#999", dash="dot"), annotation_text=f"T = {mark_length}",
                       annotation_position="top left")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return base_layout(fig, title, 400)
+    return base_layout(fig, labels.title, 400)
