@@ -10,7 +10,6 @@ import torch
 
 from engine.device import describe_device, pick_device
 from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _
-from ui.state import bound
 
 #: Each language's name in itself, as the selector shows it.
 LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
@@ -29,7 +28,7 @@ def language_selector() -> str:
         "Language · Langue · Sprache",
         LANGUAGES,
         format_func=LANGUAGE_NAMES.__getitem__,
-        key=bound(LANG_KEY, default, options=LANGUAGES),
+        index=LANGUAGES.index(default), key=LANG_KEY, bind="query-params",
     )
 
 

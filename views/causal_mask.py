@@ -9,7 +9,6 @@ from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import page
 from ui.i18n import N_, _, ngettext
-from ui.state import bound
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -96,9 +95,9 @@ page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
 # --- 2. leakage test --------------------------------------------------------------------------------------
 page.prose("leakage")
 c1, c2 = st.columns(2)
-leak_token = c1.selectbox(_("Token to perturb"), TOKENS, key=bound("cm_leak_token", "starts", options=TOKENS))
+leak_token = c1.selectbox(_("Token to perturb"), TOKENS, index=TOKENS.index("starts"), key="cm_leak_token", bind="query-params")
 delta = c2.slider(_("Perturbation added to each coordinate"), -3.0, 3.0, step=0.1,
-                  key=bound("cm_leak_delta", 1.0, lo=-3.0, hi=3.0))
+                  value=1.0, key="cm_leak_delta", bind="query-params")
 t = TOKENS.index(leak_token)
 leak = sections.leakage_test(inputs, t, float(delta))
 st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
@@ -133,7 +132,7 @@ page.show_code(sections.leakage_test, A.CausalAttention)
 # --- 3. triu explorer -------------------------------------------------------------------------------------
 page.prose("triu")
 k = int(st.slider(_("diagonal k in torch.triu(torch.ones(6, 6), diagonal=k)"), -T, T, step=1,
-                  key=bound("cm_triu_k", 1, lo=-T, hi=T)))
+                  value=1, key="cm_triu_k", bind="query-params"))
 triu = sections.triu_explorer(T, k)
 c1, c2 = st.columns([3, 2])
 c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
@@ -178,9 +177,9 @@ page.show_code(sections.CausalAttentionPlainMask, sections.CausalAttentionNonPer
 page.prose("nan")
 c1, c2 = st.columns(2)
 nan_token = c1.selectbox(_("Hide every position of the row of"), TOKENS,
-                         key=bound("cm_nan_row", "with", options=TOKENS))
+                         index=TOKENS.index("with"), key="cm_nan_row", bind="query-params")
 guard = c2.radio(_("Guard"), sections.GUARDS, format_func=lambda g: _(GUARD_LABELS[g]),
-                 key=bound("cm_nan_guard", sections.GUARDS[0], options=sections.GUARDS))
+                 index=0, key="cm_nan_guard", bind="query-params")
 row = TOKENS.index(nan_token)
 demo = sections.masked_row_demo(scores, row, guard)
 c1, c2 = st.columns([2, 3])

@@ -9,7 +9,6 @@ from engine.figures import dropout as figures
 from engine.sections import dropout as sections
 from ui import page
 from ui.i18n import _
-from ui.state import bound
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -40,7 +39,7 @@ inputs = A.chapter_inputs()  # (6, 3)
 # --- 1. slider over p ---------------------------------------------------------------------------------
 page.prose("slider")
 seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           key=bound("do_seed", chapter.DROPOUT_SEED, lo=0, hi=99_999)))
+                           value=chapter.DROPOUT_SEED, key="do_seed", bind="query-params"))
 slider_labels = figures.SliderLabels(
     ones_panel="dropout(ones(6, 6))", weights_panel="dropout(causal attn_weights)", sum_panel=_("row sum"),
     step=_("p = {p:.1f}: each weight is dropped with probability {p:.1f}; survivors × 1/(1−p) = {scale:.4g} "
@@ -74,7 +73,7 @@ page.show_code(sections.dropout_pair, sections.dropout_sweep)
 
 # --- 2. mean over masks ---------------------------------------------------------------------------------
 page.prose("mean")
-p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, key=bound("do_mean_p", 0.5, options=MEAN_P))
+p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, value=0.5, key="do_mean_p", bind="query-params")
 convergence_labels = figures.ConvergenceLabels(
     error=_("max |mean − weights|, p = {p:.1f}"), guide=_("σ of the largest weight / √n"),
     hover=_("{n} masks: {value}"), masks_axis=_("number of dropout masks averaged"),
@@ -91,7 +90,7 @@ page.show_code(sections.dropout_expectation)
 # --- 3. train vs eval -------------------------------------------------------------------------------------
 page.prose("modes")
 p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER_P,
-                           key=bound("do_layer_p", 0.5, options=LAYER_P))
+                           value=0.5, key="do_layer_p", bind="query-params")
 modes = sections.train_vs_eval(inputs, float(p_layer), seed)
 mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                       row=_("{token} (Σ {sum:.2f})"))

@@ -19,7 +19,6 @@ from engine.sections import multi_head
 from engine.training import CheckpointError, TrainConfig, checkpoint_to_bytes, train
 from ui import page
 from ui.nav import PAGES
-from ui.state import bound
 
 PAGE = "lab"
 INFO = next(p for p in PAGES if p.url_path == "lab")

@@ -8,7 +8,6 @@ from engine.figures import memory_layout as figures
 from engine.sections import memory_layout as sections
 from ui import page
 from ui.i18n import N_, _
-from ui.state import bound
 
 #: The explorer's operations, by recipe key (code stays code; the words around it are translated).
 RECIPE_LABELS = {
@@ -103,13 +102,13 @@ page.show_code(sections.chapter_operations, layout.index_map, sections.layout_ta
 # --- 2. explorer ---------------------------------------------------------------------------------------
 page.prose("explorer")
 c1, c2, c3, c4, c5 = st.columns([2, 4, 2, 1, 1])
-base_text = c1.text_input(_("starting shape"), key=bound("ml_base", "2, 3"))
+base_text = c1.text_input(_("starting shape"), value="2, 3", key="ml_base", bind="query-params")
 recipe = c2.selectbox(_("operation"), RECIPE_KEYS, format_func=lambda k: _(RECIPE_LABELS[k]),
-                      key=bound("ml_recipe", RECIPE_KEYS[0], options=RECIPE_KEYS))
+                      index=0, key="ml_recipe", bind="query-params")
 new_text = c3.text_input(_("new shape (view / reshape)"),
-                         key=bound("ml_new_shape", "3, 2"))
-d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, key=bound("ml_d0", 0, lo=-4, hi=3)))
-d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, key=bound("ml_d1", 1, lo=-4, hi=3)))
+                         value="3, 2", key="ml_new_shape", bind="query-params")
+d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0", bind="query-params"))
+d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1", bind="query-params"))
 
 base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
 if base_error is not None:
@@ -144,9 +143,9 @@ page.show_code(sections.view_versus_reshape, sections.attempt)
 # --- 4. the keys of multi-head attention ---------------------------------------------------------------
 page.prose("heads")
 c1, c2, c3 = st.columns(3)
-T = c1.slider(_("T (tokens)"), 1, sections.MAX_TOKENS, key=bound("ml_T", 4, lo=1, hi=sections.MAX_TOKENS))
-H = c2.slider(_("H (num_heads)"), 1, sections.MAX_HEADS, key=bound("ml_H", 2, lo=1, hi=sections.MAX_HEADS))
-d_h = c3.slider(_("d_h (head_dim)"), 1, sections.MAX_HEAD_DIM, key=bound("ml_dh", 2, lo=1, hi=sections.MAX_HEAD_DIM))
+T = c1.slider(_("T (tokens)"), 1, sections.MAX_TOKENS, value=4, key='ml_T', bind="query-params")
+H = c2.slider(_("H (num_heads)"), 1, sections.MAX_HEADS, value=2, key='ml_H', bind="query-params")
+d_h = c3.slider(_("d_h (head_dim)"), 1, sections.MAX_HEAD_DIM, value=2, key="ml_dh", bind="query-params")
 head_labels = figures.HeadWalkLabels(
     storage_title=_("storage in memory order · number = position in reading order"), head=_("head {h}"),
     grid_hover=_("{row}, col {col}: head {head}, storage cell {cell}"),
@@ -167,10 +166,10 @@ page.show_code(sections.key_head_walk)
 # --- 5. T² cost -------------------------------------------------------------------------------------------
 page.prose("cost")
 c1, c2, c3, c4 = st.columns(4)
-batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, key=bound("ml_cost_B", 8, lo=1, hi=512)))
-heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, key=bound("ml_cost_H", 12, lo=1, hi=128)))
-head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, key=bound("ml_cost_dh", 64, lo=1, hi=512)))
-dtype_name = c4.selectbox("dtype", DTYPE_NAMES, key=bound("ml_cost_dtype", "float32", options=DTYPE_NAMES))
+batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, value=8, key='ml_cost_B', bind="query-params"))
+heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, value=12, key='ml_cost_H', bind="query-params"))
+head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, value=64, key="ml_cost_dh", bind="query-params"))
+dtype_name = c4.selectbox("dtype", DTYPE_NAMES, index=DTYPE_NAMES.index("float32"), key="ml_cost_dtype", bind="query-params")
 cost_labels = figures.CostLabels(
     title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=batch, heads=heads,
                                                                           head_dim=head_dim),

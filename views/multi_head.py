@@ -14,7 +14,6 @@ from engine.layout import human_bytes
 from engine.sections import multi_head as sections
 from ui import page
 from ui.i18n import _
-from ui.state import bound
 
 TOKENS = list(A.CHAPTER_TOKENS)
 BENCH_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_attention.json"
@@ -117,7 +116,7 @@ page.header()
 # --- 1. the wrapper ---------------------------------------------------------------------------------
 page.prose("wrapper")
 seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           key=bound("mh_seed", chapter.MHA_WRAPPER_SEED, lo=0, hi=99_999)))
+                           value=chapter.MHA_WRAPPER_SEED, key="mh_seed", bind="query-params"))
 applies = seed == chapter.MHA_WRAPPER_SEED
 if not applies:
     st.caption(_("The chapter uses seed {seed}; with another seed the numbers are expected to differ.").format(
@@ -148,9 +147,9 @@ page.chapter_check(_("split layer, first row"), split.context_vec[0, 0], chapter
 
 page.prose("copy")
 c1, c2 = st.columns(2)
-copy_heads = c1.select_slider("num_heads", options=COPY_HEADS, key=bound("mh_copy_heads", 2, options=COPY_HEADS))
+copy_heads = c1.select_slider("num_heads", options=COPY_HEADS, value=2, key="mh_copy_heads", bind="query-params")
 copy_dim = c2.select_slider(_("head_dim (the wrapper's d_out)"), options=COPY_DIMS,
-                            key=bound("mh_copy_dim", 2, options=COPY_DIMS))
+                            value=2, key="mh_copy_dim", bind="query-params")
 compare = copy_cached(seed, int(copy_dim), int(copy_heads))
 st.markdown(_("max |wrapper − split| before the copy: **{before:.4e}** · after copying the wrapper's weights "
               "(compared before out_proj): **{after:.2e}**").format(before=compare.max_abs_diff_before,
@@ -163,14 +162,16 @@ page.show_code(sections.split_output, sections.wrapper_vs_split, A.MultiHeadAtte
 # --- 3. head by head ---------------------------------------------------------------------------------
 page.prose("heads")
 c1, c2, c3 = st.columns([2, 1, 2])
-typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), key=bound("mh_line", chapter.LESSON_LINE))
+typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), value=chapter.LESSON_LINE, key="mh_line", bind="query-params")
 n_embd = int(c2.selectbox(_("n_embd (= d_out)"), N_EMBD_CHOICES,
-                          key=bound("mh_n_embd", chapter.LESSON_N_EMBD, options=N_EMBD_CHOICES)))
+                          index=N_EMBD_CHOICES.index(chapter.LESSON_N_EMBD), key="mh_n_embd", bind="query-params"))
 head_options = sections.divisors(n_embd)
-bound("mh_heads", 4, options=head_options)
-if st.session_state["mh_heads"] not in head_options:
-    st.session_state["mh_heads"] = sections.nearest_divisors(n_embd, int(st.session_state["mh_heads"]))[0]
-num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options, key="mh_heads"))
+kept_heads = st.session_state.get("mh_heads", 4)
+if kept_heads not in head_options:  # a new n_embd that the kept head count does not divide: take the nearest divisor
+    st.session_state["mh_heads"] = sections.nearest_divisors(n_embd, int(kept_heads))[0]
+num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options,
+                                 value=sections.nearest_divisors(n_embd, 4)[0], key="mh_heads",
+                                 bind="query-params"))
 
 used = sections.page_line(typed, MAX_LINE)
 if used.issue == "empty":
@@ -219,9 +220,9 @@ page.show_code(sections.heads_on_line, sections.attention_steps, gpt.CausalSelfA
 page.prose("try")
 c1, c2 = st.columns(2)
 try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1,
-                                key=bound("mh_try_d_out", 32, lo=1, hi=4096)))
+                                value=32, key="mh_try_d_out", bind="query-params"))
 try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1,
-                                key=bound("mh_try_heads", 4, lo=1, hi=256)))
+                                value=4, key="mh_try_heads", bind="query-params"))
 check = sections.split_check(try_d_out, try_heads)
 if check.error is None:
     st.success(_("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.").format(

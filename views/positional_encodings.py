@@ -9,7 +9,6 @@ from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from ui import page
 from ui.i18n import N_, _, ngettext
-from ui.state import bound
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
@@ -62,8 +61,8 @@ page.header()
 # --- 1. the permutation experiment ---------------------------------------------------------------
 page.prose("permutation")
 c1, c2 = st.columns(2)
-n_embd = int(c1.selectbox(_("n_embd (4 heads)"), N_EMBD_CHOICES, key=bound("pe_n_embd", 32, options=N_EMBD_CHOICES)))
-seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, key=bound("pe_seed", 0, options=SEEDS)))
+n_embd = int(c1.selectbox(_("n_embd (4 heads)"), N_EMBD_CHOICES, index=N_EMBD_CHOICES.index(32), key="pe_n_embd", bind="query-params"))
+seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, index=SEEDS.index(0), key="pe_seed", bind="query-params"))
 with st.spinner(_("Running the permutation experiment for 1 … 6 layers …")):
     sweep = permutation(n_embd, seed)
 titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none:.1e}",
@@ -107,8 +106,8 @@ page.prose("learned")
 page.prose("sinusoidal")
 c1, c2 = st.columns(2)
 block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
-                                  key=bound("pe_block", 128, options=BLOCK_CHOICES)))
-width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, key=bound("pe_width", 128, lo=1, hi=256)))
+                                  value=128, key="pe_block", bind="query-params"))
+width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width", bind="query-params"))
 untrained = untrained_table(block_size, width, seed)
 sin = sinusoidal_table(block_size, width)
 shipped = shipped_table(str(sections.SHIPPED_MODEL))
@@ -149,10 +148,10 @@ page.show_code(sections.untrained_table, sections.learned_table, sections.shippe
 # --- 5. RoPE rotation ----------------------------------------------------------------------------------
 page.prose("rope")
 c1, c2 = st.columns(2)
-head_dim = int(c1.slider("head_dim", 1, 64, step=1, key=bound("pe_head_dim", 16, lo=1, hi=64),
+head_dim = int(c1.slider("head_dim", 1, 64, step=1, value=16, key="pe_head_dim", bind="query-params",
                          help=_("RoPE turns pairs of dimensions, so it needs an even head_dim.")))
 rope_ok = sections.rope_supported(head_dim)
-position = int(c2.slider(_("position m"), 0, 127, step=1, key=bound("pe_position", 3, lo=0, hi=127),
+position = int(c2.slider(_("position m"), 0, 127, step=1, value=3, key="pe_position", bind="query-params",
                          disabled=not rope_ok))
 if not rope_ok:
     c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
@@ -179,10 +178,10 @@ page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pa
 page.prose("scores")
 c1, c2, c3 = st.columns(3)
 encoding = c1.radio(_("encoding"), sections.SCORE_ENCODINGS, format_func=lambda k: _(SCORE_LABELS[k]),
-                    key=bound("pe_score_mode", "rope", options=sections.SCORE_ENCODINGS))
+                    index=sections.SCORE_ENCODINGS.index("rope"), key="pe_score_mode", bind="query-params")
 scores_ok = encoding != "rope" or rope_ok
-T = int(c2.slider(_("positions T"), 2, 16, step=1, key=bound("pe_score_T", 8, lo=2, hi=16), disabled=not scores_ok))
-shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, key=bound("pe_shift", 100, lo=0, hi=1000),
+T = int(c2.slider(_("positions T"), 2, 16, step=1, value=8, key='pe_score_T', bind="query-params", disabled=not scores_ok))
+shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
                       disabled=not scores_ok))
 if not scores_ok:
     st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
@@ -207,7 +206,7 @@ page.show_code(sections.position_scores, sections.rope_score_matrix, sections.ad
 # --- 7. past block_size ----------------------------------------------------------------------------------
 page.prose("past")
 past_T = int(st.slider(_("sequence length (block_size {block_size})").format(block_size=sections.PAST_BLOCK_SIZE),
-                       1, 64, step=1, key=bound("pe_past_T", 24, lo=1, hi=64)))
+                       1, 64, step=1, value=24, key='pe_past_T', bind="query-params"))
 past = past_block(past_T)
 missing = past.missing_positions
 st.dataframe(pd.DataFrame({

@@ -8,7 +8,6 @@ from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
 from ui.i18n import _, ngettext
-from ui.state import bound
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -48,7 +47,7 @@ inputs = edit.inputs  # (6, 3)
 
 # --- 2. one query ----------------------------------------------------------------------------------
 page.prose("steps")
-query_token = st.selectbox(_("Query token"), TOKENS, key=bound("sa_query", "journey", options=TOKENS))
+query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="sa_query", bind="query-params")
 q = TOKENS.index(query_token)
 steps = sections.query_walkthrough(inputs, q)
 applies = edit.is_chapter and q == 1
@@ -87,9 +86,9 @@ page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.co
 page.prose("numerics")
 c1, c2 = st.columns(2)
 scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
-                  key=bound("sa_scale", 1.0, lo=-150.0, hi=150.0))
+                  value=1.0, key="sa_scale", bind="query-params")
 dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
-                          key=bound("sa_dtype", "float32", options=list(sections.DTYPES)))
+                          index=list(sections.DTYPES).index("float32"), key="sa_dtype", bind="query-params")
 numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
 st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.").format(
     dtype=dtype_name, overflow=numerics.overflow, underflow=numerics.underflow))

@@ -9,7 +9,6 @@ from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
 from ui import page
 from ui.i18n import _
-from ui.state import bound
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -45,10 +44,10 @@ dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
 # --- 1. projections, one query ------------------------------------------------------------------
 page.prose("projections")
 c1, c2, c3 = st.columns(3)
-d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, key=bound("tw_d_out", 2, lo=1, hi=8))
+d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
 seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           key=bound("tw_seed", chapter.TRAINABLE_SEED, lo=0, hi=99_999)))
-query_token = c3.selectbox(_("Query token"), TOKENS, key=bound("tw_query", "journey", options=TOKENS))
+                           value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
+query_token = c3.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query", bind="query-params")
 q = TOKENS.index(query_token)
 steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
 setup = sections.chapter_setup(seed, d_out, q)
@@ -120,7 +119,7 @@ page.show_code(sections.dk_sweep)
 # --- 3. the two classes -----------------------------------------------------------------------------
 page.prose("classes")
 seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
-                              key=bound("tw_seed_v2", chapter.SA_V2_SEED, lo=0, hi=99_999)))
+                              value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
 outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
 st.plotly_chart(
     figures.matrices_side_by_side(
