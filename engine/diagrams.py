@@ -54,8 +54,9 @@ Shape = tuple[int, ...]
 RANKDIRS = ("TB", "LR", "BT", "RL")
 #: Font list for every text; the browser picks the first it has (CJK falls back to a system font).
 FONT = "Helvetica,Arial,sans-serif"
-#: Point sizes: node titles, the second line of a node, arrow labels.
-TITLE_PT, SUB_PT, EDGE_PT = 13, 10, 10
+#: Point sizes: node titles, the second line of a node, arrow labels. (Streamlit restyles the text of
+#: graphviz charts to its own font at one small size; these sizes set the layout and other renderers.)
+TITLE_PT, SUB_PT, EDGE_PT = 11, 9, 9
 #: How much of its colour's way to white a filled box goes (lighter fill, black text stays readable).
 FILL_LIGHTEN = 0.55
 #: Most rows (tokens, heads) drawn before the middle ones collapse into "⋯".
@@ -267,15 +268,16 @@ def _residual(dot: _Dot, a: str, b: str, name: str | None = None, shape: Sequenc
     _flow(dot, a, b, name, shape, colour=P.RESIDUAL, penwidth=3.5, **attrs)
 
 
-def _cells(colours: Sequence[tuple[str, str]], title: str | None = None, sub: str | None = None) -> _Html:
-    """A label of side-by-side coloured cells (e.g. W_query | W_key | W_value), with an optional title above."""
-    cells = "".join(
-        f'<TD BGCOLOR="{P.lighten(c, FILL_LIGHTEN)}" BORDER="1" COLOR="{c}">{_esc(text)}</TD>' for text, c in colours
-    )
+def _cells(colours: Sequence[tuple[str, str]], title: str | None = None, sub: str | None = None,
+           vertical: bool = False) -> _Html:
+    """A label of coloured cells (e.g. W_query | W_key | W_value), side by side or stacked, under an optional title."""
+    cells = [f'<TD BGCOLOR="{P.lighten(c, FILL_LIGHTEN)}" BORDER="1" COLOR="{c}">{_esc(text)}</TD>'
+             for text, c in colours]
+    span = 1 if vertical else len(colours)
     rows = []
     if title:
-        rows.append(f'<TR><TD COLSPAN="{len(colours)}" BORDER="0">{_label(title, sub)}</TD></TR>')
-    rows.append(f"<TR>{cells}</TR>")
+        rows.append(f'<TR><TD COLSPAN="{span}" BORDER="0">{_label(title, sub)}</TD></TR>')
+    rows += [f"<TR>{cell}</TR>" for cell in cells] if vertical else [f"<TR>{''.join(cells)}</TR>"]
     return _Html(f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="3">{"".join(rows)}</TABLE>')
 
 
@@ -367,8 +369,14 @@ class HomeShapes(_Shapes):
     context_vec: Shape
 
 
+def _state(dot: _Dot, node_id: str, name: str, token: str) -> str:
+    """A recurrent state box: its name (h₁, s₁) over the token it reads or writes."""
+    label = _Html(f'<B>{_esc(name)}</B>  <FONT POINT-SIZE="{SUB_PT}">{_esc(token)}</FONT>')
+    return dot.node(node_id, label=label, shape="box", style="rounded,filled", fillcolor=P.PAPER, penwidth=1.6)
+
+
 def _encoder_rows(dot: _Dot, prefix: str, tokens: Sequence[str], state_shape: Shape) -> list[str]:
-    """Token → state rows of an encoder, states chained top to bottom; returns the drawn state ids."""
+    """One state per token (h₁ … h_T, the token written in its box), chained top to bottom."""
     states: list[str] = []
     for i in _shown(len(tokens)):
         if i is None:
@@ -376,10 +384,7 @@ def _encoder_rows(dot: _Dot, prefix: str, tokens: Sequence[str], state_shape: Sh
             _flow(dot, states[-1], gap, shape=state_shape)
             states.append(gap)
             continue
-        x = dot.node(f"{prefix}_x{i}", label=_label(tokens[i], bold=False), shape="box", style="rounded")
-        h = _tensor(dot, f"{prefix}_h{i}", _sub("h", i))
-        dot.same_rank(x, h)
-        _flow(dot, x, h)
+        h = _state(dot, f"{prefix}_h{i}", _sub("h", i), tokens[i])
         if states:
             _flow(dot, states[-1], h, shape=state_shape)
         states.append(h)
@@ -388,7 +393,7 @@ def _encoder_rows(dot: _Dot, prefix: str, tokens: Sequence[str], state_shape: Sh
 
 def _decoder_rows(dot: _Dot, prefix: str, tokens: Sequence[str], start: str, state_shape: Shape,
                   first_colour: str | None) -> None:
-    """State → output rows of a decoder, fed from ``start``."""
+    """One decoder state per output token (s₁ …, the token written in its box), fed from ``start``."""
     previous = start
     for j in _shown(len(tokens)):
         if j is None:
@@ -396,12 +401,9 @@ def _decoder_rows(dot: _Dot, prefix: str, tokens: Sequence[str], start: str, sta
             _flow(dot, previous, gap)
             previous = gap
             continue
-        s = _tensor(dot, f"{prefix}_s{j}", _sub("s", j))
-        y = dot.node(f"{prefix}_y{j}", label=_label(tokens[j], bold=False), shape="box", style="rounded")
-        dot.same_rank(s, y)
+        s = _state(dot, f"{prefix}_s{j}", _sub("s", j), tokens[j])
         first = previous == start
         _flow(dot, previous, s, shape=state_shape if first else None, colour=first_colour if first else None)
-        _flow(dot, s, y)
         previous = s
 
 
@@ -883,15 +885,16 @@ def multi_head(labels: MultiHeadLabels, shapes: MultiHeadShapes, rankdir: str = 
                 heads.append(gap)
                 continue
             head = _op(dot, f"w_head{i}", _cells(short, _call(labels.head, i + 1), None), colour=P.ATTN_WEIGHTS)
-            _flow(dot, x_w, head, shape=(b, T, d_in))
-            _flow(dot, head, concat, shape=(b, T, hd), colour=P.CONTEXT)
+            first = not heads  # every head has the same shapes: write them on the first head's arrows only
+            _flow(dot, x_w, head, shape=(b, T, d_in) if first else None)
+            _flow(dot, head, concat, shape=(b, T, hd) if first else None, colour=P.CONTEXT)
             heads.append(head)
         dot.same_rank(*heads)
         out_w = _tensor(dot, "w_out", labels.context_vec, shape_text((b, T, H * hd)), P.CONTEXT)
         _flow(dot, concat, out_w, shape=(b, T, H * hd), colour=P.CONTEXT)
     with dot.cluster("split", labels.split):
         x_s = _tensor(dot, "s_x", labels.inputs, shape_text((b, T, d_in)))
-        proj = _op(dot, "s_proj", _cells(qkv, labels.projections, f"nn.Linear({d_in}, {d_out})"), colour=P.INK)
+        proj = _op(dot, "s_proj", _cells(qkv, labels.projections, f"nn.Linear({d_in}, {d_out})", vertical=True))
         view = _op(dot, "s_view", labels.view_heads, ".view()")
         trans = _op(dot, "s_trans", labels.transpose, ".transpose(1, 2)")
         attend = _op(dot, "s_attend", labels.attend, "attn_weights " + shape_text((b, H, T, T)), P.ATTN_WEIGHTS)
