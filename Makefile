@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # Debian packages: the Tang poems / Song ci corpus for the app; Chromium and a CJK font for the browser tests.
 APT_RUN  := fortunes-zh
-APT_TEST := chromium fonts-wqy-microhei
+APT_TEST := chromium fonts-wqy-microhei graphviz
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench catalogs clean
