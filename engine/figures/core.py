@@ -14,12 +14,14 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-#: Sequential colour scale for weights in [0, 1].
-WEIGHTS_SCALE = "Blues"
-#: Diverging colour scale for signed values (scores, differences, embeddings).
-SIGNED_SCALE = "RdBu"
-#: One colour per series / head, readable on white.
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+from engine import palette
+
+#: Sequential colour scale for weights in [0, 1]: white to the attention-weights colour of every diagram.
+WEIGHTS_SCALE = palette.WEIGHTS_SCALE
+#: Diverging colour scale for signed values (scores, differences, embeddings), centred on white at 0.
+SIGNED_SCALE = palette.SIGNED_SCALE
+#: One colour per series / head (Okabe–Ito, readable by colour-blind readers).
+PALETTE = palette.SERIES
 
 _FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13)
 
@@ -40,7 +42,9 @@ def format_value(v: float, decimals: int = 4) -> str:
     return f"{v:.{decimals}f}"
 
 
-def base_layout(fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None) -> go.Figure:
+def base_layout(
+    fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None
+) -> go.Figure:
     """Apply the app's common layout (font, margins, white background).
 
     Args:
@@ -104,7 +108,8 @@ def heatmap_trace(
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
         customdata=customdata,
-        hovertemplate="row %{y} (%{customdata[0]}) · col %{x} (%{customdata[1]}): %{text}<extra></extra>",
+        # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
+        hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}: %{text}<extra></extra>",
         colorscale=colorscale,
         zmin=zmin,
         zmax=zmax,
@@ -180,7 +185,10 @@ def attention_heatmap(
         raise ValueError(f"attention_heatmap needs a 2-d matrix, got shape {z.shape}")
     rows, cols = z.shape
     row_tokens = list(row_tokens) if row_tokens is not None else [str(i) for i in range(rows)]
-    col_tokens = list(col_tokens) if col_tokens is not None else (row_tokens if cols == rows else [str(j) for j in range(cols)])
+    if col_tokens is not None:
+        col_tokens = list(col_tokens)
+    else:
+        col_tokens = row_tokens if cols == rows else [str(j) for j in range(cols)]
     if colorscale == SIGNED_SCALE and zmin == 0.0:
         zmin = None
     fig = go.Figure(
@@ -249,7 +257,7 @@ def vectors_3d(
     if v.ndim != 2 or v.shape[1] != 3:
         raise ValueError(f"vectors_3d needs shape (N, 3), got {v.shape}")
     fig = go.Figure()
-    for i, (vec, name) in enumerate(zip(v, labels)):
+    for i, (vec, name) in enumerate(zip(v, labels, strict=True)):
         is_hl = i == highlight
         fig.add_scatter3d(
             x=[0, vec[0]],
@@ -263,7 +271,7 @@ def vectors_3d(
             name=name,
             hovertemplate=f"{name}: ({vec[0]:.2f}, {vec[1]:.2f}, {vec[2]:.2f})<extra></extra>",
         )
-    for k, (name, vec) in enumerate((extra or {}).items()):
+    for name, vec in (extra or {}).items():
         e = to_numpy(vec)
         fig.add_scatter3d(
             x=[0, e[0]],
