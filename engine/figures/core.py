@@ -57,6 +57,9 @@ def base_layout(
         margin=dict(l=10, r=10, t=top if top is not None else (50 if title else 20), b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
+        # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles
+        # of narrow (phone-width) charts.
+        modebar=dict(orientation="v"),
     )
     if height is not None:
         fig.update_layout(height=height)
