@@ -1,0 +1,448 @@
+"""Training text for the course's character-level GPT: built-in poems, a fallback, user uploads.
+
+The default corpus, ``tang``, is the complete Tang poetry (全唐诗) of the npm package
+``chinese-poetry`` 2.0.1 (MIT licence), converted to simplified characters with OpenCC ``t2s``
+and cleaned by ``engine.corpus.build`` (``python -m engine.corpus build``; the rules are in that
+module's docstring). It ships as ``assets/corpus/tang.jsonl.xz``: one JSON object per line with
+``title``, ``author`` and ``body``, xz-compressed, read with the standard library only
+(``lzma``, ``json``). Its split is by poem: a poem is in validation when the CRC-32 of its body's
+UTF-8 bytes is divisible by 10 (about 10 %), so a poem never straddles the split and the same
+body (the collection repeats some) always falls on the same side. Its vocabulary is the characters
+seen at least ``TANG_MIN_COUNT`` times in the training split plus one unknown token
+(``CharTokenizer.from_counts``); ``Corpus.vocab_stats`` says what that covers.
+
+The small corpora come from Debian's ``fortunes-zh`` package (``/usr/share/games/fortunes``):
+
+* ``tang300``: 313 Tang poems (the lesson's kind of text; it holds "白日依山尽");
+* ``song100``: Song ci (the file holds 96 records).
+
+They are fortune files: records separated by a line holding ``%``, the title and author lines
+wrapped in ANSI colour codes (``ESC[32m ... ESC[m``). The parser strips every ANSI escape and
+keeps title, author and body apart; the model trains on the bodies (the poem lines), records
+joined by a blank line.
+
+Where the package is missing, ``load_corpus`` falls back to English text that ships with every
+CPython (``pydoc_data.topics``, the language reference's topic texts) and says how to get the poems
+in ``Corpus.message``. User text arrives as bytes through ``corpus_from_bytes``.
+
+Split of every other corpus: records are split 90/10 deterministically (every tenth record,
+indices 9, 19, 29 ..., goes to validation, which spreads the validation poems over the whole
+collection). A text with fewer than 10 records is split by characters instead: the last 10 % goes
+to validation. Their vocabulary is every character of the text (no unknown token), as before.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from engine.tokenizer import CharTokenizer, char_counts
+
+FORTUNES_DIR = Path("/usr/share/games/fortunes")
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
+TANG_NAME = "tang"
+TANG_ASSET = ASSET_DIR / "tang.jsonl.xz"
+TANG_MIN_COUNT = 50  # characters seen fewer times in tang's training split share the unknown token
+# What `python -m engine.corpus build` writes from chinese-poetry 2.0.1 (OpenCC 1.4.2, CPython's liblzma).
+TANG_RECORDS = 55840
+TANG_SHA256 = "da62fb8360934b6359ba4aa0eb95564e7289c631ee7d670cebb7d569768cc924"
+FORTUNE_CORPORA = ("tang300", "song100")
+BUILTIN_CORPORA = (TANG_NAME,) + FORTUNE_CORPORA
+DEFAULT_CORPUS = TANG_NAME
+FALLBACK_NAME = "pydoc_topics"
+MAX_ASSET_BYTES = 64 * 1024 * 1024  # a decompressed corpus asset above 64 MB is refused
+MAX_BYTES = 20 * 1024 * 1024  # uploads above 20 MB are refused
+RECORD_SEPARATOR = "\n\n"  # between record bodies in the training text
+VAL_EVERY = 10  # record i goes to validation when i % VAL_EVERY == VAL_EVERY - 1
+
+# CSI escape sequences such as "\x1b[32m" (green) and "\x1b[m" (reset): ESC [ params intermediates final.
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_LABEL_RE = re.compile(r"^(题目|作者)\s*[:：]\s*")
+
+
+class CorpusError(ValueError):
+    """A text that cannot be used as a corpus (empty, binary, not UTF-8, too large, too short)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One poem (or one topic / paragraph of a user text).
+
+    Attributes:
+        title: title line without colour codes or a "题目:" label ("" when the record has none).
+        author: author line without colour codes or a "作者:" label ("" when none).
+        body: the text the model trains on; lines joined by "\\n", no leading/trailing blank lines.
+    """
+
+    title: str
+    author: str
+    body: str
+
+
+def strip_ansi(text: str) -> str:
+    """Removes ANSI CSI escape sequences (colour codes like ``\\x1b[32m``) from ``text``."""
+    return _ANSI_RE.sub("", text)
+
+
+def parse_fortunes(text: str) -> list[Record]:
+    """Parses a fortune file into records.
+
+    A separator is a line that is ``%`` once trailing whitespace is removed (song100 has one
+    separator written ``"%    "``; matching only an exact ``%`` would merge two ci). In each
+    record, a first line carrying a colour code is the title; a following line carrying a colour
+    code or starting with "作者" is the author; the rest is the body. Records with an empty body
+    are dropped.
+    """
+    records: list[Record] = []
+    chunk: list[str] = []
+    for line in text.replace("\r\n", "\n").split("\n") + ["%"]:
+        if line.rstrip() == "%":
+            record = _record_from_lines(chunk)
+            if record is not None:
+                records.append(record)
+            chunk = []
+        else:
+            chunk.append(line)
+    return records
+
+
+def _record_from_lines(lines: list[str]) -> Record | None:
+    while lines and not strip_ansi(lines[0]).strip():
+        lines = lines[1:]
+    title = author = ""
+    if lines and _ANSI_RE.search(lines[0]):
+        title = _LABEL_RE.sub("", strip_ansi(lines[0]).strip())
+        lines = lines[1:]
+        if lines and (_ANSI_RE.search(lines[0]) or strip_ansi(lines[0]).lstrip().startswith("作者")):
+            author = _LABEL_RE.sub("", strip_ansi(lines[0]).strip())
+            lines = lines[1:]
+    body = "\n".join(strip_ansi(line).rstrip() for line in lines).strip("\n")
+    if not body.strip():
+        return None
+    return Record(title=title, author=author, body=body)
+
+
+def is_val_by_hash(body: str) -> bool:
+    """The ``"hash"`` split rule: True when the CRC-32 of ``body``'s UTF-8 bytes is divisible by 10.
+
+    About one poem in ten; fixed by the text alone, so identical bodies share a side and adding or
+    removing other poems never moves a poem across the split.
+    """
+    return zlib.crc32(body.encode("utf-8")) % VAL_EVERY == 0
+
+
+def parse_paragraphs(text: str) -> list[Record]:
+    """Splits plain text into records at blank lines (title and author left empty)."""
+    text = strip_ansi(text.replace("\r\n", "\n"))
+    paragraphs = re.split(r"\n[ \t]*\n", text)
+    return [Record("", "", p.strip("\n")) for p in paragraphs if p.strip()]
+
+
+@dataclass(frozen=True)
+class VocabStats:
+    """What the corpus's vocabulary covers (lesson: the Lab's corpus step).
+
+    Attributes:
+        distinct_chars: distinct characters in the whole text (train and val, separators included).
+        vocab_size: tokens of the tokenizer (including the unknown token, if any).
+        min_count: occurrences in the training split a character needs for its own token
+            (1: every character of the text has one, no unknown token).
+        has_unk: whether rare and unseen characters share an unknown token.
+        train_unk_rate, val_unk_rate: share of each split's tokens that are the unknown token
+            (0.0 without one); floats in [0, 1].
+        val_coverage: 1 - val_unk_rate, the share of validation characters with their own token.
+    """
+
+    distinct_chars: int
+    vocab_size: int
+    min_count: int
+    has_unk: bool
+    train_unk_rate: float
+    val_unk_rate: float
+    val_coverage: float
+
+
+class Corpus:
+    """A named text, its records, its vocabulary and its train/val split as token ids.
+
+    Args:
+        name: "tang", "tang300", "song100", "pydoc_topics" or the name given to ``corpus_from_bytes``.
+        records: the parsed records.
+        message: see the attribute.
+        split: ``"interleave"`` (record i is validation when i % 10 == 9; by characters under 10
+            records) or ``"hash"`` (``is_val_by_hash`` of the body).
+        min_count: 1 builds the vocabulary from every character of the text, no unknown token;
+            k > 1 keeps the characters seen at least k times in the training split and maps the
+            rest (and validation characters never seen in training) to one unknown token.
+
+    Attributes:
+        name, records, message: as given; message is a note for the reader (e.g. why the
+            fallback text is used), None when all is well.
+        text: the record bodies joined by a blank line.
+        tokenizer: the ``CharTokenizer`` (see ``min_count``).
+        train_ids, val_ids: int64 tensors of shape (n_train,), (n_val,) on the CPU.
+
+    Raises:
+        CorpusError: if there are no records, or a split ends up with fewer than 2 tokens.
+        ValueError: for an unknown ``split`` or ``min_count`` < 1.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        records: list[Record],
+        message: str | None = None,
+        split: Literal["interleave", "hash"] = "interleave",
+        min_count: int = 1,
+    ):
+        if split not in ("interleave", "hash"):
+            raise ValueError(f"split must be 'interleave' or 'hash', got {split!r}")
+        if min_count < 1:
+            raise ValueError(f"min_count must be at least 1, got {min_count}")
+        if not records:
+            raise CorpusError(f"corpus {name!r} has no text")
+        self.name = name
+        self.records: tuple[Record, ...] = tuple(records)
+        self.message = message
+        self.split = split
+        self.min_count = min_count
+        self.text = RECORD_SEPARATOR.join(r.body for r in self.records)
+        train_text, val_text = self._split_texts()
+        if min_count == 1:
+            self.tokenizer = CharTokenizer.from_text(self.text)
+        else:
+            self.tokenizer = CharTokenizer.from_counts(char_counts(train_text), min_count)
+        self.train_ids = self.tokenizer.encode_tensor(train_text)
+        self.val_ids = self.tokenizer.encode_tensor(val_text)
+        if len(self.train_ids) < 2 or len(self.val_ids) < 2:
+            raise CorpusError(
+                f"corpus {name!r} is too short to split: {len(self.text)} characters "
+                f"({len(self.train_ids)} train, {len(self.val_ids)} val)"
+            )
+
+    def _split_texts(self) -> tuple[str, str]:
+        if self.split == "hash":
+            is_val = [is_val_by_hash(r.body) for r in self.records]
+            train = [r.body for r, v in zip(self.records, is_val) if not v]
+            val = [r.body for r, v in zip(self.records, is_val) if v]
+            return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
+        if len(self.records) >= VAL_EVERY:
+            train = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY != VAL_EVERY - 1]
+            val = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY == VAL_EVERY - 1]
+            return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
+        cut = len(self.text) - max(2, len(self.text) // VAL_EVERY)
+        return self.text[:cut], self.text[cut:]
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens (distinct characters, plus the unknown token if there is one)."""
+        return self.tokenizer.vocab_size
+
+    @cached_property
+    def vocab_stats(self) -> VocabStats:
+        """Vocabulary size, the rarity threshold and the unknown-token rate of each split."""
+        unk_id = self.tokenizer.unk_id
+
+        def rate(ids: torch.Tensor) -> float:
+            return 0.0 if unk_id is None else float((ids == unk_id).sum()) / len(ids)
+
+        val_unk = rate(self.val_ids)
+        return VocabStats(
+            distinct_chars=len(char_counts(self.text)),
+            vocab_size=self.vocab_size,
+            min_count=self.min_count,
+            has_unk=unk_id is not None,
+            train_unk_rate=rate(self.train_ids),
+            val_unk_rate=val_unk,
+            val_coverage=1.0 - val_unk,
+        )
+
+    @property
+    def max_block_size(self) -> int:
+        """Largest block_size ``get_batch`` accepts for both splits (shortest split length - 1)."""
+        return min(len(self.train_ids), len(self.val_ids)) - 1
+
+    def get_batch(
+        self,
+        split: Literal["train", "val"],
+        batch_size: int,
+        block_size: int,
+        generator: torch.Generator | None = None,
+        device: torch.device | str = "cpu",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draws ``batch_size`` random windows of ``block_size`` tokens from one split.
+
+        Args:
+            split: "train" or "val".
+            batch_size: B, number of windows.
+            block_size: T, tokens per window.
+            generator: a CPU ``torch.Generator`` for reproducible offsets (global RNG if None).
+            device: where the returned tensors live.
+
+        Returns:
+            x, y: int64 tensors of shape (B, T); y is x shifted by one token (the next-token targets).
+
+        Raises:
+            ValueError: for an unknown split, non-positive sizes, or a split not longer than block_size.
+        """
+        if split not in ("train", "val"):
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        if batch_size < 1 or block_size < 1:
+            raise ValueError(f"batch_size and block_size must be positive, got {batch_size}, {block_size}")
+        data = self.train_ids if split == "train" else self.val_ids
+        if len(data) <= block_size:
+            raise ValueError(
+                f"the {split} split of {self.name!r} has {len(data)} tokens; block_size {block_size} "
+                f"needs more than that (largest usable: {self.max_block_size})"
+            )
+        offsets = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,)
+        index = offsets[:, None] + torch.arange(block_size + 1)  # (B, 1) + (T+1,) -> (B, T+1)
+        window = data[index]  # (B, T+1)
+        x = window[:, :-1].contiguous()  # (B, T)
+        y = window[:, 1:].contiguous()  # (B, T)
+        return x.to(device), y.to(device)
+
+    def __repr__(self) -> str:
+        return (
+            f"Corpus(name={self.name!r}, records={len(self.records)}, chars={len(self.text)}, "
+            f"vocab_size={self.vocab_size})"
+        )
+
+
+def fallback_corpus(message: str | None = None) -> Corpus:
+    """English text from ``pydoc_data.topics`` (ships with CPython): one record per topic.
+
+    Raises:
+        CorpusError: if this Python was built without ``pydoc_data``.
+    """
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as exc:
+        raise CorpusError("this Python has no pydoc_data.topics to fall back on") from exc
+    records = [Record(title=key, author="", body=topics[key].strip("\n")) for key in sorted(topics)]
+    return Corpus(FALLBACK_NAME, [r for r in records if r.body.strip()], message=message)
+
+
+def read_records_asset(path: Path | str) -> list[Record]:
+    """Reads a corpus asset: xz-compressed UTF-8 JSON lines ``{"title", "author", "body"}``.
+
+    Raises:
+        CorpusError: if the file is not xz, decompresses to more than 64 MB, or a line is not a
+            JSON object with three string fields and a non-empty body (the message gives the line).
+    """
+    records = []
+    size = 0
+    try:
+        with lzma.open(path, "rb") as f:  # read line by line: no copy of the whole text is ever held
+            for number, line in enumerate(f, start=1):
+                size += len(line)
+                if size > MAX_ASSET_BYTES:
+                    raise CorpusError(f"{path}: decompresses to more than {MAX_ASSET_BYTES // 2**20} MB")
+                try:
+                    item = json.loads(line)
+                    record = Record(title=item["title"], author=item["author"], body=item["body"])
+                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise CorpusError(f"{path}, line {number}: not a title/author/body record ({exc})") from exc
+                if not all(isinstance(v, str) for v in (record.title, record.author, record.body)) or not record.body:
+                    raise CorpusError(
+                        f"{path}, line {number}: title, author and body must be strings, the body non-empty"
+                    )
+                records.append(record)
+    except (lzma.LZMAError, EOFError) as exc:
+        raise CorpusError(f"{path}: not a complete xz file ({exc})") from exc
+    return records
+
+
+def load_corpus(
+    name: str = DEFAULT_CORPUS, fortunes_dir: Path | str | None = None, asset: Path | str | None = None
+) -> Corpus:
+    """Loads a built-in corpus by name, falling back to ``pydoc_data.topics`` when it is missing.
+
+    Args:
+        name: "tang" (the default), "tang300", "song100" or "pydoc_topics".
+        fortunes_dir: where the fortune files live (default ``/usr/share/games/fortunes``).
+        asset: the tang asset to read (default ``assets/corpus/tang.jsonl.xz``).
+
+    Returns:
+        The corpus; when its file is missing, the fallback corpus whose ``message`` says which
+        file was missing and how to get it.
+
+    Raises:
+        ValueError: for an unknown name.
+        CorpusError: if the file exists but cannot be used.
+    """
+    if name == FALLBACK_NAME:
+        return fallback_corpus()
+    if name not in BUILTIN_CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; choose one of {BUILTIN_CORPORA + (FALLBACK_NAME,)}")
+    if name == TANG_NAME:
+        path = Path(asset if asset is not None else TANG_ASSET)
+        if not path.is_file():
+            return fallback_corpus(
+                message=(
+                    f"{path} was not found, so the Tang poems are not available. "
+                    "`python -m engine.corpus build` rebuilds it (needs npm and a network). "
+                    "Using English text from Python's pydoc_data.topics instead."
+                )
+            )
+        return Corpus(TANG_NAME, read_records_asset(path), split="hash", min_count=TANG_MIN_COUNT)
+    path = Path(fortunes_dir if fortunes_dir is not None else FORTUNES_DIR) / name
+    if not path.is_file():
+        return fallback_corpus(
+            message=(
+                f"{path} was not found, so the Chinese poems are not available. They come with the "
+                "'fortunes-zh' package: `sudo apt-get install fortunes-zh` on Debian/Ubuntu "
+                "(packages.txt installs it on Streamlit Community Cloud). Using English text from "
+                "Python's pydoc_data.topics instead."
+            )
+        )
+    return _corpus_from_text(decode_text(path.read_bytes(), str(path)), name)
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """Checks and decodes uploaded bytes as UTF-8 text (BOM removed, line ends normalised to "\\n").
+
+    Raises:
+        CorpusError: if ``data`` is empty or whitespace only, larger than 20 MB, holds NUL bytes
+            (binary), or is not valid UTF-8 (the message gives the byte offset).
+    """
+    if len(data) > MAX_BYTES:
+        raise CorpusError(f"{name}: {len(data) / 2**20:.1f} MB is over the 20 MB limit")
+    if not data.strip():
+        raise CorpusError(f"{name}: the file is empty")
+    if b"\x00" in data:
+        raise CorpusError(f"{name}: the file holds NUL bytes, so it looks binary, not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{name}: not UTF-8 text (invalid byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8 and try again"
+        ) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def corpus_from_bytes(data: bytes, name: str = "upload") -> Corpus:
+    """Builds a corpus from an uploaded file's bytes.
+
+    A text with lines holding ``%`` is read as a fortune file; any other text is split into
+    records at blank lines.
+
+    Raises:
+        CorpusError: see ``decode_text``; also when the text is too short to split.
+    """
+    return _corpus_from_text(decode_text(data, name), name)
+
+
+def _corpus_from_text(text: str, name: str) -> Corpus:
+    is_fortune = any(line.rstrip() == "%" for line in text.split("\n"))
+    records = parse_fortunes(text) if is_fortune else parse_paragraphs(text)
+    return Corpus(name, records)
