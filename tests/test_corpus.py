@@ -203,7 +203,7 @@ def test_tang_vocabulary(tang_full):
     counts = Counter(train_text)
     rare_share = sum(n for c, n in counts.items() if c == UNK) / len(train_text)
     assert stats.train_unk_rate == pytest.approx(rare_share)
-    assert 0 < stats.val_unk_rate < 0.01 and stats.val_coverage == pytest.approx(1 - stats.val_unk_rate)
+    assert 0 < stats.val_unk_rate < 0.02 and stats.val_coverage == pytest.approx(1 - stats.val_unk_rate)
     assert "白" in tok.stoi and "尽" in tok.stoi
 
 
