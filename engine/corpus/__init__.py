@@ -52,9 +52,9 @@ TANG_NAME = "tang"
 TANG_ASSET = ASSET_DIR / "tang.jsonl.xz"
 # Characters seen fewer times in tang's training split share the unknown token: 3 170 tokens instead of 8 707
 # characters, 98.3 % of the validation characters keep their own. At min_count 10 (4 968 tokens, 99.65 %) the
-# quick preset's Lab training took twice as long and its peak memory (logits of batch x block x vocab) left the
-# server above the 690 MB Community Cloud allotment; the 3 169 kept characters are the ones seen >= 50 times
-# in 3.3 M, the only ones a small model meets often enough to learn.
+# quick preset's Lab training took twice as long and its peak memory (logits of batch x block x vocab) put an
+# in-process estimate of the server at ~712 MB, over the 690 MB Community Cloud allotment (~661 MB at 50); the
+# 3 169 kept characters are the ones seen >= 50 times in 3.3 M, the ones a small model meets often enough to learn.
 TANG_MIN_COUNT = 50
 # What `python -m engine.corpus build` writes from chinese-poetry 2.0.1 (OpenCC 1.4.2, CPython's liblzma).
 TANG_RECORDS = 55840
