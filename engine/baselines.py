@@ -96,6 +96,7 @@ class CountModels:
         self.pair_codes, pair_counts = np.unique(codes, return_counts=True)  # (P,) sorted codes, their n(a, b)
         self.pair_counts = pair_counts.astype(np.float64)  # (P,)
         self.context_counts = np.bincount(prev, minlength=vocab_size).astype(np.float64)  # (V,) n(a)
+        self.target_counts = np.bincount(nxt, minlength=vocab_size).astype(np.float64)  # (V,) n(b) over tokens 1..n-1
         self.followers = np.bincount(self.pair_codes // vocab_size, minlength=vocab_size).astype(np.float64)  # (V,) T(a)
 
     def _pair_count(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -127,6 +128,20 @@ class CountModels:
         return unigram, bigram
 
 
+    def train_cross_entropy(self) -> tuple[float, float]:
+        """(unigram, bigram) cross-entropy of the training sequence itself, equal to ``cross_entropy(train_ids)``.
+
+        Computed from the counts (one term per distinct token and per distinct pair, weighted by how
+        often it occurs) rather than token by token: 3.3 M training tokens hold only ~0.6 M distinct pairs.
+        """
+        pairs = self.pair_counts.sum()  # n - 1
+        unigram = float(-(self.target_counts * np.log(self.unigram)).sum() / pairs)
+        a, b = self.pair_codes // self.vocab_size, self.pair_codes % self.vocab_size  # (P,) each
+        p = (self.pair_counts + self.followers[a] * self.unigram[b]) / (self.context_counts[a] + self.followers[a])
+        bigram = float(-(self.pair_counts * np.log(p)).sum() / pairs)
+        return unigram, bigram
+
+
 def _as_ids(ids: torch.Tensor | np.ndarray, vocab_size: int, name: str) -> np.ndarray:
     array = ids.numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
     if array.ndim != 1 or len(array) < 2:
@@ -149,7 +164,7 @@ def ngram_baselines(train_ids: torch.Tensor | np.ndarray, val_ids: torch.Tensor 
         ValueError: for a split shorter than 2 tokens or an id out of range.
     """
     models = CountModels(train_ids, vocab_size)
-    train_uni, train_bi = models.cross_entropy(train_ids)
+    train_uni, train_bi = models.train_cross_entropy()
     val_uni, val_bi = models.cross_entropy(val_ids)
     return Baselines(
         unigram=BaselineLoss("unigram", train_uni, val_uni),

@@ -37,6 +37,8 @@ def test_matches_direct_count(case):
     unigram, bigram = models.cross_entropy(np.array(val))
     assert unigram == pytest.approx(expected_uni, rel=1e-9)
     assert bigram == pytest.approx(expected_bi, rel=1e-9)
+    by_token = models.cross_entropy(np.array(train))
+    assert models.train_cross_entropy() == pytest.approx(by_token, rel=1e-9)  # from the counts, same numbers
 
 
 @settings(max_examples=20, deadline=None)
