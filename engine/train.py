@@ -1,4 +1,4 @@
-"""Command line training: ``python -m engine.train --preset course --corpus tang300 --steps 1000 --out DIR``.
+"""Command line training: ``python -m engine.train --preset course --corpus tang --steps 1000 --out DIR``.
 
 Prints the run's settings, progress every ``--log-interval`` steps, each evaluation, the final
 train/val loss and the wall time, then a few generated lines (greedy and sampled), and writes a
@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, corpus_from_bytes, load_corpus
+from engine.corpus import BUILTIN_CORPORA, DEFAULT_CORPUS, FALLBACK_NAME, corpus_from_bytes, load_corpus
 from engine.gpt import PRESETS, generate_text, preset
 from engine.device import describe_device, pick_device
 from engine.training import Callbacks, TrainConfig, save_checkpoint, train
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     p = argparse.ArgumentParser(prog="python -m engine.train", description="Train the course's character-level GPT.")
     p.add_argument("--preset", default="course", choices=sorted(PRESETS), help="model size (default: course)")
-    p.add_argument("--corpus", default="tang300",
+    p.add_argument("--corpus", default=DEFAULT_CORPUS,
                    help=f"{', '.join(BUILTIN_CORPORA + (FALLBACK_NAME,))}, or a path to a UTF-8 text file")
     p.add_argument("--steps", type=int, default=defaults.steps)
     p.add_argument("--batch-size", type=int, default=defaults.batch_size)

@@ -1,17 +1,32 @@
-"""Corpora: fortune-file parsing (fortunes-zh), the pydoc fallback, uploads, split and batches."""
+"""Corpora: the full Tang asset, fortune-file parsing (fortunes-zh), the pydoc fallback, uploads, split and batches."""
+
+import hashlib
+import inspect
+from collections import Counter
 
 import pytest
 import torch
 
 from engine.corpus import (
+    BUILTIN_CORPORA,
+    DEFAULT_CORPUS,
     FORTUNES_DIR,
     MAX_BYTES,
+    RECORD_SEPARATOR,
+    TANG_ASSET,
+    TANG_MIN_COUNT,
+    TANG_RECORDS,
+    TANG_SHA256,
+    Corpus,
     CorpusError,
+    Record,
     corpus_from_bytes,
+    is_val_by_hash,
     load_corpus,
     parse_fortunes,
     strip_ansi,
 )
+from engine.tokenizer import UNK
 
 needs_fortunes = pytest.mark.skipif(
     not (FORTUNES_DIR / "tang300").is_file(), reason="Debian package fortunes-zh is not installed"
@@ -103,8 +118,8 @@ def test_fallback_when_fortunes_missing(tmp_path):
 
 
 def test_unknown_corpus_name():
-    with pytest.raises(ValueError, match="unknown corpus 'tang'"):
-        load_corpus("tang")
+    with pytest.raises(ValueError, match="unknown corpus 'tang1000'"):
+        load_corpus("tang1000")
 
 
 @pytest.mark.parametrize(
@@ -139,3 +154,73 @@ def test_corpus_from_bytes_paragraphs_and_fortunes():
     assert len(fortunes.records) == 3  # fewer than 10 records: the last 10 % of characters is validation
     assert fortunes.tokenizer.decode(torch.cat([fortunes.train_ids, fortunes.val_ids])) == fortunes.text
 
+
+
+# --- the full Tang corpus (assets/corpus/tang.jsonl.xz) ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def tang_full():
+    return load_corpus("tang")
+
+
+def test_tang_is_the_default_and_the_small_corpora_stay():
+    assert DEFAULT_CORPUS == "tang" and BUILTIN_CORPORA == ("tang", "tang300", "song100")
+    assert inspect.signature(load_corpus).parameters["name"].default == "tang"
+
+
+def test_shipped_tang_asset_is_the_built_one():
+    assert hashlib.sha256(TANG_ASSET.read_bytes()).hexdigest() == TANG_SHA256
+
+
+def test_tang_records(tang_full):
+    assert tang_full.name == "tang" and tang_full.message is None
+    assert len(tang_full.records) == TANG_RECORDS
+    poem = next(r for r in tang_full.records if "白日依山尽" in r.body)
+    # The 全唐诗 files it twice, as 朱斌's 登楼 and 王之涣's 登鹳雀楼; the build keeps the first body it meets.
+    assert (poem.title, poem.author) in {("登楼", "朱斌"), ("登鹳雀楼", "王之涣")}
+    assert poem.body == "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
+    assert not any("□" in r.title + r.author + r.body for r in tang_full.records)
+    assert len({r.body for r in tang_full.records}) == len(tang_full.records)  # no body twice
+    assert all(r.author for r in tang_full.records)
+    assert sum(bool(r.title) for r in tang_full.records) > 0.99 * len(tang_full.records)
+
+
+def test_tang_split_is_by_poem_and_disjoint(tang_full):
+    val = [r.body for r in tang_full.records if is_val_by_hash(r.body)]
+    train = [r.body for r in tang_full.records if not is_val_by_hash(r.body)]
+    assert not set(val) & set(train)
+    assert 0.08 < len(val) / len(tang_full.records) < 0.12
+    assert tang_full.tokenizer.decode(tang_full.val_ids) == tang_full.tokenizer.decode(
+        tang_full.tokenizer.encode_tensor(RECORD_SEPARATOR.join(val)))
+    assert len(tang_full.train_ids) == len(RECORD_SEPARATOR.join(train))
+
+
+def test_tang_vocabulary(tang_full):
+    stats = tang_full.vocab_stats
+    tok = tang_full.tokenizer
+    assert tok.unk == UNK and stats.has_unk and stats.min_count == TANG_MIN_COUNT
+    assert stats.vocab_size == tok.vocab_size < stats.distinct_chars
+    train_text = tok.decode(tang_full.train_ids)
+    counts = Counter(train_text)
+    rare_share = sum(n for c, n in counts.items() if c == UNK) / len(train_text)
+    assert stats.train_unk_rate == pytest.approx(rare_share)
+    assert 0 < stats.val_unk_rate < 0.02 and stats.val_coverage == pytest.approx(1 - stats.val_unk_rate)
+    assert "白" in tok.stoi and "尽" in tok.stoi
+
+
+def test_tang_missing_asset_falls_back(tmp_path):
+    corpus = load_corpus("tang", asset=tmp_path / "missing.jsonl.xz")
+    assert corpus.name == "pydoc_topics" and "engine.corpus build" in corpus.message
+
+
+def test_hash_split_and_min_count_on_small_records():
+    records = [Record("", "", f"{i}{'ab' * i}") for i in range(40)]
+    corpus = Corpus("small", records, split="hash", min_count=3)
+    val = [r.body for r in records if is_val_by_hash(r.body)]
+    assert corpus.tokenizer.decode(corpus.val_ids) == RECORD_SEPARATOR.join(val).translate(
+        {ord(c): UNK for c in "0123456789" if c not in corpus.tokenizer.stoi})
+    plain = Corpus("small", records)
+    assert plain.vocab_stats.has_unk is False and plain.vocab_stats.val_unk_rate == 0.0
+    with pytest.raises(ValueError, match="split"):
+        Corpus("small", records, split="random")
+    with pytest.raises(ValueError, match="min_count"):
+        Corpus("small", records, min_count=0)

@@ -1,11 +1,17 @@
-"""CharTokenizer: round trip, vocabulary order, unknown characters, JSON form."""
+"""CharTokenizer: round trip, vocabulary order, unknown characters, the unknown token, JSON form."""
+
+import json
+from collections import Counter
+from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.tokenizer import CharTokenizer
+from engine import tokenizer as tokenizer_module
+from engine.tokenizer import UNK, CharTokenizer, char_counts
 
 POEM = "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"
 
@@ -96,3 +102,74 @@ def test_encode_tensor_matches_encode(vocab_text, text):
             tok.encode_tensor(text)
     else:
         assert tok.encode_tensor(text).tolist() == expected
+
+
+# --- unknown token (format 2) ------------------------------------------------------------------------------------
+COUNTS = {"\n": 5, "白": 4, "日": 3, "依": 1, "山": 2}
+
+
+def test_from_counts_pools_rare_characters():
+    tok = CharTokenizer.from_counts(COUNTS, min_count=3)
+    assert tok.unk == UNK and tok.itos == sorted(["\n", "白", "日", UNK])
+    assert tok.vocab_size == 4 and tok.unk_id == tok.stoi[UNK]
+    ids = tok.encode("白日依山月")  # 依 and 山 are rare, 月 was never seen: all three share the unknown token
+    assert ids == [tok.stoi["白"], tok.stoi["日"], tok.unk_id, tok.unk_id, tok.unk_id]
+    assert tok.encode("白日依山月", errors="drop") == ids  # with an unknown token nothing is dropped
+    assert tok.decode(ids) == "白日" + UNK * 3
+    assert tok.unknown_chars("白日依山月" + UNK) == ["依", "山", "月"]  # the token's own character is known
+    assert CharTokenizer.from_counts(COUNTS, min_count=1).vocab_size == len(COUNTS) + 1
+    with pytest.raises(ValueError, match="min_count"):
+        CharTokenizer.from_counts(COUNTS, min_count=0)
+    with pytest.raises(ValueError, match="single character"):
+        CharTokenizer("ab", unk="??")
+
+
+def test_unk_json_round_trip_and_old_format_unchanged():
+    tok = CharTokenizer.from_counts(COUNTS, min_count=2)
+    data = tok.to_dict()
+    assert data["format"] == "char-tokenizer/2" and data["unk"] == UNK
+    again = CharTokenizer.from_json(tok.to_json())
+    assert again == tok and again.unk_id == tok.unk_id
+    assert again != CharTokenizer(tok.itos)  # same characters, but one pools unknowns and one refuses them
+    plain = CharTokenizer.from_text(POEM)
+    assert plain.to_dict() == {"format": "char-tokenizer/1", "chars": "".join(sorted(set(POEM)))}
+    assert plain.unk is None and plain.unk_id is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"format": "char-tokenizer/2", "chars": "ab"},
+        {"format": "char-tokenizer/2", "chars": "ab", "unk": "c"},
+        {"format": "char-tokenizer/2", "chars": "ab", "unk": "ab"},
+    ],
+)
+def test_from_dict_rejects_bad_unk(data):
+    with pytest.raises(ValueError, match="unknown token"):
+        CharTokenizer.from_dict(data)
+
+
+def test_shipped_checkpoint_tokenizer_still_loads():
+    meta = json.loads((Path(__file__).resolve().parents[1] / "assets/models/course_tang300/checkpoint.json")
+                      .read_text(encoding="utf-8"))
+    tok = CharTokenizer.from_dict(meta["tokenizer"])
+    assert tok.unk is None and tok.vocab_size == meta["config"]["vocab_size"]
+    assert tok.to_dict() == meta["tokenizer"]
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tok.encode("\ufffd")
+
+
+@given(st.text(min_size=1), st.text(), st.integers(1, 4), st.integers(1, 7))
+def test_encode_tensor_matches_encode_with_unk_and_small_chunks(vocab_text, text, min_count, chunk):
+    tok = CharTokenizer.from_counts(char_counts(vocab_text), min_count)
+    with mock.patch.object(tokenizer_module, "_CHUNK", chunk):  # several slices even for short texts
+        assert tok.encode_tensor(text).tolist() == tok.encode(text)
+        plain = CharTokenizer.from_text(vocab_text)
+        assert plain.encode_tensor(text, errors="drop").tolist() == plain.encode(text, errors="drop")
+
+
+@given(st.text(), st.integers(1, 5))
+def test_char_counts_matches_counter(text, chunk):
+    with mock.patch.object(tokenizer_module, "_CHUNK", chunk):
+        counts = char_counts(text)
+    assert counts == dict(Counter(text)) and list(counts) == sorted(counts)

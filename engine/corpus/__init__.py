@@ -1,6 +1,17 @@
 """Training text for the course's character-level GPT: built-in poems, a fallback, user uploads.
 
-Built-in corpora come from Debian's ``fortunes-zh`` package (``/usr/share/games/fortunes``):
+The default corpus, ``tang``, is the complete Tang poetry (全唐诗) of the npm package
+``chinese-poetry`` 2.0.1 (MIT licence), converted to simplified characters with OpenCC ``t2s``
+and cleaned by ``engine.corpus.build`` (``python -m engine.corpus build``; the rules are in that
+module's docstring). It ships as ``assets/corpus/tang.jsonl.xz``: one JSON object per line with
+``title``, ``author`` and ``body``, xz-compressed, read with the standard library only
+(``lzma``, ``json``). Its split is by poem: a poem is in validation when the CRC-32 of its body's
+UTF-8 bytes is divisible by 10 (about 10 %), so a poem never straddles the split and the same
+body (the collection repeats some) always falls on the same side. Its vocabulary is the characters
+seen at least ``TANG_MIN_COUNT`` times in the training split plus one unknown token
+(``CharTokenizer.from_counts``); ``Corpus.vocab_stats`` says what that covers.
+
+The small corpora come from Debian's ``fortunes-zh`` package (``/usr/share/games/fortunes``):
 
 * ``tang300``: 313 Tang poems (the lesson's kind of text; it holds "白日依山尽");
 * ``song100``: Song ci (the file holds 96 records).
@@ -14,25 +25,45 @@ Where the package is missing, ``load_corpus`` falls back to English text that sh
 CPython (``pydoc_data.topics``, the language reference's topic texts) and says how to get the poems
 in ``Corpus.message``. User text arrives as bytes through ``corpus_from_bytes``.
 
-Split: records are split 90/10 deterministically (every tenth record, indices 9, 19, 29 ...,
-goes to validation, which spreads the validation poems over the whole collection). A text with
-fewer than 10 records is split by characters instead: the last 10 % goes to validation.
+Split of every other corpus: records are split 90/10 deterministically (every tenth record,
+indices 9, 19, 29 ..., goes to validation, which spreads the validation poems over the whole
+collection). A text with fewer than 10 records is split by characters instead: the last 10 % goes
+to validation. Their vocabulary is every character of the text (no unknown token), as before.
 """
 
 from __future__ import annotations
 
+import json
+import lzma
 import re
+import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
 import torch
 
-from engine.tokenizer import CharTokenizer
+from engine.tokenizer import CharTokenizer, char_counts
 
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
-BUILTIN_CORPORA = ("tang300", "song100")
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
+TANG_NAME = "tang"
+TANG_ASSET = ASSET_DIR / "tang.jsonl.xz"
+# Characters seen fewer times in tang's training split share the unknown token: 3 170 tokens instead of 8 707
+# characters, 98.3 % of the validation characters keep their own. At min_count 10 (4 968 tokens, 99.65 %) the
+# quick preset's Lab training took twice as long and its peak memory (logits of batch x block x vocab) put an
+# in-process estimate of the server at ~712 MB, over the 690 MB Community Cloud allotment (~661 MB at 50); the
+# 3 169 kept characters are the ones seen >= 50 times in 3.3 M, the ones a small model meets often enough to learn.
+TANG_MIN_COUNT = 50
+# What `python -m engine.corpus build` writes from chinese-poetry 2.0.1 (OpenCC 1.4.2, CPython's liblzma).
+TANG_RECORDS = 55840
+TANG_SHA256 = "da62fb8360934b6359ba4aa0eb95564e7289c631ee7d670cebb7d569768cc924"
+FORTUNE_CORPORA = ("tang300", "song100")
+BUILTIN_CORPORA = (TANG_NAME,) + FORTUNE_CORPORA
+DEFAULT_CORPUS = TANG_NAME
 FALLBACK_NAME = "pydoc_topics"
+MAX_ASSET_BYTES = 64 * 1024 * 1024  # a decompressed corpus asset above 64 MB is refused
 MAX_BYTES = 20 * 1024 * 1024  # uploads above 20 MB are refused
 RECORD_SEPARATOR = "\n\n"  # between record bodies in the training text
 VAL_EVERY = 10  # record i goes to validation when i % VAL_EVERY == VAL_EVERY - 1
@@ -104,6 +135,15 @@ def _record_from_lines(lines: list[str]) -> Record | None:
     return Record(title=title, author=author, body=body)
 
 
+def is_val_by_hash(body: str) -> bool:
+    """The ``"hash"`` split rule: True when the CRC-32 of ``body``'s UTF-8 bytes is divisible by 10.
+
+    About one poem in ten; fixed by the text alone, so identical bodies share a side and adding or
+    removing other poems never moves a poem across the split.
+    """
+    return zlib.crc32(body.encode("utf-8")) % VAL_EVERY == 0
+
+
 def parse_paragraphs(text: str) -> list[Record]:
     """Splits plain text into records at blank lines (title and author left empty)."""
     text = strip_ansi(text.replace("\r\n", "\n"))
@@ -111,30 +151,80 @@ def parse_paragraphs(text: str) -> list[Record]:
     return [Record("", "", p.strip("\n")) for p in paragraphs if p.strip()]
 
 
+@dataclass(frozen=True)
+class VocabStats:
+    """What the corpus's vocabulary covers (lesson: the Lab's corpus step).
+
+    Attributes:
+        distinct_chars: distinct characters in the whole text (train and val, separators included).
+        vocab_size: tokens of the tokenizer (including the unknown token, if any).
+        min_count: occurrences in the training split a character needs for its own token
+            (1: every character of the text has one, no unknown token).
+        has_unk: whether rare and unseen characters share an unknown token.
+        train_unk_rate, val_unk_rate: share of each split's tokens that are the unknown token
+            (0.0 without one); floats in [0, 1].
+        val_coverage: 1 - val_unk_rate, the share of validation characters with their own token.
+    """
+
+    distinct_chars: int
+    vocab_size: int
+    min_count: int
+    has_unk: bool
+    train_unk_rate: float
+    val_unk_rate: float
+    val_coverage: float
+
+
 class Corpus:
     """A named text, its records, its vocabulary and its train/val split as token ids.
 
+    Args:
+        name: "tang", "tang300", "song100", "pydoc_topics" or the name given to ``corpus_from_bytes``.
+        records: the parsed records.
+        message: see the attribute.
+        split: ``"interleave"`` (record i is validation when i % 10 == 9; by characters under 10
+            records) or ``"hash"`` (``is_val_by_hash`` of the body).
+        min_count: 1 builds the vocabulary from every character of the text, no unknown token;
+            k > 1 keeps the characters seen at least k times in the training split and maps the
+            rest (and validation characters never seen in training) to one unknown token.
+
     Attributes:
-        name: "tang300", "song100", "pydoc_topics" or the name given to ``corpus_from_bytes``.
-        records: the parsed records (title, author, body).
-        message: a note for the reader, e.g. why the fallback text is used; None when all is well.
-        tokenizer: ``CharTokenizer`` over every character of ``text`` (train and val, so the
-            validation split never meets an unknown character).
+        name, records, message: as given; message is a note for the reader (e.g. why the
+            fallback text is used), None when all is well.
+        text: the record bodies joined by a blank line.
+        tokenizer: the ``CharTokenizer`` (see ``min_count``).
         train_ids, val_ids: int64 tensors of shape (n_train,), (n_val,) on the CPU.
 
     Raises:
         CorpusError: if there are no records, or a split ends up with fewer than 2 tokens.
+        ValueError: for an unknown ``split`` or ``min_count`` < 1.
     """
 
-    def __init__(self, name: str, records: list[Record], message: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        records: list[Record],
+        message: str | None = None,
+        split: Literal["interleave", "hash"] = "interleave",
+        min_count: int = 1,
+    ):
+        if split not in ("interleave", "hash"):
+            raise ValueError(f"split must be 'interleave' or 'hash', got {split!r}")
+        if min_count < 1:
+            raise ValueError(f"min_count must be at least 1, got {min_count}")
         if not records:
             raise CorpusError(f"corpus {name!r} has no text")
         self.name = name
         self.records: tuple[Record, ...] = tuple(records)
         self.message = message
+        self.split = split
+        self.min_count = min_count
         self.text = RECORD_SEPARATOR.join(r.body for r in self.records)
-        self.tokenizer = CharTokenizer.from_text(self.text)
         train_text, val_text = self._split_texts()
+        if min_count == 1:
+            self.tokenizer = CharTokenizer.from_text(self.text)
+        else:
+            self.tokenizer = CharTokenizer.from_counts(char_counts(train_text), min_count)
         self.train_ids = self.tokenizer.encode_tensor(train_text)
         self.val_ids = self.tokenizer.encode_tensor(val_text)
         if len(self.train_ids) < 2 or len(self.val_ids) < 2:
@@ -144,6 +234,11 @@ class Corpus:
             )
 
     def _split_texts(self) -> tuple[str, str]:
+        if self.split == "hash":
+            is_val = [is_val_by_hash(r.body) for r in self.records]
+            train = [r.body for r, v in zip(self.records, is_val) if not v]
+            val = [r.body for r, v in zip(self.records, is_val) if v]
+            return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
         if len(self.records) >= VAL_EVERY:
             train = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY != VAL_EVERY - 1]
             val = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY == VAL_EVERY - 1]
@@ -153,8 +248,27 @@ class Corpus:
 
     @property
     def vocab_size(self) -> int:
-        """Number of distinct characters in the corpus."""
+        """Number of tokens (distinct characters, plus the unknown token if there is one)."""
         return self.tokenizer.vocab_size
+
+    @cached_property
+    def vocab_stats(self) -> VocabStats:
+        """Vocabulary size, the rarity threshold and the unknown-token rate of each split."""
+        unk_id = self.tokenizer.unk_id
+
+        def rate(ids: torch.Tensor) -> float:
+            return 0.0 if unk_id is None else float((ids == unk_id).sum()) / len(ids)
+
+        val_unk = rate(self.val_ids)
+        return VocabStats(
+            distinct_chars=len(char_counts(self.text)),
+            vocab_size=self.vocab_size,
+            min_count=self.min_count,
+            has_unk=unk_id is not None,
+            train_unk_rate=rate(self.train_ids),
+            val_unk_rate=val_unk,
+            val_coverage=1.0 - val_unk,
+        )
 
     @property
     def max_block_size(self) -> int:
@@ -222,25 +336,69 @@ def fallback_corpus(message: str | None = None) -> Corpus:
     return Corpus(FALLBACK_NAME, [r for r in records if r.body.strip()], message=message)
 
 
-def load_corpus(name: str = "tang300", fortunes_dir: Path | str | None = None) -> Corpus:
+def read_records_asset(path: Path | str) -> list[Record]:
+    """Reads a corpus asset: xz-compressed UTF-8 JSON lines ``{"title", "author", "body"}``.
+
+    Raises:
+        CorpusError: if the file is not xz, decompresses to more than 64 MB, or a line is not a
+            JSON object with three string fields and a non-empty body (the message gives the line).
+    """
+    records = []
+    size = 0
+    try:
+        with lzma.open(path, "rb") as f:  # read line by line: no copy of the whole text is ever held
+            for number, line in enumerate(f, start=1):
+                size += len(line)
+                if size > MAX_ASSET_BYTES:
+                    raise CorpusError(f"{path}: decompresses to more than {MAX_ASSET_BYTES // 2**20} MB")
+                try:
+                    item = json.loads(line)
+                    record = Record(title=item["title"], author=item["author"], body=item["body"])
+                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise CorpusError(f"{path}, line {number}: not a title/author/body record ({exc})") from exc
+                if not all(isinstance(v, str) for v in (record.title, record.author, record.body)) or not record.body:
+                    raise CorpusError(
+                        f"{path}, line {number}: title, author and body must be strings, the body non-empty"
+                    )
+                records.append(record)
+    except (lzma.LZMAError, EOFError) as exc:
+        raise CorpusError(f"{path}: not a complete xz file ({exc})") from exc
+    return records
+
+
+def load_corpus(
+    name: str = DEFAULT_CORPUS, fortunes_dir: Path | str | None = None, asset: Path | str | None = None
+) -> Corpus:
     """Loads a built-in corpus by name, falling back to ``pydoc_data.topics`` when it is missing.
 
     Args:
-        name: "tang300", "song100" or "pydoc_topics".
+        name: "tang" (the default), "tang300", "song100" or "pydoc_topics".
         fortunes_dir: where the fortune files live (default ``/usr/share/games/fortunes``).
+        asset: the tang asset to read (default ``assets/corpus/tang.jsonl.xz``).
 
     Returns:
-        The corpus; when the fortune file is missing, the fallback corpus whose ``message`` says
-        which file was missing and how to install ``fortunes-zh``.
+        The corpus; when its file is missing, the fallback corpus whose ``message`` says which
+        file was missing and how to get it.
 
     Raises:
         ValueError: for an unknown name.
-        CorpusError: if the fortune file exists but cannot be used.
+        CorpusError: if the file exists but cannot be used.
     """
     if name == FALLBACK_NAME:
         return fallback_corpus()
     if name not in BUILTIN_CORPORA:
         raise ValueError(f"unknown corpus {name!r}; choose one of {BUILTIN_CORPORA + (FALLBACK_NAME,)}")
+    if name == TANG_NAME:
+        path = Path(asset if asset is not None else TANG_ASSET)
+        if not path.is_file():
+            return fallback_corpus(
+                message=(
+                    f"{path} was not found, so the Tang poems are not available. "
+                    "`python -m engine.corpus build` rebuilds it (needs npm and a network). "
+                    "Using English text from Python's pydoc_data.topics instead."
+                )
+            )
+        return Corpus(TANG_NAME, read_records_asset(path), split="hash", min_count=TANG_MIN_COUNT)
     path = Path(fortunes_dir if fortunes_dir is not None else FORTUNES_DIR) / name
     if not path.is_file():
         return fallback_corpus(
