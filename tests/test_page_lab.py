@@ -278,3 +278,24 @@ def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
     other.number_input(key="lab_rerun_steps").set_value(10).run()
     other.button(key="lab_rerun_experiment_causal").click().run()
     assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(other)  # from the cache, at once
+
+
+def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
+    at = set_controls(open_page(PAGE), {"lab_n_layer": 8, "lab_n_embd": 256, "lab_n_head": 8, "lab_block": 256,
+                                        "lab_batch": 64, "lab_steps": 5000})
+    errors = [e.value for e in at.error]
+    assert any("would need about" in e and "at most 240 MB" in e for e in errors), errors
+    assert any("would take about" in e for e in errors), errors
+    assert any("MB of memory (limit 240 MB)" in c for c in captions(at))
+    assert at.button(key="lab_train").disabled
+    set_controls(at, {"lab_n_layer": 2, "lab_n_embd": 64, "lab_n_head": 4, "lab_block": 64, "lab_batch": 16,
+                      "lab_steps": 400})
+    assert not at.error and not at.button(key="lab_train").disabled  # the quick preset's size fits
+
+
+def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
+    at = trained
+    generate(at, lab_prompt="白日![x](http://evil.example/a.png)[link](http://evil.example)", lab_length=3)
+    warning = next(w.value for w in at.warning if "left out of the prompt" in w.value)
+    assert "[" in warning and "(" in warning  # the dropped characters are listed ...
+    assert all(warning[i - 1] == "\\" for i, c in enumerate(warning) if c in "[]()!")  # ... each escaped
