@@ -82,8 +82,9 @@ def _sentences(path: Path) -> list[str]:
     skip: set[int] = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            skip.add(id(body[0].value))
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            skip.add(id(first.value))
         is_cli = isinstance(node, ast.Call) and (
             getattr(node.func, "id", "") == "print" or getattr(node.func, "attr", "") in ("add_argument",
                                                                                          "ArgumentParser"))

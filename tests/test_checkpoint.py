@@ -72,7 +72,7 @@ def test_a_declared_huge_model_is_refused_from_the_header(monkeypatch):
 
 
 def test_refusing_a_crafted_checkpoint_costs_memory_near_its_size():
-    """Peak resident memory of a fresh interpreter loading the crafted file: +<20 MB (before: a model of n_embd 10^6)."""
+    """Peak RSS of a fresh interpreter refusing the crafted file grows < 20 MB (before: a model of n_embd 64,000)."""
     script = textwrap.dedent(f"""
         import resource, sys
         sys.path.insert(0, {str(__import__('pathlib').Path(__file__).resolve().parents[1])!r})

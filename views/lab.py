@@ -10,19 +10,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine import budget, chapter, experiments
-from engine import gpt as G
+from engine import budget, chapter, experiments, gpt
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_bytes
 from engine.corpus import load_corpus
 from engine.device import describe_device, pick_device
-from engine.figures import lab as LF
-from engine.lab import experiments as X
-from engine.lab import models as M
-from engine.lab import settings as S
+from engine.figures import lab as figures
+from engine.lab import experiments as lab_experiments
+from engine.lab import models
+from engine.lab import settings as rules
 from engine.lab.jobs import TrainingJob
 from engine.lab.runner import LabRunner
 from engine.training import train
-from ui import lab_panels as P
+from ui import lab_panels as panels
 from ui import page
 from ui.i18n import _
 from ui.nav import PAGES
@@ -53,51 +52,51 @@ def builtin_corpus(name: str):
 
 
 @st.cache_resource(show_spinner=False)
-def shipped_model(path: str) -> tuple[M.LabModel | None, CheckpointError | None]:
+def shipped_model(path: str) -> tuple[models.LabModel | None, CheckpointError | None]:
     """The model that ships with the app, or why it is not available."""
     if not Path(path).exists():
         return None, None
     try:
-        return M.load_shipped(path), None
+        return models.load_shipped(path), None
     except CheckpointError as exc:
         return None, exc
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, seed: int,
-              _model: M.LabModel) -> M.Generation | None:
+              _model: models.LabModel) -> models.Generation | None:
     try:
-        return M.generate(_model, prompt, length, temperature, top_k or None, seed)
-    except M.NonFiniteLogitsError:
+        return models.generate(_model, prompt, length, temperature, top_k or None, seed)
+    except models.NonFiniteLogitsError:
         return None
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def attention_view(model_id: str, line: str, max_len: int, _model: M.LabModel, text: tuple[tuple[str, str], ...]
-                   ) -> tuple[M.AttentionMaps, dict | None]:
-    maps = M.attention_maps(_model, line, max_len)
+def attention_view(model_id: str, line: str, max_len: int, _model: models.LabModel, text: tuple[tuple[str, str], ...]
+                   ) -> tuple[models.AttentionMaps, dict | None]:
+    maps = models.attention_maps(_model, line, max_len)
     if not maps.tokens:
         return maps, None
-    return maps, LF.attention_slider(maps.attn_weights, maps.tokens, dict(text)).to_plotly_json()
+    return maps, figures.attention_slider(maps.attn_weights, maps.tokens, dict(text)).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def positions_view(model_id: str, _model: M.LabModel, text: tuple[tuple[str, str], ...]
-                   ) -> tuple[M.PositionTables, dict] | None:
-    tables = M.position_tables(_model)
+def positions_view(model_id: str, _model: models.LabModel, text: tuple[tuple[str, str], ...]
+                   ) -> tuple[models.PositionTables, dict] | None:
+    tables = models.position_tables(_model)
     if tables is None:
         return None
-    return tables, LF.position_tables_figure(tables.trained, tables.untrained, dict(text)).to_plotly_json()
+    return tables, figures.position_tables_figure(tables.trained, tables.untrained, dict(text)).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def checkpoint_file(model_id: str, _model: M.LabModel) -> bytes:
+def checkpoint_file(model_id: str, _model: models.LabModel) -> bytes:
     return checkpoint_to_bytes(_model.model, _model.tokenizer, _model.summary)
 
 
 @st.cache_data(show_spinner=False)
 def results_file(path: str, mtime: float) -> dict | None:
-    return X.load_results(path)
+    return lab_experiments.load_results(path)
 
 
 @st.cache_data(show_spinner=False)
@@ -105,23 +104,23 @@ def lesson_param_counts():
     return experiments.attention_param_counts(chapter.LESSON_N_EMBD, (1, 4, 8))
 
 
-def corpus_upload(data: bytes, name: str) -> M.UploadResult:
+def corpus_upload(data: bytes, name: str) -> models.UploadResult:
     """Reads an uploaded text file once per content (the result lives in this session only)."""
     digest = hashlib.sha256(data).hexdigest()
     held = st.session_state.get("lab_corpus_upload")
     if held is None or held[0] != digest:
-        held = (digest, M.read_corpus_upload(data, name))
+        held = (digest, models.read_corpus_upload(data, name))
         st.session_state["lab_corpus_upload"] = held
     return held[1]
 
 
 def apply_preset(name: str) -> None:
     """Button callback: the quick or course preset into the controls."""
-    config, training = G.PRESETS[name], S.PRESET_TRAINING[name]
+    config, training = gpt.PRESETS[name], rules.PRESET_TRAINING[name]
     st.session_state.update({
         "lab_n_layer": config.n_layer, "lab_n_embd": config.n_embd, "lab_n_head": config.n_head,
         "lab_block": config.block_size, "lab_dropout": config.dropout, "lab_pos": config.pos_encoding,
-        "lab_causal": True, "lab_seed": S.DEFAULT_SEED, "lab_steps": training["steps"],
+        "lab_causal": True, "lab_seed": rules.DEFAULT_SEED, "lab_steps": training["steps"],
         "lab_batch": training["batch_size"], "lab_lr": training["learning_rate"],
     })
 
@@ -131,7 +130,7 @@ def current_job() -> TrainingJob | None:
     job = st.session_state.get("lab_job")
     token = st.session_state.get("lab_job_token", "")
     if job is None and token:
-        job = lab_runner.reattach(token, P.owner_alive() or (lambda: True))
+        job = lab_runner.reattach(token, panels.owner_alive() or (lambda: True))
         if isinstance(job, TrainingJob):
             st.session_state["lab_job"] = job
         else:
@@ -155,7 +154,7 @@ def collect_finished_job() -> None:
 def training_fragment() -> None:
     job = st.session_state.get("lab_job")
     if job is not None:
-        P.training_panel(job, st.session_state.get("lab_collected") == job.token)
+        panels.training_panel(job, st.session_state.get("lab_collected") == job.token)
 
 
 page.header(_("8 · GPT lab"), INFO.section, PAGE)
@@ -170,14 +169,15 @@ corpus_name = st.radio(_("Training text"), CORPORA, horizontal=True, format_func
                        key=bound("lab_corpus", CORPORA[0], options=CORPORA))
 corpus = None
 if corpus_name == "upload":
-    uploaded = st.file_uploader(_("A UTF-8 text file (at most {mb:.0f} MB)").format(mb=budget.MAX_TEXT_BYTES / P.MB),
-                                key="lab_upload", max_upload_size=max(1, budget.MAX_TEXT_BYTES // P.MB))
+    uploaded = st.file_uploader(_("A UTF-8 text file (at most {mb:.0f} MB)").format(
+                                    mb=budget.MAX_TEXT_BYTES / panels.MB),
+                                key="lab_upload", max_upload_size=max(1, budget.MAX_TEXT_BYTES // panels.MB))
     if uploaded is None:
         st.info(_("Choose a file to train on; until then the training controls wait for it."))
     else:
         outcome = corpus_upload(uploaded.getvalue(), uploaded.name)
         if outcome.problem:
-            st.error(_("This file cannot be used: {reason}").format(reason=P.upload_text(outcome)),
+            st.error(_("This file cannot be used: {reason}").format(reason=panels.upload_text(outcome)),
                      icon=":material/error:")
         corpus = outcome.corpus
 else:
@@ -203,51 +203,52 @@ b2.button(_("Course preset"), key="lab_preset_course", on_click=apply_preset, ar
           icon=":material/school:")
 b3.caption(_("Training runs on **{device}** (CUDA, then Apple MPS, then CPU), one training at a time on this "
              "server.").format(device=describe_device(pick_device())))
-quick = G.PRESETS["quick"]
+quick = gpt.PRESETS["quick"]
 c1, c2, c3, c4 = st.columns(4)
-n_layer = int(c1.slider("n_layer", *S.N_LAYERS, step=1,
-                        key=bound("lab_n_layer", quick.n_layer, lo=S.N_LAYERS[0], hi=S.N_LAYERS[1])))
-n_embd = int(c2.selectbox("n_embd", S.N_EMBDS, key=bound("lab_n_embd", quick.n_embd, options=S.N_EMBDS)))
-pos_encoding = c3.selectbox(_("position encoding"), G.POS_ENCODINGS,
-                            key=bound("lab_pos", quick.pos_encoding, options=G.POS_ENCODINGS))
-heads = S.head_choices(n_embd, pos_encoding)
-key_heads = bound("lab_n_head", S.default_heads(n_embd, pos_encoding), options=heads)
+n_layer = int(c1.slider("n_layer", *rules.N_LAYERS, step=1,
+                        key=bound("lab_n_layer", quick.n_layer, lo=rules.N_LAYERS[0], hi=rules.N_LAYERS[1])))
+n_embd = int(c2.selectbox("n_embd", rules.N_EMBDS, key=bound("lab_n_embd", quick.n_embd, options=rules.N_EMBDS)))
+pos_encoding = c3.selectbox(_("position encoding"), gpt.POS_ENCODINGS,
+                            key=bound("lab_pos", quick.pos_encoding, options=gpt.POS_ENCODINGS))
+heads = rules.head_choices(n_embd, pos_encoding)
+key_heads = bound("lab_n_head", rules.default_heads(n_embd, pos_encoding), options=heads)
 if st.session_state.get(key_heads) not in heads:
-    st.session_state[key_heads] = S.default_heads(n_embd, pos_encoding)
+    st.session_state[key_heads] = rules.default_heads(n_embd, pos_encoding)
 n_head = int(c4.selectbox(_("n_head (divisors of n_embd)"), heads, key=key_heads))
 c1, c2, c3, c4 = st.columns(4)
-block_size = int(c1.selectbox("block_size", S.BLOCK_SIZES,
-                              key=bound("lab_block", quick.block_size, options=S.BLOCK_SIZES)))
-dropout = float(c2.slider("dropout", *S.DROPOUT, step=0.05,
-                          key=bound("lab_dropout", quick.dropout, lo=S.DROPOUT[0], hi=S.DROPOUT[1])))
+block_size = int(c1.selectbox("block_size", rules.BLOCK_SIZES,
+                              key=bound("lab_block", quick.block_size, options=rules.BLOCK_SIZES)))
+dropout = float(c2.slider("dropout", *rules.DROPOUT, step=0.05,
+                          key=bound("lab_dropout", quick.dropout, lo=rules.DROPOUT[0], hi=rules.DROPOUT[1])))
 causal = c3.checkbox(_("causal mask"), key=bound("lab_causal", True),
                      help=_("Off: every position sees the whole window, including its own answer (see section 6)."))
-seed = int(c4.number_input(_("seed"), *S.SEEDS, step=1,
-                           key=bound("lab_seed", S.DEFAULT_SEED, lo=S.SEEDS[0], hi=S.SEEDS[1])))
+seed = int(c4.number_input(_("seed"), *rules.SEEDS, step=1,
+                           key=bound("lab_seed", rules.DEFAULT_SEED, lo=rules.SEEDS[0], hi=rules.SEEDS[1])))
 c1, c2, c3, _c4 = st.columns(4)
-quick_training = S.PRESET_TRAINING["quick"]
-steps = int(c1.number_input(_("steps"), *S.STEPS, step=50,
-                            key=bound("lab_steps", quick_training["steps"], lo=S.STEPS[0], hi=S.STEPS[1])))
-batch_size = int(c2.selectbox(_("batch size"), S.BATCH_SIZES,
-                              key=bound("lab_batch", quick_training["batch_size"], options=S.BATCH_SIZES)))
-learning_rate = float(c3.select_slider(_("peak learning rate"), S.LEARNING_RATES,
-                                       key=bound("lab_lr", quick_training["learning_rate"], options=S.LEARNING_RATES)))
+quick_training = rules.PRESET_TRAINING["quick"]
+steps = int(c1.number_input(_("steps"), *rules.STEPS, step=50,
+                            key=bound("lab_steps", quick_training["steps"], lo=rules.STEPS[0], hi=rules.STEPS[1])))
+batch_size = int(c2.selectbox(_("batch size"), rules.BATCH_SIZES,
+                              key=bound("lab_batch", quick_training["batch_size"], options=rules.BATCH_SIZES)))
+learning_rate = float(c3.select_slider(_("peak learning rate"), rules.LEARNING_RATES,
+                                       key=bound("lab_lr", quick_training["learning_rate"],
+                                                 options=rules.LEARNING_RATES)))
 
-plan = S.plan_training(G.GPTConfig(block_size=block_size, n_embd=n_embd, n_head=n_head, n_layer=n_layer,
+plan = rules.plan_training(gpt.GPTConfig(block_size=block_size, n_embd=n_embd, n_head=n_head, n_layer=n_layer,
                                    dropout=dropout, pos_encoding=pos_encoding, causal=causal),
                        corpus, steps, batch_size, learning_rate, seed)
 for problem in plan.problems:
-    st.error(P.problem_text(problem), icon=":material/block:")
+    st.error(panels.problem_text(problem), icon=":material/block:")
 if plan.fitting_batch is not None and plan.fitting_batch < batch_size:
     st.info(_("With these settings, batch size {batch} fits.").format(batch=plan.fitting_batch))
-st.caption(P.estimate_caption(plan))
+st.caption(panels.estimate_caption(plan))
 
 job = st.session_state.get("lab_job")
 running = job is not None and not job.snapshot().finished
 clicked = st.button(_("Train"), key="lab_train", type="primary", icon=":material/play_arrow:",
                     disabled=running or not plan.ok)
 if clicked and not running and plan.ok:
-    submitted = lab_runner.submit(plan, corpus, owner_alive=P.owner_alive())
+    submitted = lab_runner.submit(plan, corpus, owner_alive=panels.owner_alive())
     if submitted.reused:
         st.session_state["lab_own"] = submitted.model
         st.session_state["lab_use"] = OWN
@@ -268,26 +269,27 @@ page.show_code(TrainingJob._work, train, LabRunner.submit)
 # --- the current model ----------------------------------------------------------------------------------------------
 shipped, shipped_error = shipped_model(str(SHIPPED_MODEL))
 if shipped_error is not None:
-    st.warning(_("The shipped model could not be loaded: {reason}").format(reason=P.checkpoint_text(shipped_error)))
+    st.warning(_("The shipped model could not be loaded: {reason}").format(
+        reason=panels.checkpoint_text(shipped_error)))
 d1, d2 = st.columns(2)
 ckpt_file = d2.file_uploader(_("Load a checkpoint downloaded from this page"), key="lab_ckpt_upload",
-                             max_upload_size=max(1, budget.MAX_CHECKPOINT_BYTES // P.MB))
+                             max_upload_size=max(1, budget.MAX_CHECKPOINT_BYTES // panels.MB))
 if ckpt_file is not None:
     data = ckpt_file.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     if st.session_state.get("lab_ckpt_digest") != digest:
         st.session_state["lab_ckpt_digest"] = digest
         try:
-            st.session_state["lab_own"] = M.read_checkpoint_upload(data, ckpt_file.name)
+            st.session_state["lab_own"] = models.read_checkpoint_upload(data, ckpt_file.name)
             st.session_state["lab_use"] = OWN
             st.session_state["lab_ckpt_error"] = None
         except CheckpointError as exc:
             st.session_state["lab_ckpt_error"] = exc
     if st.session_state.get("lab_ckpt_error") is not None:
         d2.error(_("This checkpoint cannot be loaded: {reason}").format(
-            reason=P.checkpoint_text(st.session_state["lab_ckpt_error"])), icon=":material/error:")
+            reason=panels.checkpoint_text(st.session_state["lab_ckpt_error"])), icon=":material/error:")
     else:
-        d2.success(_("Loaded {name}.").format(name=P.plain(ckpt_file.name)), icon=":material/check_circle:")
+        d2.success(_("Loaded {name}.").format(name=panels.plain(ckpt_file.name)), icon=":material/check_circle:")
 own = st.session_state.get("lab_own")
 choices = [c for c, m in ((OWN, own), (SHIPPED, shipped)) if m is not None]
 current = None
@@ -300,7 +302,7 @@ if choices:
     current = own if use == OWN else shipped
     origin = {"trained": _("trained"), "uploaded": _("uploaded"), "shipped": _("shipped")}[current.source]
     whose = _("Your model ({origin})") if use == OWN else _("Shipped model ({origin})")
-    d1.caption(whose.format(origin=origin) + ": " + P.describe_model(current))
+    d1.caption(whose.format(origin=origin) + ": " + panels.describe_model(current))
     d1.download_button(_("Download this model (.safetensors)"),
                        data=functools.partial(checkpoint_file, current.model_id, current),
                        file_name=f"gpt_lab_{current.model_id}.safetensors", mime="application/octet-stream",
@@ -315,14 +317,14 @@ page.prose(PAGE, "generate")
 with st.form("lab_generate_form", border=False):
     c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 2, 1])
     prompt = c1.text_input(_("prompt"), key=bound("lab_prompt", chapter.LESSON_PROMPT))
-    temperature = float(c2.slider(_("temperature (0 = greedy)"), *S.TEMPERATURE, step=0.05,
-                                  key=bound("lab_temp", 0.8, lo=S.TEMPERATURE[0], hi=S.TEMPERATURE[1])))
-    top_k = int(c3.number_input(_("top-k (0 = all)"), *S.TOP_K, step=1,
-                                key=bound("lab_top_k", 20, lo=S.TOP_K[0], hi=S.TOP_K[1])))
-    length = int(c4.slider(_("new characters"), *S.GENERATE_LENGTH, step=1,
-                           key=bound("lab_length", 64, lo=S.GENERATE_LENGTH[0], hi=S.GENERATE_LENGTH[1])))
-    gen_seed = int(c5.number_input(_("sampling seed"), *S.SEEDS, step=1,
-                                   key=bound("lab_gen_seed", 0, lo=S.SEEDS[0], hi=S.SEEDS[1])))
+    temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
+                                  key=bound("lab_temp", 0.8, lo=rules.TEMPERATURE[0], hi=rules.TEMPERATURE[1])))
+    top_k = int(c3.number_input(_("top-k (0 = all)"), *rules.TOP_K, step=1,
+                                key=bound("lab_top_k", 20, lo=rules.TOP_K[0], hi=rules.TOP_K[1])))
+    length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
+                           key=bound("lab_length", 64, lo=rules.GENERATE_LENGTH[0], hi=rules.GENERATE_LENGTH[1])))
+    gen_seed = int(c5.number_input(_("sampling seed"), *rules.SEEDS, step=1,
+                                   key=bound("lab_gen_seed", 0, lo=rules.SEEDS[0], hi=rules.SEEDS[1])))
     st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=current is None)
 if current is not None:
     out = generated(current.model_id, prompt, length, temperature, top_k, gen_seed, current)
@@ -332,7 +334,7 @@ if current is not None:
         info = out.prompt
         if info.unknown:
             st.warning(_("Not in this model's vocabulary, so left out of the prompt: {chars}").format(
-                chars=P.plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")),
+                chars=panels.plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")),
                 icon=":material/text_select_move_back_word:")
         if info.started_from != "prompt":
             start = _("newline") if info.started_from == "newline" else _("first character of its vocabulary")
@@ -342,23 +344,25 @@ if current is not None:
             st.info(_("The prompt has {known} known characters; the model reads only the last {block} (its "
                       "block_size), so the first {cropped} do not influence it.").format(
                 known=len(info.ids), block=current.config.block_size, cropped=info.cropped))
-        st.markdown((f"**{P.plain(info.kept)}**" if info.kept else "") + P.plain(out.new).replace("\n", "  \n"))
+        kept = f"**{panels.plain(info.kept)}**" if info.kept else ""
+        st.markdown(kept + panels.plain(out.new).replace("\n", "  \n"))
         mode = _("greedy") if out.greedy else _("temperature {t:g}").format(t=temperature)
         k_text = _("all characters") if top_k == 0 else _("top-k {k}").format(k=top_k)
         st.caption(_("{mode} · {k} · seed {seed} · {n} new characters").format(mode=mode, k=k_text, seed=gen_seed,
                                                                                n=len(out.new)))
-page.show_code(M.generate, M.prepare_prompt, G.GPT.generate)
+page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate)
 
 # --- 5. look inside ---------------------------------------------------------------------------------------------------
 page.prose(PAGE, "inside")
 line = st.text_input(_("a line to read"), key=bound("lab_line", chapter.LESSON_LINE + "，黄河入海流。"))
 if current is not None:
-    max_len = LF.attention_line_length(current.config.n_layer, current.config.n_head)
+    max_len = figures.attention_line_length(current.config.n_layer, current.config.n_head)
     attn_text = {"title": "attn_weights", "step": _("layer {layer} · head {head}"),
                  "query": _("query (position:character)"), "key": _("key")}
     maps, attn_figure = attention_view(current.model_id, line, max_len, current, tuple(attn_text.items()))
     if maps.unknown:
-        st.warning(_("Not in the vocabulary, left out: {chars}").format(chars=P.plain(" ".join(maps.unknown[:30]))))
+        st.warning(_("Not in the vocabulary, left out: {chars}").format(
+            chars=panels.plain(" ".join(maps.unknown[:30]))))
     if maps.cut:
         st.info(_("Only the first {shown} known characters are drawn ({cut} left out), so that the {maps} maps stay "
                   "readable.").format(shown=len(maps.tokens), cut=maps.cut,
@@ -387,12 +391,13 @@ if current is not None:
                       "**{untrained:.3f}** (seed {seed})").format(trained=stats.neighbour_sim_trained,
                                                                   untrained=stats.neighbour_sim_untrained,
                                                                   seed=stats.seed))
-page.show_code(M.attention_maps, M.position_tables)
+page.show_code(models.attention_maps, models.position_tables)
 
-# --- 6. experiments ----------------------------------------------------------------------------------------------------
+# --- 6. experiments -------------------------------------------------------------------------------------------------
 page.prose(PAGE, "experiments")
 try:
-    results = results_file(str(X.RESULTS_FILE), X.RESULTS_FILE.stat().st_mtime) if X.RESULTS_FILE.exists() else None
+    results_path = lab_experiments.RESULTS_FILE
+    results = results_file(str(results_path), results_path.stat().st_mtime) if results_path.exists() else None
 except ValueError:
     results = None
     st.warning(_("The shipped results file cannot be read."))
@@ -407,11 +412,11 @@ else:
                           cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
                           minutes=results["total_wall_s"] / 60)
                + ("" if results.get("complete") else _(" · INCOMPLETE: the command did not finish")))
-rerun_steps = int(st.number_input(_("steps per run for a live rerun"), *S.RERUN_STEPS, step=10,
-                                  key=bound("lab_rerun_steps", 100, lo=S.RERUN_STEPS[0], hi=S.RERUN_STEPS[1])))
+rerun_steps = int(st.number_input(_("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10,
+                                  key=bound("lab_rerun_steps", 100, lo=rules.RERUN_STEPS[0], hi=rules.RERUN_STEPS[1])))
 live = st.session_state.get("lab_exp_live", {})
-for name in X.EXPERIMENTS:
-    st.markdown(f"#### {P.experiment_title(name)}")
+for name in lab_experiments.EXPERIMENTS:
+    st.markdown(f"#### {panels.experiment_title(name)}")
     if name == "causal":
         page.prose(PAGE, "causal")
     shown = live.get(name) or (results or {}).get("experiments", {}).get(name)
@@ -419,7 +424,7 @@ for name in X.EXPERIMENTS:
         if name in live:
             st.caption(_("Your live rerun: {steps} steps of batch {batch} on {corpus}.").format(
                 steps=shown["steps"], batch=shown["batch_size"], corpus=shown["corpus"]))
-        P.show_experiment(shown, f"lab_exp_{name}")
+        panels.show_experiment(shown, f"lab_exp_{name}")
         if name == "heads":
             same = len({r["params"] for r in shown["runs"]}) == 1
             st.markdown(_("parameters: {counts}").format(counts=", ".join(f"{r['params']:,}" for r in shown["runs"])))
@@ -428,16 +433,16 @@ for name in X.EXPERIMENTS:
             page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
                                counts["qkv_params"].tolist(), [chapter.LESSON_QKV_PARAMS] * 3)
         if name == "causal":
-            P.show_causal_details(shown)
+            panels.show_causal_details(shown)
     jobs = st.session_state.setdefault("lab_exp_jobs", {})
     exp_running = name in jobs and not jobs[name].snapshot().finished
     if st.button(_("Rerun live with {steps} steps per run (batch {batch})").format(steps=rerun_steps,
-                                                                                   batch=S.RERUN_BATCH),
+                                                                                   batch=rules.RERUN_BATCH),
                  key=f"lab_rerun_experiment_{name}", disabled=exp_running or corpus is None,
                  icon=":material/replay:") and not exp_running:
-        if corpus is not None and corpus.max_block_size >= X.Run("").config().block_size:
-            exp_job, cached = lab_runner.submit_experiment(name, corpus, rerun_steps, S.RERUN_BATCH, seed,
-                                                           owner_alive=P.owner_alive())
+        if corpus is not None and corpus.max_block_size >= lab_experiments.Run("").config().block_size:
+            exp_job, cached = lab_runner.submit_experiment(name, corpus, rerun_steps, rules.RERUN_BATCH, seed,
+                                                           owner_alive=panels.owner_alive())
             if cached is not None:
                 st.session_state.setdefault("lab_exp_live", {})[name] = cached
             else:
@@ -445,7 +450,7 @@ for name in X.EXPERIMENTS:
             st.rerun()  # redraw with the button disabled and the progress polling
         else:
             st.error(_("This text is too short for the course model's block_size of 128."))
-    st.fragment(run_every=POLL_S if exp_running else None)(P.experiment_panel)(name)
-page.show_code(X.run_experiment, X.train_run, X.loss_by_position)
+    st.fragment(run_every=POLL_S if exp_running else None)(panels.experiment_panel)(name)
+page.show_code(lab_experiments.run_experiment, lab_experiments.train_run, lab_experiments.loss_by_position)
 
 page.check_yourself(PAGE)

@@ -102,7 +102,8 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 
 @torch.no_grad()
-def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: int = 10, seed: int = 0) -> torch.Tensor:
+def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: int = 10, seed: int = 0
+                     ) -> torch.Tensor:
     """Mean validation cross-entropy at each position of the window, in eval mode.
 
     Generation only ever uses the prediction at the **last** position of the context, so

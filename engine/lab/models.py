@@ -326,7 +326,8 @@ def attention_maps(lab_model: LabModel, line: str, max_len: int = 32) -> Attenti
         out = model(torch.tensor([ids], dtype=torch.long, device=device), return_weights=True)
     finally:
         model.train(was_training)
-    weights = torch.stack([w[0] for w in out.attn_weights]).float().cpu()  # n_layer x (1, nh, T, T) -> (n_layer, nh, T, T)
+    # n_layer x (1, nh, T, T) -> (n_layer, nh, T, T)
+    weights = torch.stack([w[0] for w in out.attn_weights]).float().cpu()
     return AttentionMaps(weights, tuple(tokenizer.decode(ids)), unknown, cut)
 
 
