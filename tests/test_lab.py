@@ -442,6 +442,16 @@ def test_a_reader_who_reloads_takes_the_job_over(corpus):
     assert snap.state == "stopped" and snap.stop_reason == "by_reader"
 
 
+def test_an_old_link_cannot_fetch_a_finished_model(corpus):
+    owner = {"alive": True}
+    runner = R.LabRunner()
+    job = submit(runner, preset("tiny"), FAST, corpus, owner_alive=lambda: owner["alive"], orphan_grace_s=0.2).job
+    finished(job)
+    owner["alive"] = False
+    time.sleep(0.4)
+    assert runner.reattach(job.token, lambda: True) is None
+
+
 def test_a_job_stops_at_its_wall_time_cap(corpus):
     job = submit(R.LabRunner(), preset("tiny"), LONG, corpus, max_wall_s=0.5).job
     snap = finished(job, 30)

@@ -265,9 +265,11 @@ class Job:
 
         Returns:
             True when the job now belongs to the caller; False when its owner is still there
-            (a shared link cannot take a job from a reader who is using it).
+            (a shared link cannot take a job from a reader who is using it) or when it ended more
+            than ``orphan_grace_s`` seconds ago (an old link cannot fetch a finished model).
         """
-        if self.owner_present():
+        ended = self._progress.ended
+        if self.owner_present() or (ended is not None and time.perf_counter() - ended > self.orphan_grace_s):
             return False
         with self._owner_lock:
             self._owner_alive = owner_alive
