@@ -27,9 +27,11 @@ MB = 2**20
 
 # --- caps ----------------------------------------------------------------------------------------------------------
 # Measured on this project's machine (AMD EPYC, PyTorch 2.13 CPU wheel, one thread): Python with torch, pandas and
-# the engine imported holds 348 MB; the Streamlit server with every page, plotly and the shipped model ~450 MB.
-# That leaves ~240 MB of the 690 MB allotment for the one training the Lab runs at a time (LabRunner.max_concurrent
-# is 1). Peak extra memory of single training steps (n_layer, n_embd, n_head, block, batch, vocab -> MB measured /
+# the engine imported holds 348 MB; a process that has rendered the Lab page (Streamlit, plotly, the corpus and the
+# shipped model loaded) 519 MB, and 614 MB at the peak of a quick-preset training in it (+95 MB; the estimate
+# below says 173 MB, since its fixed 110 MB overhead is mostly paid once per process). One training runs at a
+# time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab plus any training estimated under
+# MAX_TRAINING_BYTES. Peak extra memory of single training steps in a fresh process (n_layer, n_embd, n_head, block, batch, vocab -> MB measured /
 # estimated below): (2,64,4,64,16,2500) 168/173 · (4,128,4,128,16,2500) 423/396 · (4,128,4,128,32,2500) 647/659 ·
 # (2,64,4,64,16,20000) 401/420 · (4,256,8,256,16,2500) 1273/1332 · (6,192,6,128,32,2500) 1289/1198 ·
 # (2,64,4,256,64,100) 910/870 · (8,256,8,128,16,100) 956/1019. So the quick preset (173 MB) fits, the course

@@ -235,6 +235,7 @@ def test_presets_and_head_choices():
     assert (at.selectbox(key="lab_n_embd").value, at.selectbox(key="lab_n_head").value,
             at.slider(key="lab_n_layer").value, at.selectbox(key="lab_block").value) == (128, 4, 4, 128)
     assert at.number_input(key="lab_steps").value == 1000
+    assert at.selectbox(key="lab_batch").value == 4 and not at.button(key="lab_train").disabled  # it fits the caps
     at.button(key="lab_preset_quick").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
     at.selectbox(key="lab_n_embd").set_value(48).run()
