@@ -1,8 +1,19 @@
-"""Device choice: CUDA when available, else Apple MPS, else CPU."""
+"""Where and how the engine computes: the device (CUDA, then Apple MPS, then CPU) and the CPU thread count.
+
+PyTorch's intra-op thread count is one setting for the whole process (``torch.set_num_threads``
+sets an atomic that every thread reads), so no request may change it: the app and the command-line
+tools call :func:`configure_threads` once, at start-up, and nothing else sets it.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+
 import torch
+
+_configured: int | None = None
+_configure_lock = threading.Lock()
 
 
 def pick_device(override: str | None = None) -> torch.device:
@@ -29,8 +40,42 @@ def pick_device(override: str | None = None) -> torch.device:
     return torch.device("cpu")
 
 
+def default_threads(cpu_count: int | None = None) -> int:
+    """Intra-op threads for this machine: all cores but one (left to the web server), at least 1.
+
+    On a small shared CPU two threads that wait for each other while another process holds a
+    core can run many times slower than one; leaving a core free keeps pages answering.
+    """
+    cores = os.cpu_count() if cpu_count is None else cpu_count
+    return max(1, (cores or 1) - 1)
+
+
+def configure_threads(n: int | None = None) -> int:
+    """Sets PyTorch's intra-op thread count once per process; later calls change nothing.
+
+    Call it at start-up (``app.py``, each ``python -m engine...`` command), never per request.
+
+    Args:
+        n: threads for the first call; None uses :func:`default_threads`.
+
+    Returns:
+        The thread count now in force (the first call's).
+
+    Raises:
+        ValueError: if ``n`` < 1.
+    """
+    global _configured
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    with _configure_lock:
+        if _configured is None:
+            _configured = default_threads() if n is None else n
+            torch.set_num_threads(_configured)
+        return _configured
+
+
 def describe_device(device: torch.device) -> str:
-    """Human-readable name, e.g. "CUDA (NVIDIA H200)", "Apple MPS" or "CPU (2 threads)"."""
+    """The device's name as shown beside the page (kept for ``ui/sidebar.py``), e.g. "CPU (2 threads)"."""
     if device.type == "cuda":
         return f"CUDA ({torch.cuda.get_device_name(device)})"
     if device.type == "mps":

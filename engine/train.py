@@ -2,7 +2,7 @@
 
 Prints the run's settings, progress every ``--log-interval`` steps, each evaluation, the final
 train/val loss and the wall time, then a few generated lines (greedy and sampled), and writes a
-checkpoint folder to ``--out`` (``engine.training.save_checkpoint``). Ctrl-C stops the run
+checkpoint folder to ``--out`` (``engine.checkpoint.save_checkpoint``). Ctrl-C stops the run
 cleanly: it still evaluates, prints and saves what it has.
 """
 
@@ -15,14 +15,12 @@ import sys
 import threading
 import time
 
-import torch
-
+from engine.chapter import SAMPLE_PROMPTS
+from engine.checkpoint import save_checkpoint
 from engine.corpus import BUILTIN_CORPORA, DEFAULT_CORPUS, FALLBACK_NAME, corpus_from_bytes, load_corpus
+from engine.device import configure_threads, describe_device, pick_device
 from engine.gpt import PRESETS, generate_text, preset
-from engine.device import describe_device, pick_device
-from engine.training import Callbacks, TrainConfig, save_checkpoint, train
-
-SAMPLE_PROMPTS = ("白日", "明月", "春")
+from engine.training import Callbacks, TrainConfig, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,14 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=defaults.steps)
     p.add_argument("--batch-size", type=int, default=defaults.batch_size)
     p.add_argument("--lr", type=float, default=defaults.learning_rate, help="peak learning rate")
-    p.add_argument("--warmup-steps", type=int, default=None, help="default: min(50, steps)")
+    p.add_argument("--warmup-steps", type=int, default=None, help="default: TrainConfig.for_steps's schedule")
     p.add_argument("--dropout", type=float, default=None, help="override the preset's dropout")
-    p.add_argument("--eval-interval", type=int, default=defaults.eval_interval)
-    p.add_argument("--eval-iters", type=int, default=defaults.eval_iters)
+    p.add_argument("--eval-interval", type=int, default=None, help="default: TrainConfig.for_steps's schedule")
+    p.add_argument("--eval-iters", type=int, default=None, help="default: TrainConfig.for_steps's schedule")
     p.add_argument("--log-interval", type=int, default=50, help="print the batch loss every N steps")
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for CPU training")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores but one)")
     p.add_argument("--out", default=None, help="checkpoint folder to write (nothing is saved without it)")
     p.add_argument("--sample-chars", type=int, default=48, help="characters generated per sample line")
     return p
@@ -49,8 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    configure_threads(args.threads)
     if args.corpus in BUILTIN_CORPORA or args.corpus == FALLBACK_NAME:
         corpus = load_corpus(args.corpus)
     else:
@@ -60,16 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {corpus.message}")
     overrides = {} if args.dropout is None else {"dropout": args.dropout}
     model_config = preset(args.preset, vocab_size=corpus.vocab_size, **overrides)
-    train_config = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        learning_rate=args.lr,
-        warmup_steps=min(50, args.steps) if args.warmup_steps is None else args.warmup_steps,
-        eval_interval=args.eval_interval,
-        eval_iters=args.eval_iters,
-        seed=args.seed,
-        device=args.device,
-    )
+    schedule = {name: value for name, value in (("warmup_steps", args.warmup_steps),
+                                                 ("eval_interval", args.eval_interval),
+                                                 ("eval_iters", args.eval_iters)) if value is not None}
+    train_config = TrainConfig.for_steps(args.steps, args.batch_size, learning_rate=args.lr, seed=args.seed,
+                                         device=args.device, **schedule)
     device = pick_device(args.device)
     print(f"corpus {corpus.name}: {len(corpus.records)} records, {len(corpus.text)} characters, "
           f"vocab {corpus.vocab_size}, train {len(corpus.train_ids)} / val {len(corpus.val_ids)} tokens")

@@ -1,55 +1,39 @@
-"""Training the course's GPT: device choice, the loop with callbacks and a stop flag, checkpoints.
+"""Training the course's GPT: the loop, with callbacks, a stop flag and its own random generators.
 
 The loop is the usual one for a small GPT (nanoGPT's ``train.py``, minGPT's trainer): random
 windows of the training split, AdamW (weight decay on matrices only), linear warm-up then cosine
 decay of the learning rate, gradient clipping, and every ``eval_interval`` steps a mean loss over
 ``eval_iters`` fixed batches of each split. It prints nothing: progress goes to callbacks, which
 the Lab page turns into a progress bar and a live loss chart, and ``python -m engine.train`` into
-lines of text. The device comes from ``engine.device.pick_device`` (CUDA, then MPS, then CPU).
+lines of text. The caller names the device (``TrainConfig.device``, resolved by ``engine.device``).
 
-Checkpoints hold weights (safetensors: no pickle, nothing executed on load) and a JSON
-description (GPT config, tokenizer vocabulary, training summary). Two forms:
-
-* a folder: ``model.safetensors`` + ``checkpoint.json`` (which records the weights' SHA-256, so
-  a folder whose files do not belong together is refused); each file is written to a temporary
-  file and moved into place with ``os.replace``, weights first;
-* a single file (``checkpoint_to_bytes``): safetensors whose header metadata holds the JSON, for
-  the Lab page's download and upload.
+Random numbers: a training never draws from PyTorch's global generator while it runs, so it can
+run in a thread beside pages that seed that generator chapter-style (``engine.rng``). The initial
+weights are drawn once, under ``engine.rng``'s lock, from ``torch.manual_seed(seed)`` (as the
+chapter builds its models); the batches come from a ``torch.Generator`` seeded with ``seed``; the
+dropout masks from a second one on the training device (see :func:`private_dropout`). Checkpoints
+live in ``engine.checkpoint``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import hashlib
-import json
 import math
-import os
-import struct
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
-import safetensors.torch
 import torch
+from torch import nn
 
 from engine.corpus import Corpus
 from engine.device import pick_device
 from engine.gpt import GPT, GPTConfig
+from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
-
-CHECKPOINT_FORMAT = "engine-gpt-checkpoint/1"
-WEIGHTS_FILE = "model.safetensors"
-META_FILE = "checkpoint.json"
-_META_KEY = "checkpoint"  # safetensors header metadata key in the single-file form
-
-
-# ---------------------------------------------------------------------------------------------
-# Training loop
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -89,6 +73,23 @@ class TrainConfig:
             raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+
+    @classmethod
+    def for_steps(cls, steps: int, batch_size: int, **overrides) -> TrainConfig:
+        """The project's one schedule for a run of ``steps`` steps (the Lab, the experiments, the CLI).
+
+        Warm-up over min(50, steps // 10) steps; an evaluation every max(5, steps // 20) steps
+        (about 20 points on a loss curve; at least 5 steps apart, so short runs do not spend most
+        of their time evaluating) on 10 batches per split. ``overrides`` replace any field
+        (learning_rate, seed, device ...).
+
+        Raises:
+            ValueError: for steps or batch_size < 1, or an invalid override.
+        """
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        schedule = {"warmup_steps": min(50, steps // 10), "eval_interval": max(5, steps // 20), "eval_iters": 10}
+        return cls(steps=steps, batch_size=batch_size, **{**schedule, **overrides})
 
     def lr_at(self, step: int) -> float:
         """Learning rate used for optimizer step ``step`` (1-based): warm-up, then cosine decay."""
@@ -211,6 +212,71 @@ def estimate_loss(model: GPT, corpus: Corpus, batch_size: int, eval_iters: int, 
     return out
 
 
+@uses_global_rng
+def seeded_model(config: GPTConfig, seed: int) -> GPT:
+    """``torch.manual_seed(seed)`` then ``GPT(config)``, under engine.rng's lock: the chapter's way, thread-safe.
+
+    The lock is held only while the weights are drawn (milliseconds), and the global generator's
+    state is restored afterwards.
+    """
+    torch.manual_seed(seed)
+    return GPT(config)
+
+
+class GeneratorDropout(nn.Module):
+    """Dropout whose masks come from a given ``torch.Generator`` instead of the global one.
+
+    Same rule as ``nn.Dropout`` (Srivastava et al., 2014): in training, each element is zeroed
+    with probability ``p`` and the others scaled by ``1 / (1 - p)``; in eval mode the identity.
+
+    Args:
+        p: drop probability in [0, 1).
+        generator: a generator on the device of the inputs.
+    """
+
+    def __init__(self, p: float, generator: torch.Generator):
+        super().__init__()
+        self.p = p
+        self.generator = generator
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x of any shape -> the same shape."""
+        if not self.training or self.p == 0:
+            return x
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)  # 1 with probability 1 - p
+        return x * keep / (1 - self.p)
+
+
+@contextlib.contextmanager
+def private_dropout(model: GPT, generator: torch.Generator) -> Iterator[bool]:
+    """Within the block, every dropout of ``model`` draws its masks from ``generator``.
+
+    Each ``nn.Dropout`` is swapped for a :class:`GeneratorDropout` of the same ``p``. The fused
+    attention kernel (``F.scaled_dot_product_attention``) draws its dropout from the global
+    generator and takes no generator, so its ``dropout_p`` is set to 0 and, when the model has
+    dropout, the block yields True: the caller then runs the model with ``return_weights=True``,
+    whose manual attention path applies the (swapped) ``attn_dropout`` module to the attention
+    weights. Everything is put back on exit.
+
+    Yields:
+        True when the model must take the manual attention path for its attention dropout.
+    """
+    swapped: list[tuple[nn.Module, str, object]] = []
+    for module in model.modules():
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Dropout):
+                swapped.append((module, name, child))
+                setattr(module, name, GeneratorDropout(child.p, generator))
+        if isinstance(getattr(module, "dropout", None), float) and not isinstance(module, nn.Dropout):
+            swapped.append((module, "dropout", module.dropout))
+            module.dropout = 0.0
+    try:
+        yield model.config.dropout > 0
+    finally:
+        for module, name, original in reversed(swapped):
+            setattr(module, name, original)
+
+
 def _stop_fn(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool]:
     if stop is None:
         return lambda: False
@@ -240,8 +306,8 @@ def train(
 
     Args:
         model_or_config: a ``GPT`` (trained further; its vocab_size must equal the corpus's) or a
-            ``GPTConfig`` (a new model is built with vocab_size set to the corpus's, seeded by
-            ``config.seed``).
+            ``GPTConfig`` (a new model is built with vocab_size set to the corpus's, by
+            :func:`seeded_model` with ``config.seed``).
         corpus: supplies the batches and the tokenizer.
         config: steps, batch size, learning rate schedule, evaluation cadence, seed, device.
         callbacks: one ``Callbacks`` or several (any object with ``on_step`` / ``on_eval``
@@ -255,49 +321,51 @@ def train(
     Raises:
         ValueError: if the vocabularies differ or block_size is too long for the corpus.
         TrainingDivergedError: if a training loss is NaN or infinite.
+
+    The global random generator is not touched after the model is built (see the module docstring).
     """
     device = pick_device(config.device)
     tokenizer = corpus.tokenizer
-    with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
-        torch.manual_seed(config.seed)
-        if isinstance(model_or_config, GPTConfig):
-            model = GPT(dataclasses.replace(model_or_config, vocab_size=tokenizer.vocab_size))
-        else:
-            model = model_or_config
-            if model.config.vocab_size != tokenizer.vocab_size:
-                raise ValueError(
-                    f"the model's vocab_size {model.config.vocab_size} differs from corpus "
-                    f"{corpus.name!r}'s {tokenizer.vocab_size}"
-                )
-        block_size = model.config.block_size
-        if block_size > corpus.max_block_size:
+    if isinstance(model_or_config, GPTConfig):
+        model = seeded_model(dataclasses.replace(model_or_config, vocab_size=tokenizer.vocab_size), config.seed)
+    else:
+        model = model_or_config
+        if model.config.vocab_size != tokenizer.vocab_size:
             raise ValueError(
-                f"block_size {block_size} is too long for corpus {corpus.name!r}: its shorter split "
-                f"allows at most {corpus.max_block_size}"
+                f"the model's vocab_size {model.config.vocab_size} differs from corpus "
+                f"{corpus.name!r}'s {tokenizer.vocab_size}"
             )
-        model.to(device)
-        optimizer = make_optimizer(model, config)
-        generator = torch.Generator().manual_seed(config.seed)
-        hooks = _callbacks(callbacks)
-        should_stop = _stop_fn(stop)
-        history: list[dict] = []
-        step_losses: list[float] = []
-        tokens_per_step = config.batch_size * block_size
-        start = time.perf_counter()
+    block_size = model.config.block_size
+    if block_size > corpus.max_block_size:
+        raise ValueError(
+            f"block_size {block_size} is too long for corpus {corpus.name!r}: its shorter split "
+            f"allows at most {corpus.max_block_size}"
+        )
+    model.to(device)
+    optimizer = make_optimizer(model, config)
+    batches = torch.Generator().manual_seed(config.seed)
+    masks = torch.Generator(device=device).manual_seed(config.seed)
+    hooks = _callbacks(callbacks)
+    should_stop = _stop_fn(stop)
+    history: list[dict] = []
+    step_losses: list[float] = []
+    tokens_per_step = config.batch_size * block_size
+    start = time.perf_counter()
 
-        def evaluate(step: int) -> None:
-            losses = estimate_loss(model, corpus, config.batch_size, config.eval_iters, config.seed + 1)
-            history.append(
-                {"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
-                 "elapsed_s": time.perf_counter() - start}
-            )
-            for hook in hooks:
-                if getattr(hook, "on_eval", None):
-                    hook.on_eval(step, losses["train"], losses["val"])
+    def evaluate(step: int) -> None:
+        losses = estimate_loss(model, corpus, config.batch_size, config.eval_iters, config.seed + 1)
+        history.append(
+            {"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
+             "elapsed_s": time.perf_counter() - start}
+        )
+        for hook in hooks:
+            if getattr(hook, "on_eval", None):
+                hook.on_eval(step, losses["train"], losses["val"])
 
-        evaluate(0)
+    evaluate(0)
+    step, stopped = 0, False
+    with private_dropout(model, masks) as manual_attention:
         model.train()
-        step, stopped = 0, False
         while step < config.steps:
             if should_stop():
                 stopped = True
@@ -307,8 +375,8 @@ def train(
             lr = config.lr_at(step)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            x, y = corpus.get_batch("train", config.batch_size, block_size, generator, device)  # (B, T) each
-            loss = model(x, y).loss
+            x, y = corpus.get_batch("train", config.batch_size, block_size, batches, device)  # (B, T) each
+            loss = model(x, y, return_weights=manual_attention).loss
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise TrainingDivergedError(
@@ -327,10 +395,10 @@ def train(
                     hook.on_step(step, loss_value, tokens_per_s)
             if step % config.eval_interval == 0 or step == config.steps:
                 evaluate(step)
-        if history[-1]["step"] != step:
-            evaluate(step)
-        model.eval()
-        wall_s = time.perf_counter() - start
+    if history[-1]["step"] != step:
+        evaluate(step)
+    model.eval()
+    wall_s = time.perf_counter() - start
     return TrainResult(
         model=model,
         tokenizer=tokenizer,
@@ -344,175 +412,3 @@ def train(
         corpus_name=corpus.name,
         train_config=config,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------------------------
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, corrupt, or whose parts do not match each other."""
-
-
-@dataclass
-class Checkpoint:
-    """A loaded checkpoint: the model (eval mode) with its config, tokenizer and training summary."""
-
-    model: GPT
-    tokenizer: CharTokenizer
-    config: GPTConfig
-    summary: dict = field(default_factory=dict)
-
-
-def _describe(model: GPT, tokenizer: CharTokenizer, summary: dict | None) -> dict:
-    if model.config.vocab_size != tokenizer.vocab_size:
-        raise ValueError(
-            f"model vocab_size {model.config.vocab_size} differs from tokenizer vocab_size {tokenizer.vocab_size}"
-        )
-    return {
-        "format": CHECKPOINT_FORMAT,
-        "config": model.config.to_dict(),
-        "tokenizer": tokenizer.to_dict(),
-        "summary": summary or {},
-    }
-
-
-def _weights(model: GPT) -> dict[str, torch.Tensor]:
-    return {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Writes ``data`` to a temporary file beside ``path``, then renames it over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private (0600); a checkpoint is for others to read
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def save_checkpoint(path: str | Path, model: GPT, tokenizer: CharTokenizer, summary: dict | None = None) -> Path:
-    """Writes a checkpoint folder: ``model.safetensors`` and ``checkpoint.json``.
-
-    Both files are written atomically (temporary file + ``os.replace``), weights first; the JSON
-    records the weights' SHA-256 so ``load_checkpoint`` notices a mixed-up folder.
-
-    Returns:
-        The folder path.
-
-    Raises:
-        ValueError: if the model and tokenizer vocabulary sizes differ.
-    """
-    folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = _describe(model, tokenizer, summary)
-    weights = safetensors.torch.save(_weights(model))
-    meta["weights_sha256"] = hashlib.sha256(weights).hexdigest()
-    _atomic_write(folder / WEIGHTS_FILE, weights)
-    _atomic_write(folder / META_FILE, (json.dumps(meta, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
-    return folder
-
-
-def checkpoint_to_bytes(model: GPT, tokenizer: CharTokenizer, summary: dict | None = None) -> bytes:
-    """The single-file form: safetensors bytes whose header metadata holds the JSON description."""
-    meta = _describe(model, tokenizer, summary)
-    return safetensors.torch.save(_weights(model), metadata={_META_KEY: json.dumps(meta, ensure_ascii=False)})
-
-
-def _header_metadata(data: bytes) -> dict:
-    """Reads the ``__metadata__`` of a safetensors blob (8-byte little-endian length, then JSON)."""
-    if len(data) < 8:
-        raise CheckpointError("not a safetensors checkpoint: the data is shorter than its 8-byte header length")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > len(data) - 8:
-        raise CheckpointError("not a safetensors checkpoint: the header length exceeds the data")
-    try:
-        header = json.loads(data[8 : 8 + length].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"not a safetensors checkpoint: unreadable header ({exc})") from exc
-    return header.get("__metadata__") or {}
-
-
-def _check_format(meta: object, where: str) -> None:
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"{where}: expected format {CHECKPOINT_FORMAT!r}, found {found!r}")
-
-
-def _build(meta: dict, weights: bytes, device: str | torch.device, where: str) -> Checkpoint:
-    _check_format(meta, where)
-    try:
-        config = GPTConfig.from_dict(meta["config"])
-        tokenizer = CharTokenizer.from_dict(meta["tokenizer"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{where}: invalid config or tokenizer ({exc})") from exc
-    if tokenizer.vocab_size != config.vocab_size:
-        raise CheckpointError(
-            f"{where}: tokenizer has {tokenizer.vocab_size} characters but the config says vocab_size "
-            f"{config.vocab_size}"
-        )
-    try:
-        tensors = safetensors.torch.load(weights)
-    except Exception as exc:  # safetensors raises its own SafetensorError for corrupt data
-        raise CheckpointError(f"{where}: the weights cannot be read ({exc})") from exc
-    model = GPT(config)
-    try:
-        model.load_state_dict(tensors, strict=True)
-    except RuntimeError as exc:
-        raise CheckpointError(f"{where}: the weights do not match the config ({exc})") from exc
-    model.to(device).eval()
-    return Checkpoint(model=model, tokenizer=tokenizer, config=config, summary=meta.get("summary") or {})
-
-
-def checkpoint_from_bytes(data: bytes, device: str | torch.device = "cpu", where: str = "checkpoint") -> Checkpoint:
-    """Loads the single-file form made by ``checkpoint_to_bytes``.
-
-    Raises:
-        CheckpointError: if the bytes are not such a checkpoint, or are truncated or inconsistent.
-    """
-    raw = _header_metadata(data).get(_META_KEY)
-    if raw is None:
-        raise CheckpointError(f"{where}: safetensors data without a '{_META_KEY}' description (not made by this app)")
-    try:
-        meta = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{where}: the embedded description is not valid JSON ({exc})") from exc
-    return _build(meta, data, device, where)
-
-
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
-    """Loads a checkpoint folder (``save_checkpoint``) or a single file (``checkpoint_to_bytes``).
-
-    Raises:
-        CheckpointError: if the path or one of its files is missing, a file is corrupt, the
-            weights' SHA-256 differs from the one recorded, or weights, config and tokenizer
-            do not match.
-    """
-    path = Path(path)
-    if path.is_file():
-        return checkpoint_from_bytes(path.read_bytes(), device, where=str(path))
-    if not path.is_dir():
-        raise CheckpointError(f"no checkpoint at {path}")
-    meta_path, weights_path = path / META_FILE, path / WEIGHTS_FILE
-    for needed in (meta_path, weights_path):
-        if not needed.is_file():
-            raise CheckpointError(f"{path}: {needed.name} is missing")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{meta_path}: not valid JSON ({exc})") from exc
-    _check_format(meta, str(meta_path))
-    weights = weights_path.read_bytes()
-    if meta.get("weights_sha256") != hashlib.sha256(weights).hexdigest():
-        raise CheckpointError(
-            f"{weights_path}: its SHA-256 does not match the one in {META_FILE} "
-            "(the files come from different saves, or one is damaged)"
-        )
-    return _build(meta, weights, device, str(path))

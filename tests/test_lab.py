@@ -6,11 +6,16 @@ import time
 import pytest
 import torch
 
-from engine import lab
-from engine.corpus import MAX_BYTES, corpus_from_bytes
-from engine.gpt import GPT, preset
+from engine import budget
+from engine.checkpoint import CheckpointError, checkpoint_to_bytes
+from engine.corpus import corpus_from_bytes
+from engine.gpt import GPT, config_params, preset
+from engine.lab import jobs as J
+from engine.lab import models as M
+from engine.lab import runner as R
+from engine.lab import settings as S
 from engine.rng import uses_global_rng
-from engine.training import CheckpointError, TrainConfig, checkpoint_to_bytes
+from engine.training import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,16 +36,22 @@ def other_corpus():
     return corpus_from_bytes(OTHER_TEXT.encode("utf-8"), "poems.txt")
 
 
+def submit(runner, model_config, train_config, corpus, **options):
+    """Submits a training with exactly ``train_config`` (the page's plans use TrainConfig.for_steps)."""
+    plan = S.TrainingPlan(dataclasses.replace(model_config, vocab_size=corpus.vocab_size), train_config, None, (), None)
+    return runner.submit(plan, corpus, **options)
+
+
 def finished(job, timeout=60.0):
-    snap = lab.wait_until_finished(job, timeout)
+    snap = J.wait_until_finished(job, timeout)
     assert snap.finished, f"job still {snap.state} after {timeout} s"
     return snap
 
 
 @pytest.fixture(scope="module")
 def trained(corpus):
-    runner = lab.LabRunner(threads=1)
-    submitted = runner.submit(preset("tiny"), FAST, corpus)
+    runner = R.LabRunner()
+    submitted = submit(runner, preset("tiny"), FAST, corpus)
     finished(submitted.job)
     return runner, submitted.job
 
@@ -50,29 +61,29 @@ def trained(corpus):
 
 def test_corpus_fingerprint_follows_the_text_not_the_name(corpus, other_corpus):
     renamed = corpus_from_bytes(TEXT.encode("utf-8"), "another-name.txt")
-    assert lab.corpus_fingerprint(renamed) == lab.corpus_fingerprint(corpus)
-    assert lab.corpus_fingerprint(other_corpus) != lab.corpus_fingerprint(corpus)
-    assert len(lab.corpus_fingerprint(corpus)) == 16
+    assert M.corpus_fingerprint(renamed) == M.corpus_fingerprint(corpus)
+    assert M.corpus_fingerprint(other_corpus) != M.corpus_fingerprint(corpus)
+    assert len(M.corpus_fingerprint(corpus)) == 16
 
 
 def test_run_key_covers_model_training_and_text(corpus, other_corpus):
-    key = lab.RunKey.make(preset("tiny"), FAST, corpus)
+    key = J.RunKey.make(preset("tiny"), FAST, corpus)
     assert key.model.vocab_size == corpus.vocab_size  # the preset's vocab_size (16) is replaced
-    assert key == lab.RunKey.make(preset("tiny"), FAST, corpus)
-    assert key.digest() == lab.RunKey.make(preset("tiny"), FAST, corpus).digest()
+    assert key == J.RunKey.make(preset("tiny"), FAST, corpus)
+    assert key.digest() == J.RunKey.make(preset("tiny"), FAST, corpus).digest()
     variants = [
-        lab.RunKey.make(preset("tiny", n_head=2), FAST, corpus),
-        lab.RunKey.make(preset("tiny", causal=False), FAST, corpus),
-        lab.RunKey.make(preset("tiny"), dataclasses.replace(FAST, seed=1), corpus),
-        lab.RunKey.make(preset("tiny"), dataclasses.replace(FAST, steps=21), corpus),
-        lab.RunKey.make(preset("tiny"), FAST, other_corpus),
+        J.RunKey.make(preset("tiny", n_head=2), FAST, corpus),
+        J.RunKey.make(preset("tiny", causal=False), FAST, corpus),
+        J.RunKey.make(preset("tiny"), dataclasses.replace(FAST, seed=1), corpus),
+        J.RunKey.make(preset("tiny"), dataclasses.replace(FAST, steps=21), corpus),
+        J.RunKey.make(preset("tiny"), FAST, other_corpus),
     ]
     assert all(v != key for v in variants)
     assert len({v.digest() for v in variants} | {key.digest()}) == 6
 
 
 def test_lru_keeps_the_most_recently_used():
-    cache = lab.LRU(2)
+    cache = R.LRU(2)
     cache.put("a", 1)
     cache.put("b", 2)
     assert cache.get("a") == 1  # "a" is now the most recent
@@ -82,28 +93,28 @@ def test_lru_keeps_the_most_recently_used():
     cache["d"] = 4
     assert cache["d"] == 4 and cache.keys() == ["c", "d"]
     with pytest.raises(ValueError, match="capacity"):
-        lab.LRU(0)
+        R.LRU(0)
 
 
 def test_finished_model_is_registered_and_reused(trained, corpus):
     runner, job = trained
     assert job.snapshot().state == "done"
     model = job.result
-    assert isinstance(model, lab.LabModel) and model.source == "trained" and not model.stopped
+    assert isinstance(model, M.LabModel) and model.source == "trained" and not model.stopped
     assert runner.lookup(preset("tiny"), FAST, corpus) is model
-    again = runner.submit(preset("tiny"), FAST, corpus)
+    again = submit(runner, preset("tiny"), FAST, corpus)
     assert again.reused and again.model is model and again.job is None
     assert runner.lookup(preset("tiny"), dataclasses.replace(FAST, seed=7), corpus) is None
 
 
 def test_two_sessions_never_see_each_others_models(corpus, other_corpus):
-    runner = lab.LabRunner(threads=1)
+    runner = R.LabRunner()
     session_a, session_b = {}, {}
-    job_a = runner.submit(preset("tiny"), FAST, corpus).job
+    job_a = submit(runner, preset("tiny"), FAST, corpus).job
     finished(job_a)
     session_a["model"] = job_a.result
     # B trains on another text with the same settings: the registry must not hand it A's model.
-    submitted_b = runner.submit(preset("tiny"), FAST, other_corpus)
+    submitted_b = submit(runner, preset("tiny"), FAST, other_corpus)
     assert not submitted_b.reused
     finished(submitted_b.job)
     session_b["model"] = submitted_b.job.result
@@ -111,14 +122,14 @@ def test_two_sessions_never_see_each_others_models(corpus, other_corpus):
     assert session_a["model"].model_id != session_b["model"].model_id
     assert session_a["model"].tokenizer != session_b["model"].tokenizer
     # the same settings on the same text give the same weights, which is why reuse is safe
-    fresh = lab.LabRunner(threads=1).submit(preset("tiny"), FAST, corpus).job
+    fresh = submit(R.LabRunner(), preset("tiny"), FAST, corpus).job
     finished(fresh)
     assert fresh.result.model_id == session_a["model"].model_id
 
 
 def test_stopped_runs_stay_out_of_the_registry(corpus):
-    runner = lab.LabRunner(threads=1)
-    job = runner.submit(preset("tiny"), LONG, corpus).job
+    runner = R.LabRunner()
+    job = submit(runner, preset("tiny"), LONG, corpus).job
     deadline = time.monotonic() + 30
     while job.snapshot().step < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -135,16 +146,16 @@ def test_stopped_runs_stay_out_of_the_registry(corpus):
 
 
 def test_limit_queues_the_second_training_with_a_clear_message(corpus):
-    runner = lab.LabRunner(max_concurrent=1, threads=1)
-    first = runner.submit(preset("tiny"), LONG, corpus).job
-    second = runner.submit(preset("tiny", n_layer=1), FAST, corpus).job
+    runner = R.LabRunner(max_concurrent=1)
+    first = submit(runner, preset("tiny"), LONG, corpus).job
+    second = submit(runner, preset("tiny", n_layer=1), FAST, corpus).job
     deadline = time.monotonic() + 30
     while first.snapshot().state != "running" and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.3)
     snap = second.snapshot()
     assert snap.state == "queued" and snap.step == 0
-    assert "at most 1 model at once" in snap.message and "1 is training now" in snap.message
+    assert (snap.running, snap.limit) == (1, 1)  # the page says why it waits from these
     assert runner.running_count() == 1 and runner.waiting_count() == 1
     first.stop()
     assert finished(first).state == "stopped"
@@ -153,22 +164,22 @@ def test_limit_queues_the_second_training_with_a_clear_message(corpus):
 
 
 def test_stop_while_queued_trains_nothing(corpus):
-    runner = lab.LabRunner(max_concurrent=1, threads=1)
-    first = runner.submit(preset("tiny"), LONG, corpus).job
-    second = runner.submit(preset("tiny", n_layer=1), LONG, corpus).job
+    runner = R.LabRunner(max_concurrent=1)
+    first = submit(runner, preset("tiny"), LONG, corpus).job
+    second = submit(runner, preset("tiny", n_layer=1), LONG, corpus).job
     time.sleep(0.2)
     second.stop()
     snap = finished(second, 10)
     assert snap.state == "stopped" and snap.step == 0 and second.result is None
-    assert "nothing was trained" in snap.message
+    assert snap.stop_reason == "while_queued"
     first.stop()
     finished(first)
     assert runner.running_count() == 0 and runner.waiting_count() == 0
 
 
 def test_two_slots_run_two_trainings_at_once(corpus):
-    runner = lab.LabRunner(max_concurrent=2, threads=1)
-    jobs = [runner.submit(preset("tiny", n_layer=n), LONG, corpus).job for n in (1, 2)]
+    runner = R.LabRunner(max_concurrent=2)
+    jobs = [submit(runner, preset("tiny", n_layer=n), LONG, corpus).job for n in (1, 2)]
     deadline = time.monotonic() + 30
     while any(j.snapshot().state != "running" for j in jobs) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -180,19 +191,21 @@ def test_two_slots_run_two_trainings_at_once(corpus):
 
 
 def test_errors_are_reported_in_the_snapshot(corpus):
-    class Failing(lab.Job):
+    class Failing(J.Job):
         def _work(self, progress, stop):
             raise RuntimeError("boom")
 
-    runner = lab.LabRunner()
+    runner = R.LabRunner()
     job = Failing(runner, steps=5).start()
     snap = finished(job, 10)
-    assert snap.state == "error" and snap.message == "RuntimeError: boom" and job.result is None
+    assert snap.state == "error" and snap.error == "RuntimeError: boom" and job.result is None
     assert runner.running_count() == 0
-    with pytest.raises(ValueError, match="too long for corpus"):
-        runner.submit(preset("tiny", block_size=corpus.max_block_size + 1), FAST, corpus)
+    too_long = S.plan_training(preset("tiny", block_size=corpus.max_block_size + 1), corpus, 20, 8, 1e-3)
+    assert [p.key for p in too_long.problems] == ["block_size"]
+    with pytest.raises(ValueError, match="may not start"):
+        runner.submit(too_long, corpus)
     with pytest.raises(ValueError, match="max_concurrent"):
-        lab.LabRunner(max_concurrent=0)
+        R.LabRunner(max_concurrent=0)
 
 
 def test_snapshot_reports_progress(trained):
@@ -207,7 +220,7 @@ def test_snapshot_reports_progress(trained):
 
 
 def test_running_snapshot_has_an_eta(corpus):
-    job = lab.LabRunner(threads=1).submit(preset("tiny"), dataclasses.replace(FAST, steps=5000), corpus).job
+    job = submit(R.LabRunner(), preset("tiny"), dataclasses.replace(FAST, steps=5000), corpus).job
     deadline = time.monotonic() + 30
     while job.snapshot().step < 5 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -216,39 +229,48 @@ def test_running_snapshot_has_an_eta(corpus):
     finished(job)
     assert snap.state == "running" and snap.eta_s is not None and snap.eta_s > 0
     assert 0 < snap.fraction < 1
-    assert lab.describe_eta(75.2) == "about 1 min 15 s left"
-    assert lab.describe_eta(9) == "about 9 s left" and lab.describe_eta(None).startswith("estimating")
 
 
 # --- uploads ----------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data, message", [
+@pytest.mark.parametrize("data, problem", [
     (b"", "empty"),
     (b" \n\t\n", "empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-    ("白日依山尽".encode("gbk"), "not UTF-8"),
-    (b"a" * (MAX_BYTES + 1), "20 MB limit"),
-    (b"ab", "too short"),
+    ("白日依山尽".encode("gbk"), "not_utf8"),
+    (b"a" * (budget.MAX_TEXT_BYTES + 1), "too_large"),
+    (b"ab", "too_short"),
 ])
-def test_bad_corpus_uploads_give_a_message_not_an_exception(data, message):
-    outcome = lab.read_corpus_upload(data, "upload.txt")
-    assert outcome.corpus is None and message in outcome.error and "upload.txt" in outcome.error
+def test_bad_corpus_uploads_give_a_key_not_an_exception(data, problem):
+    outcome = M.read_corpus_upload(data, "upload.txt")
+    assert outcome.corpus is None and outcome.problem == problem
+
+
+def test_an_upload_with_200000_distinct_characters_is_refused_before_the_corpus_is_built(monkeypatch):
+    """0.8 MB of text, every character distinct: refused from its vocabulary size, no tokenizer or model built."""
+    text = "".join(chr(0x4E00 + i) if i < 20_000 else chr(0x20000 + i) for i in range(200_000))
+    data = text.encode("utf-8")
+    assert len(data) < budget.MAX_TEXT_BYTES and len(set(text)) == 200_000
+    monkeypatch.setattr(M, "corpus_from_bytes", lambda *a: pytest.fail("the corpus must not be built"))
+    outcome = M.read_corpus_upload(data, "many.txt")
+    assert (outcome.problem, outcome.value, outcome.limit) == ("vocab", 200_000, budget.MAX_VOCAB)
 
 
 def test_good_corpus_upload(corpus):
-    outcome = lab.read_corpus_upload(TEXT.encode("utf-8"), "poems.txt")
-    assert outcome.error is None and outcome.corpus.vocab_size == corpus.vocab_size
+    outcome = M.read_corpus_upload(TEXT.encode("utf-8"), "poems.txt")
+    assert outcome.problem is None and outcome.corpus.vocab_size == corpus.vocab_size
 
 
 def test_checkpoint_upload_round_trip_and_broken_files(trained):
     model = trained[1].result
     data = checkpoint_to_bytes(model.model, model.tokenizer, model.summary)
-    loaded = lab.read_checkpoint_upload(data, "mine.safetensors")
+    loaded = M.read_checkpoint_upload(data, "mine.safetensors")
     assert loaded.source == "uploaded" and loaded.model_id == model.model_id
-    for broken, message in ((b"", "empty"), (b"garbage", "shorter"), (data[: len(data) // 2], "cannot be read")):
-        with pytest.raises(CheckpointError, match=message):
-            lab.read_checkpoint_upload(broken, "bad.safetensors")
+    for broken, reason in ((b"", "missing"), (b"garbage", "unreadable"), (data[: len(data) // 2], "shapes")):
+        with pytest.raises(CheckpointError) as info:
+            M.read_checkpoint_upload(broken, "bad.safetensors")
+        assert info.value.reason == reason and str(info.value).startswith("bad.safetensors")
 
 
 # --- using a model ----------------------------------------------------------------------------------------------------
@@ -256,88 +278,111 @@ def test_checkpoint_upload_round_trip_and_broken_files(trained):
 
 def test_generate_notes_unknown_characters_and_is_seeded(trained):
     model = trained[1].result
-    out = lab.generate(model, "白日X依Y", 12, temperature=0)
-    assert out["unknown"] == ["X", "Y"] and out["kept"] == "白日依" and out["started_from"] == "prompt"
-    assert out["text"] == "白日依" + out["new"] and len(out["new"]) == 12
-    assert lab.generate(model, "白日", 12, temperature=0)["new"] == lab.generate(model, "白日", 12, temperature=0)["new"]
-    a = lab.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)["new"]
-    b = lab.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)["new"]
-    assert a == b
-    empty = lab.generate(model, "ZZZ", 5, temperature=0)
-    assert empty["started_from"] == "newline" and empty["kept"] == "" and len(empty["new"]) == 5
+    out = M.generate(model, "白日X依Y", 12, temperature=0)
+    assert out.prompt.unknown == ("X", "Y") and out.prompt.kept == "白日依" and out.prompt.started_from == "prompt"
+    assert out.text == "白日依" + out.new and len(out.new) == 12 and out.greedy
+    assert M.generate(model, "白日", 12, temperature=0).new == M.generate(model, "白日", 12, temperature=0).new
+    a = M.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)
+    b = M.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)
+    assert a.new == b.new and not a.greedy
+    empty = M.generate(model, "ZZZ", 5, temperature=0)
+    assert empty.prompt.started_from == "newline" and empty.prompt.kept == "" and len(empty.new) == 5
+
+
+def test_temperature_zero_is_the_argmax_at_every_step(trained):
+    """Greedy on purpose: each new character is the most likely one after the text so far."""
+    lab_model = trained[1].result
+    out = M.generate(lab_model, "白日", 6, temperature=0)
+    ids = list(out.prompt.ids)
+    for char in out.new:
+        with torch.no_grad():
+            logits = lab_model.model(torch.tensor([ids[-lab_model.config.block_size:]])).logits[0, -1]  # (V,)
+        assert lab_model.tokenizer.itos[int(logits.argmax())] == char
+        ids.append(lab_model.tokenizer.stoi[char])
+
+
+def test_non_finite_logits_are_refused_before_sampling(trained):
+    good = trained[1].result
+    model = GPT(good.config)
+    model.load_state_dict(good.model.state_dict())
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("nan")  # every logit row then holds a NaN
+    broken = M.LabModel(model.eval(), good.tokenizer, {}, "uploaded", M.weights_id(model))
+    for temperature in (0.0, 0.8):
+        with pytest.raises(M.NonFiniteLogitsError):
+            M.generate(broken, "白日", 5, temperature=temperature)
 
 
 def test_long_prompts_are_cropped_to_block_size(trained):
     model = trained[1].result
     block = model.config.block_size
     long_prompt = "白日依山尽，黄河入海流。" * 4  # 48 characters, block_size 16
-    info = lab.prepare_prompt(model.tokenizer, long_prompt, block)
-    assert info["cropped"] == len(long_prompt) - block
-    out = lab.generate(model, long_prompt, 4, temperature=0)
-    tail = lab.generate(model, long_prompt[-block:], 4, temperature=0)
-    assert out["new"] == tail["new"]  # only the last block_size characters matter
+    info = M.prepare_prompt(model.tokenizer, long_prompt, block)
+    assert info.cropped == len(long_prompt) - block
+    out = M.generate(model, long_prompt, 4, temperature=0)
+    tail = M.generate(model, long_prompt[-block:], 4, temperature=0)
+    assert out.new == tail.new  # only the last block_size characters matter
 
 
 def test_attention_maps_are_causal_and_rows_sum_to_one(trained):
     model = trained[1].result
-    maps = lab.attention_maps(model, "白日依山尽，黄河入海流。")
-    w = maps["attn_weights"]
+    maps = M.attention_maps(model, "白日依山尽，黄河入海流。")
+    w = maps.attn_weights
     c = model.config
-    assert w.shape == (c.n_layer, c.n_head, 12, 12) and maps["tokens"] == list("白日依山尽，黄河入海流。")
+    assert w.shape == (c.n_layer, c.n_head, 12, 12) and maps.tokens == tuple("白日依山尽，黄河入海流。")
     torch.testing.assert_close(w.sum(-1), torch.ones(c.n_layer, c.n_head, 12), atol=1e-5, rtol=0)
     assert torch.all(w.triu(diagonal=1) == 0)
-    cut = lab.attention_maps(model, "白日Q依山尽，黄河入海流。", max_len=5)
-    assert cut["tokens"] == list("白日依山尽") and cut["cut"] == 7 and cut["unknown"] == ["Q"]
-    none = lab.attention_maps(model, "QQ")
-    assert none["tokens"] == [] and none["attn_weights"].shape == (c.n_layer, c.n_head, 0, 0)
+    assert maps.row_sum == pytest.approx(1.0, abs=1e-5) and 0 < maps.self_weight <= 1
+    cut = M.attention_maps(model, "白日Q依山尽，黄河入海流。", max_len=5)
+    assert cut.tokens == tuple("白日依山尽") and cut.cut == 7 and cut.unknown == ("Q",)
+    none = M.attention_maps(model, "QQ")
+    assert none.tokens == () and none.attn_weights.shape == (c.n_layer, c.n_head, 0, 0)
 
 
 def test_position_tables_start_from_the_seeded_init(trained):
     model = trained[1].result
-    tables = lab.position_tables(model)
-    assert tables["seed"] == FAST.seed
-    assert tables["trained"].shape == tables["untrained"].shape == (16, 32)
+    tables = M.position_tables(model)
+    assert tables.seed == FAST.seed
+    assert tables.trained.shape == tables.untrained.shape == (16, 32)
     torch.manual_seed(FAST.seed)
     initial = GPT(model.config).pos_emb.weight.detach()
-    torch.testing.assert_close(tables["untrained"], initial, atol=0, rtol=0)
-    assert not torch.equal(tables["trained"], tables["untrained"])
-    rope = lab.LabModel(GPT(preset("tiny", pos_encoding="rope")), model.tokenizer, {}, "trained", "x")
-    assert lab.position_tables(rope) is None
+    torch.testing.assert_close(tables.untrained, initial, atol=0, rtol=0)
+    assert not torch.equal(tables.trained, tables.untrained)
+    rope = M.LabModel(GPT(preset("tiny", pos_encoding="rope")), model.tokenizer, {}, "trained", "x")
+    assert M.position_tables(rope) is None
+    crafted = M.LabModel(model.model, model.tokenizer, {"train_config": {"seed": "7; rm -rf"}}, "uploaded", "y")
+    assert M.position_tables(crafted).seed == 1337  # a checkpoint's summary is not trusted
 
 
-def test_count_params_and_weights_id():
-    config = preset("course", vocab_size=2500)
-    assert lab.count_params(config) == GPT(config).num_params()
+def test_params_and_weights_id(trained):
+    assert trained[1].result.params == config_params(trained[1].result.config)
     model = GPT(preset("tiny"))
-    before = lab.weights_id(model)
-    assert before == lab.weights_id(model)
+    before = M.weights_id(model)
+    assert before == M.weights_id(model)
     with torch.no_grad():
         model.lm_head.weight[0, 0] += 1
-    assert lab.weights_id(model) != before
+    assert M.weights_id(model) != before
 
 
-def test_describe_names_size_and_losses(trained):
-    text = trained[1].result.describe()
-    assert "n_layer 2" in text and "20 steps" in text and "val loss" in text
+# --- process-wide state ------------------------------------------------------------------------------------------------
 
 
-def test_job_threads_do_not_change_the_callers_threads(corpus):
-    before = torch.get_num_threads()  # 1, set by the module fixture
+def test_jobs_leave_the_thread_count_alone(corpus):
+    before = torch.get_num_threads()
     seen = []
 
-    class Probe(lab.Job):
+    class Probe(J.Job):
         def _work(self, progress, stop):
             seen.append(torch.get_num_threads())
             return None, False
 
-    finished(Probe(lab.LabRunner(threads=2), steps=1).start(), 10)
-    assert seen == [2] and torch.get_num_threads() == before
-    with pytest.raises(ValueError, match="threads"):
-        lab.LabRunner(threads=0)
+    finished(Probe(R.LabRunner(), steps=1).start(), 10)
+    finished(submit(R.LabRunner(), preset("tiny"), FAST, corpus).job)
+    assert seen == [before] and torch.get_num_threads() == before
 
 
 def test_training_does_not_disturb_chapter_style_seeding(corpus):
-    """Dropout masks come from the global generator; pages seed it under engine.rng's lock (chapter numbers)."""
+    """Training draws nothing from the global generator: pages seeding it never wait and keep their numbers."""
 
     @uses_global_rng
     def chapter_draw():
@@ -346,7 +391,7 @@ def test_training_does_not_disturb_chapter_style_seeding(corpus):
         return torch.rand(3, 2)
 
     expected = chapter_draw()
-    job = lab.LabRunner(threads=1).submit(preset("tiny", dropout=0.5), LONG, corpus).job
+    job = submit(R.LabRunner(), preset("tiny", dropout=0.5), LONG, corpus).job
     deadline = time.monotonic() + 30
     while job.snapshot().step < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -359,11 +404,102 @@ def test_training_does_not_disturb_chapter_style_seeding(corpus):
     assert all(torch.equal(d, expected) for d in draws)
 
 
-def test_torch_threads_is_scoped():
-    before = torch.get_num_threads()
-    with lab.torch_threads(2):
-        assert torch.get_num_threads() == 2
-    assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match="n must be"):
-        with lab.torch_threads(0):
-            pass
+# --- jobs end with their reader ------------------------------------------------------------------------------------------
+
+
+def wait_for_step(job, step, timeout=30):
+    deadline = time.monotonic() + timeout
+    while job.snapshot().step < step and not job.snapshot().finished and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_job_stops_when_its_session_ends_and_keeps_its_model(corpus):
+    session = {"alive": True}
+    runner = R.LabRunner()
+    job = submit(runner, preset("tiny"), LONG, corpus, owner_alive=lambda: session["alive"], orphan_grace_s=0.2).job
+    wait_for_step(job, 3)
+    session["alive"] = False  # the reader closed the tab
+    snap = finished(job, 30)
+    assert snap.state == "stopped" and snap.stop_reason == "owner_left" and 3 <= snap.step < LONG.steps
+    assert job.result is not None and job.result.stopped  # what it learned is kept
+    assert runner.running_count() == 0  # the slot is free for the next reader
+
+
+def test_a_reader_who_reloads_takes_the_job_over(corpus):
+    first = {"alive": True}
+    runner = R.LabRunner()
+    job = submit(runner, preset("tiny"), LONG, corpus, owner_alive=lambda: first["alive"], orphan_grace_s=30).job
+    wait_for_step(job, 2)
+    assert runner.reattach(job.token, lambda: True) is None  # a shared link cannot take a job from its reader
+    assert runner.reattach("0" * 32, lambda: True) is None and runner.reattach("../etc", lambda: True) is None
+    first["alive"] = False  # the reload ends the old session ...
+    second = {"alive": True}
+    assert runner.reattach(job.token, lambda: second["alive"]) is job  # ... and the new one finds the job
+    time.sleep(0.3)
+    assert job.snapshot().state == "running"
+    job.stop()
+    snap = finished(job)
+    assert snap.state == "stopped" and snap.stop_reason == "by_reader"
+
+
+def test_an_old_link_cannot_fetch_a_finished_model(corpus):
+    owner = {"alive": True}
+    runner = R.LabRunner()
+    job = submit(runner, preset("tiny"), FAST, corpus, owner_alive=lambda: owner["alive"], orphan_grace_s=0.2).job
+    finished(job)
+    owner["alive"] = False
+    time.sleep(0.4)
+    assert runner.reattach(job.token, lambda: True) is None
+
+
+def test_a_job_stops_at_its_wall_time_cap(corpus):
+    job = submit(R.LabRunner(), preset("tiny"), LONG, corpus, max_wall_s=0.5).job
+    snap = finished(job, 30)
+    assert snap.state == "stopped" and snap.stop_reason == "wall_cap" and snap.step >= 1
+    assert job.result is not None
+
+
+def test_a_failing_liveness_check_keeps_the_job(corpus):
+    def broken():
+        raise RuntimeError("no runtime")
+
+    job = submit(R.LabRunner(), preset("tiny"), FAST, corpus, owner_alive=broken, orphan_grace_s=0).job
+    assert finished(job).state == "done"
+
+
+# --- the Lab's rules ------------------------------------------------------------------------------------------------------
+
+
+def test_head_choices():
+    assert S.head_choices(48, "learned") == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
+    assert S.head_choices(48, "rope") == (1, 2, 3, 4, 6, 8, 12, 24)
+    assert S.default_heads(16, "learned", wanted=24) == 4
+    with pytest.raises(ValueError):
+        S.head_choices(32, "alibi")
+
+
+def test_the_largest_settings_are_refused_with_an_estimate(corpus):
+    plan = S.plan_training(preset("course", n_layer=8, n_embd=256, n_head=8, block_size=256), corpus, 5000, 64, 1e-3)
+    keys = [p.key for p in plan.problems]
+    assert "memory" in keys and "time" in keys and not plan.ok
+    memory = next(p for p in plan.problems if p.key == "memory")
+    assert memory.value > 10 * memory.limit and memory.limit == budget.MAX_TRAINING_BYTES
+    assert plan.estimate.params == config_params(plan.model)
+    with pytest.raises(ValueError, match="may not start"):
+        R.LabRunner().submit(plan, corpus)
+
+
+@pytest.mark.parametrize("vocab_size", [2500, budget.MAX_VOCAB])  # the Tang poems' vocabulary, and the cap
+def test_presets_fit_the_caps(vocab_size):
+    for name, training in S.PRESET_TRAINING.items():
+        train = TrainConfig.for_steps(training["steps"], training["batch_size"])
+        _, refusals = budget.training_refusals(preset(name, vocab_size=vocab_size), train.batch_size, train.steps,
+                                               train.eval_interval, train.eval_iters)
+        assert refusals == [] or vocab_size > 2500 and name == "course", (name, refusals)
+
+
+def test_plan_uses_the_one_schedule(corpus):
+    plan = S.plan_training(preset("tiny"), corpus, 400, 8, 2e-3, seed=5)
+    assert plan.train == TrainConfig.for_steps(400, 8, learning_rate=2e-3, seed=5)
+    assert plan.model.vocab_size == corpus.vocab_size
+    assert [p.key for p in S.plan_training(preset("tiny"), None, 400, 8, 2e-3).problems] == ["no_corpus"]

@@ -1,4 +1,4 @@
-"""engine.lab_experiments: the lesson's experiments, training without the mask, the results command and file."""
+"""engine.lab.experiments: the lesson's experiments, training without the mask, the results command and file."""
 
 import json
 import math
@@ -8,9 +8,11 @@ import threading
 import pytest
 import torch
 
-from engine import lab, lab_experiments as X
 from engine.corpus import corpus_from_bytes
-from engine.gpt import POS_ENCODINGS, GPT, preset
+from engine.gpt import GPT, POS_ENCODINGS, config_params, preset
+from engine.lab import experiments as X
+from engine.lab.jobs import wait_until_finished
+from engine.lab.runner import LabRunner
 from engine.training import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -39,18 +41,18 @@ def test_experiments_are_the_lessons_exercises():
     for experiment in X.EXPERIMENTS.values():
         for run in experiment.runs:
             changed = {k for k, v in run.config().to_dict().items() if v != course.to_dict()[k]}
-            assert changed == set(dict(run.overrides)), run.label
+            assert changed == set(dict(run.overrides)), run.key
 
 
 def test_head_count_does_not_change_the_parameter_count():
-    counts = {lab.count_params(run.config(preset("course", vocab_size=2500))) for run in X.EXPERIMENTS["heads"].runs}
+    counts = {config_params(run.config(preset("course", vocab_size=2500))) for run in X.EXPERIMENTS["heads"].runs}
     assert len(counts) == 1
 
 
 def test_train_config_scales_with_steps():
-    config = X.experiment_train_config(1000, 8)
+    config = TrainConfig.for_steps(1000, 8)
     assert (config.steps, config.batch_size, config.warmup_steps, config.eval_interval) == (1000, 8, 50, 50)
-    short = X.experiment_train_config(30, 4)
+    short = TrainConfig.for_steps(30, 4)
     assert (short.warmup_steps, short.eval_interval) == (3, 5)
 
 
@@ -86,13 +88,13 @@ def test_run_experiment_shares_runs_and_stops(random_corpus):
     seen = []
     outcome = X.run_experiment("causal", random_corpus, steps=3, batch_size=2, run_cache=cache,
                                on_run_start=lambda i, label, steps: seen.append((i, label, steps)), device="cpu")
-    labels = ["causal mask (course)", "no causal mask", "no causal mask, RoPE"]
-    assert not outcome["stopped"] and [r["label"] for r in outcome["runs"]] == labels
-    assert seen == [(i, label, 3) for i, label in enumerate(labels)] and len(cache) == 3
+    keys = ["causal", "no_mask", "no_mask_rope"]
+    assert not outcome["stopped"] and [r["key"] for r in outcome["runs"]] == keys
+    assert seen == [(i, key, 3) for i, key in enumerate(keys)] and len(cache) == 3
     heads = X.run_experiment("heads", random_corpus, steps=3, batch_size=2, run_cache=cache, device="cpu")
     assert len(cache) == 5  # the 4-head course run came from the cache
     course_in_heads = heads["runs"][1]
-    assert course_in_heads["label"] == "4 heads of 32 (course)"
+    assert course_in_heads["key"] == "heads_4"
     assert course_in_heads["history"] == outcome["runs"][0]["history"]
     stop = threading.Event()
     stop.set()
@@ -103,10 +105,10 @@ def test_run_experiment_shares_runs_and_stops(random_corpus):
 
 
 def test_experiment_job_runs_in_the_background_and_is_cached(random_corpus):
-    runner = lab.LabRunner(threads=1)
+    runner = LabRunner()
     job, cached = runner.submit_experiment("causal", random_corpus, steps=2, batch_size=2)
     assert cached is None
-    snap = lab.wait_until_finished(job, 60)
+    snap = wait_until_finished(job, 60)
     assert snap.state == "done" and snap.run_count == 3 and job.result["steps"] == 2
     again_job, again = runner.submit_experiment("causal", random_corpus, steps=2, batch_size=2)
     assert again_job is None and again is job.result
@@ -121,11 +123,11 @@ def test_command_writes_a_results_file(tmp_path, capsys):
     assert data["settings"]["steps"] == 2 and data["settings"]["batch_size"] == 1
     assert data["machine"]["torch"] == torch.__version__ and data["total_wall_s"] >= 0
     runs = data["experiments"]["causal"]["runs"]
-    assert [r["label"] for r in runs] == ["causal mask (course)", "no causal mask", "no causal mask, RoPE"]
+    assert [r["key"] for r in runs] == ["causal", "no_mask", "no_mask_rope"]
     assert len(runs[0]["loss_by_position"]) == 128 and runs[0]["history"]["step"] == [0, 2]
     assert X.load_results(out) == data
     printed = capsys.readouterr().out
-    assert "no causal mask, RoPE" in printed and "3 distinct runs" in printed
+    assert "no_mask_rope" in printed and "3 distinct runs" in printed
 
 
 def test_load_results_refuses_other_files(tmp_path):
@@ -140,12 +142,12 @@ def test_load_results_refuses_other_files(tmp_path):
 
 def test_shipped_results_file_is_complete_and_labelled():
     data = X.load_results()
-    assert data is not None, "assets/lab_experiments.json is missing: run python -m engine.lab_experiments"
+    assert data is not None, "assets/lab_experiments.json is missing: run python -m engine.lab.experiments"
     assert data["complete"] is True
     steps = data["settings"]["steps"]
     for name, experiment in X.EXPERIMENTS.items():
         shipped = data["experiments"][name]
-        assert [r["label"] for r in shipped["runs"]] == [run.label for run in experiment.runs]
+        assert [r["key"] for r in shipped["runs"]] == [run.key for run in experiment.runs]
         for r in shipped["runs"]:
             assert r["steps_done"] == steps and r["history"]["step"][-1] == steps
             assert math.isfinite(r["final_val_loss"]) and len(r["loss_by_position"]) == 128
@@ -156,3 +158,12 @@ def test_shipped_results_file_is_complete_and_labelled():
     # with RoPE the copy is found: far lower loss, except at the last position, where there is nothing to copy
     assert no_mask_rope["final_val_loss"] < 0.5 * causal["final_val_loss"]
     assert no_mask_rope["last_position_val_loss"] > 2 * no_mask_rope["final_val_loss"]
+
+
+def test_the_command_runs_as_a_module(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "engine.lab.experiments", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "python -m engine.lab.experiments" in done.stdout

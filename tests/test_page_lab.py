@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from engine import lab, lab_experiments as X
-from engine.corpus import MAX_BYTES
-from engine.training import checkpoint_to_bytes
+from engine import budget
+from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
+from engine.lab import experiments as X
 from tests.plotly_json import captions, figures, open_page, texts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -63,8 +63,8 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["vocabulary (distinct characters)"] == "2,500" and metrics["characters"] == "24,997"
     assert any("Training runs on **CPU" in c or "Training runs on **CUDA" in c for c in captions(at))
-    if lab.SHIPPED_MODEL.exists():
-        assert at.radio(key="lab_use").value == "the shipped model"
+    if SHIPPED_MODEL.exists():
+        assert at.radio(key="lab_use").value == "shipped"
         assert model_caption(at).startswith("Shipped model (shipped)")
         poem = next(t for t in texts(at) if t.startswith("**白日**"))
         assert len(poem) > len("**白日**") + 20  # generation works without training
@@ -76,7 +76,7 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not():
 def test_short_training_runs_to_the_end(trained):
     at = trained
     assert "done: 24 steps" in progress_text(at)
-    assert at.radio(key="lab_use").value == "your model"
+    assert at.radio(key="lab_use").value == "own"
     caption = model_caption(at)
     assert caption.startswith("Your model (trained)") and "24 steps on tang300" in caption
     assert "(stopped)" not in caption
@@ -159,6 +159,7 @@ def test_stop_mid_training_keeps_a_model():
 def test_two_readers_never_see_each_others_models(trained):
     other = open_page(PAGE)
     assert "your model" not in [o for r in other.radio if r.key == "lab_use" for o in r.options]
+    assert "lab_own" not in other.session_state
     assert not any(c.startswith("Your model") for c in captions(other))
     # the same settings on the same text: the model comes from the registry, trained by no one else's choices
     set_controls(other, TINY)
@@ -177,7 +178,7 @@ def test_two_readers_never_see_each_others_models(trained):
 
 def upload_page():
     at = open_page(PAGE)
-    at.radio(key="lab_corpus").set_value("upload a UTF-8 text file").run()
+    at.radio(key="lab_corpus").set_value("upload").run()
     assert not at.exception
     assert at.button(key="lab_train").disabled and any("no usable training text" in e.value for e in at.error)
     return at
@@ -187,7 +188,8 @@ def upload_page():
     (b"", "the file is empty"),
     (b"\x00\x01\x02binary", "looks binary"),
     ("白日依山尽".encode("gbk"), "not UTF-8"),
-    (b"a" * (MAX_BYTES + 1), "over the 20 MB limit"),
+    (b"a" * (budget.MAX_TEXT_BYTES + 1), "over this server's limit of 2 MB"),
+    ("".join(chr(0x4E00 + i) for i in range(7000)).encode("utf-8"), "7,000 distinct characters"),
 ])
 def test_bad_uploads_give_a_clear_message(data, message):
     at = upload_page()
@@ -216,12 +218,12 @@ def test_checkpoint_upload(trained):
     at = open_page(PAGE)
     at.file_uploader(key="lab_ckpt_upload").set_value(("broken.safetensors", b"not a checkpoint", "application/octet-stream")).run()
     assert not at.exception
-    assert any(e.value.startswith("This checkpoint cannot be loaded: broken.safetensors") for e in at.error)
+    assert any(e.value.startswith("This checkpoint cannot be loaded: the file is damaged") for e in at.error)
     own = trained.session_state["lab_own"]
     data = checkpoint_to_bytes(own.model, own.tokenizer, own.summary)
     at.file_uploader(key="lab_ckpt_upload").set_value(("mine.safetensors", data, "application/octet-stream")).run()
     assert not at.exception
-    assert at.radio(key="lab_use").value == "your model"
+    assert at.radio(key="lab_use").value == "own"
     assert model_caption(at).startswith("Your model (uploaded)")
     assert at.session_state["lab_own"].model_id == own.model_id
     assert [b for b in at.get("download_button") if b.proto.label.startswith("Download this model")]
@@ -233,6 +235,7 @@ def test_presets_and_head_choices():
     assert (at.selectbox(key="lab_n_embd").value, at.selectbox(key="lab_n_head").value,
             at.slider(key="lab_n_layer").value, at.selectbox(key="lab_block").value) == (128, 4, 4, 128)
     assert at.number_input(key="lab_steps").value == 1000
+    assert at.selectbox(key="lab_batch").value == 4 and not at.button(key="lab_train").disabled  # it fits the caps
     at.button(key="lab_preset_quick").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
     at.selectbox(key="lab_n_embd").set_value(48).run()
@@ -253,9 +256,9 @@ def test_experiment_results_are_shown_at_once():
     curves = [f for f in figures(at) if f["layout"].get("title", {}).get("text") == "val loss (solid) and train loss (dotted)"]
     assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
     tables = [d.value for d in at.dataframe if "val, last pos." in d.value.columns]
-    assert len(tables) == 3 and list(tables[0]["run"]) == [r.label for r in X.EXPERIMENTS["heads"].runs]
+    assert len(tables) == 3 and list(tables[0]["run"]) == ["1 head of 128", "4 heads of 32 (course)", "8 heads of 16"]
     assert any("same parameter count for every head count" in t for t in texts(at))
-    assert any(c.startswith("Shipped results: `python -m engine.lab_experiments") for c in captions(at))
+    assert any(c.startswith("Shipped results: `python -m engine.lab") for c in captions(at))
 
 
 def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
@@ -271,8 +274,29 @@ def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
         assert not at.exception, [e.value for e in at.exception]
     assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(at)
     lines = [t for t in texts(at) if "at the last position" in t]
-    assert [t.split(":")[0] for t in lines] == [r.label for r in X.EXPERIMENTS["causal"].runs]
+    assert [t.split(":")[0] for t in lines] == ["causal mask (course)", "no causal mask", "no causal mask, RoPE"]
     other = open_page(PAGE)
     other.number_input(key="lab_rerun_steps").set_value(10).run()
     other.button(key="lab_rerun_experiment_causal").click().run()
     assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(other)  # from the cache, at once
+
+
+def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
+    at = set_controls(open_page(PAGE), {"lab_n_layer": 8, "lab_n_embd": 256, "lab_n_head": 8, "lab_block": 256,
+                                        "lab_batch": 64, "lab_steps": 5000})
+    errors = [e.value for e in at.error]
+    assert any("would need about" in e and "at most 240 MB" in e for e in errors), errors
+    assert any("would take about" in e for e in errors), errors
+    assert any("MB of memory (limit 240 MB)" in c for c in captions(at))
+    assert at.button(key="lab_train").disabled
+    set_controls(at, {"lab_n_layer": 2, "lab_n_embd": 64, "lab_n_head": 4, "lab_block": 64, "lab_batch": 16,
+                      "lab_steps": 400})
+    assert not at.error and not at.button(key="lab_train").disabled  # the quick preset's size fits
+
+
+def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
+    at = trained
+    generate(at, lab_prompt="白日![x](http://evil.example/a.png)[link](http://evil.example)", lab_length=3)
+    warning = next(w.value for w in at.warning if "left out of the prompt" in w.value)
+    assert "[" in warning and "(" in warning  # the dropped characters are listed ...
+    assert all(warning[i - 1] == "\\" for i, c in enumerate(warning) if c in "[]()!")  # ... each escaped

@@ -10,7 +10,7 @@ from engine import gpt as G
 from engine import positions as P
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from engine.training import save_checkpoint
+from engine.checkpoint import save_checkpoint
 from tests.plotly_json import ROOT, badges, figures, open_page, texts
 from ui.i18n import translations
 

@@ -7,7 +7,7 @@ import pytest
 from engine.baselines import corpus_baselines
 from engine.corpus import load_corpus
 from engine.gpt import generate_text, preset
-from engine.training import load_checkpoint
+from engine.checkpoint import load_checkpoint
 
 FOLDER = Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang"
 

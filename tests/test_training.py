@@ -9,22 +9,20 @@ import safetensors.torch
 import torch
 
 from engine import train as train_cli
-from engine.corpus import FORTUNES_DIR, corpus_from_bytes, load_corpus
-from engine.gpt import GPT, PRESETS, generate_text, preset
-from engine.training import (
+from engine.checkpoint import (
     META_FILE,
+    SHIPPED_MODEL,
     WEIGHTS_FILE,
-    Callbacks,
     CheckpointError,
-    TrainConfig,
-    TrainingDivergedError,
     checkpoint_from_bytes,
     checkpoint_to_bytes,
     load_checkpoint,
-    pick_device,
     save_checkpoint,
-    train,
 )
+from engine.corpus import FORTUNES_DIR, corpus_from_bytes, load_corpus
+from engine.device import configure_threads, default_threads, pick_device
+from engine.gpt import GPT, PRESETS, generate_text, preset
+from engine.training import Callbacks, TrainConfig, TrainingDivergedError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,6 +54,27 @@ def test_pick_device():
         pick_device("tpu")
 
 
+def test_thread_helper_sets_the_count_once_per_process(monkeypatch):
+    assert default_threads(1) == 1 and default_threads(2) == 1 and default_threads(16) == 15
+    with pytest.raises(ValueError):
+        configure_threads(0)
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr("engine.device._configured", None)
+    assert configure_threads(3) == 3
+    assert configure_threads(1) == 3 and configure_threads() == 3  # later calls change nothing
+    assert calls == [3]
+
+
+def test_one_schedule_for_every_length():
+    c = TrainConfig.for_steps(1000, 16, learning_rate=2e-3, seed=3)
+    assert (c.warmup_steps, c.eval_interval, c.eval_iters, c.learning_rate, c.seed) == (50, 50, 10, 2e-3, 3)
+    assert (TrainConfig.for_steps(1, 1).warmup_steps, TrainConfig.for_steps(1, 1).eval_interval) == (0, 5)
+    assert TrainConfig.for_steps(100, 4, eval_interval=7).eval_interval == 7
+    with pytest.raises(ValueError):
+        TrainConfig.for_steps(0, 4)
+
+
 def test_train_config_validation_and_schedule():
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         TrainConfig(steps=0)
@@ -85,6 +104,24 @@ def test_same_seed_same_run(corpus):
     a = train(preset("tiny", dropout=0.1), corpus, config)
     b = train(preset("tiny", dropout=0.1), corpus, config)
     assert a.step_losses == b.step_losses
+
+
+def test_training_draws_nothing_from_the_global_generator(corpus):
+    """Initial weights come from manual_seed under engine.rng's lock; batches and dropout from private generators."""
+    config = TrainConfig(steps=6, batch_size=4, warmup_steps=1, eval_interval=3, eval_iters=1, device="cpu")
+    torch.manual_seed(99)
+    before = torch.random.get_rng_state()
+    dropped = train(preset("tiny", dropout=0.3), corpus, config)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    plain = train(preset("tiny", dropout=0.0), corpus, config)
+    assert dropped.step_losses != plain.step_losses  # the masks were applied
+    assert all(type(m).__name__ == "Dropout" for m in dropped.model.modules() if "Dropout" in type(m).__name__)
+    assert all(block.attn.dropout == 0.3 for block in dropped.model.blocks)  # put back after training
+    torch.manual_seed(config.seed)
+    torch.testing.assert_close(GPT(dropped.model.config).tok_emb.weight, train(
+        preset("tiny", dropout=0.3), corpus, TrainConfig(steps=1, batch_size=4, warmup_steps=0, eval_interval=1,
+                                                         eval_iters=1, learning_rate=1e-12, device="cpu")
+    ).model.tok_emb.weight.cpu(), atol=1e-9, rtol=0)  # the chapter's init: manual_seed(seed), then GPT(config)
 
 
 def test_callbacks_are_called(corpus):
@@ -197,7 +234,7 @@ def test_broken_checkpoints_give_clear_errors(trained, tmp_path):
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"", "shorter than"), (b"\xff" * 64, "header length exceeds"), (b"garbage!" + b"{}" * 4, "header length")],
+    [(b"", "empty"), (b"short", "shorter than"), (b"\xff" * 64, "header length exceeds"), (b"garbage!" + b"{}" * 4, "header length")],
 )
 def test_bad_bytes_give_clear_errors(data, message):
     with pytest.raises(CheckpointError, match=message):
@@ -234,7 +271,8 @@ def test_command_line_trains_prints_and_saves(tmp_path, capsys):
 
 
 def test_shipped_model_loads_and_matches_the_corpus():
-    folder = Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang300"
+    folder = SHIPPED_MODEL
+    assert folder == Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang300"
     ckpt = load_checkpoint(folder)
     assert ckpt.config == preset("course", vocab_size=ckpt.tokenizer.vocab_size)
     assert ckpt.config.n_embd == PRESETS["course"].n_embd and not ckpt.model.training

@@ -30,7 +30,7 @@ import torch
 
 from engine.bench.attention import machine_info, time_interleaved
 from engine.corpus import load_corpus
-from engine.device import pick_device
+from engine.device import configure_threads, pick_device
 from engine.gpt import GPT, GPTConfig, preset
 from engine.training import TrainConfig, make_optimizer
 
@@ -100,13 +100,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--dropouts", default=None, help="comma-separated dropout rates (default: the preset's, and 0)")
     p.add_argument("--steps", type=int, default=8, help="timed steps per row")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per row")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores but one)")
     p.add_argument("--device", default=None)
     p.add_argument("--matmul-n", type=int, default=2048)
     p.add_argument("--json", default="runs/bench_train.json", help="where to write the results")
     args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    configure_threads(args.threads)
     device = pick_device(args.device)
     base = preset(args.preset, vocab_size=load_corpus("tang300").vocab_size)
     flops_per_token = training_flops_per_token(base)

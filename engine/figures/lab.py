@@ -2,12 +2,13 @@
 
 Built on :mod:`engine.figures.core`; no Streamlit. Large matrices (position tables of
 block_size x n_embd) are sent as float32 numpy arrays without cell text, which Plotly >= 6
-encodes as compact base64.
+encodes as compact base64. Every title, axis title and trace name comes from the caller (a
+``text`` mapping whose keys each function lists), so translating the page never edits this file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -37,12 +38,13 @@ def loss_chart(
     history: Sequence[tuple[int, float, float]],
     step_losses: Sequence[float],
     steps: int,
-    title: str | None = "Loss while training",
+    text: Mapping[str, str],
     height: int = 340,
 ) -> go.Figure:
     """Train and validation loss (nats) against the step, with the noisy batch loss behind them.
 
     Args:
+        text: ``title`` (may be ""), trace names ``batch``, ``train``, ``val``, axis titles ``step``, ``loss``.
         history: evaluations ``(step, train_loss, val_loss)``.
         step_losses: the batch loss of steps 1, 2, ... (drawn thin and grey, thinned to
             :data:`MAX_BATCH_POINTS` points).
@@ -50,21 +52,22 @@ def loss_chart(
             from left to right.
 
     Returns:
-        A figure with traces "batch loss", "train loss", "val loss" (in that order).
+        A figure with three traces, named text["batch"], text["train"], text["val"] (in that order).
     """
     fig = go.Figure()
     losses = np.asarray(step_losses, dtype=np.float64)
     stride = max(1, int(np.ceil(len(losses) / MAX_BATCH_POINTS)))
     x_batch = np.arange(1, len(losses) + 1)[::stride]
-    fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name="batch loss",
-                    line=dict(color=BATCH_COLOR, width=1), hovertemplate="step %{x}: %{y:.3f}<extra>batch</extra>")
+    fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name=text["batch"],
+                    line=dict(color=BATCH_COLOR, width=1), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     h = np.asarray(history, dtype=np.float64).reshape(-1, 3)  # (evaluations, 3): step, train, val
-    for col, name, color in ((1, "train loss", TRAIN_COLOR), (2, "val loss", VAL_COLOR)):
+    for col, name, color in ((1, text["train"], TRAIN_COLOR), (2, text["val"], VAL_COLOR)):
         fig.add_scatter(x=h[:, 0], y=h[:, col], mode="lines+markers", name=name, line=dict(color=color, width=2),
-                        marker=dict(size=6), hovertemplate="step %{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_xaxes(title_text="step", range=[0, max(1, steps)], gridcolor="#eee")
-    fig.update_yaxes(title_text="cross-entropy (nats)", gridcolor="#eee", rangemode="tozero")
+                        marker=dict(size=6), hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+    fig.update_xaxes(title_text=text["step"], range=[0, max(1, steps)], gridcolor="#eee")
+    fig.update_yaxes(title_text=text["loss"], gridcolor="#eee", rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    title = text["title"] or None
     return base_layout(fig, title, height, top=60 if title else 30)
 
 
@@ -74,13 +77,14 @@ def attention_line_length(n_layer: int, n_head: int, limit: int = 32) -> int:
     return max(2, min(limit, fit))
 
 
-def attention_slider(attn_weights, tokens: Sequence[str], title: str = "attn_weights") -> go.Figure:
+def attention_slider(attn_weights, tokens: Sequence[str], text: Mapping[str, str]) -> go.Figure:
     """One heatmap per (layer, head) of a model's attention on a line, and a Plotly slider over them.
 
     Args:
         attn_weights: (n_layer, n_head, T, T) weights in [0, 1], T >= 1 (row i: query i, column j: key j).
         tokens: the T characters (row and column labels).
-        title: figure title; each step appends "layer l · head h".
+        text: ``title`` (each step's title is "title — step"), ``step`` (a format string with
+            ``{layer}`` and ``{head}``: each slider step's label), axis titles ``query``, ``key``.
 
     Returns:
         A figure with n_layer * n_head heatmap traces in (layer, head) order, colour range [0, 1]
@@ -96,22 +100,26 @@ def attention_slider(attn_weights, tokens: Sequence[str], title: str = "attn_wei
     labels = [f"{i}:{t}" for i, t in enumerate(tokens)]  # position-prefixed, so repeated characters stay apart
     fig = go.Figure()
     step_labels, layouts = [], []
+    title = text["title"]
     for layer in range(n_layer):
         for head in range(n_head):
+            step = text["step"].format(layer=layer, head=head)
             fig.add_trace(heatmap_trace(w[layer, head], labels, labels, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
-                                        decimals=2, name=f"layer {layer} · head {head}"))
-            step_labels.append(f"layer {layer} · head {head}")
-            layouts.append({"title.text": f"{title} — layer {layer} · head {head}"})
-    matrix_axes(fig, labels, labels, "query (position:character)", "key")
-    base_layout(fig, f"{title} — layer 0 · head 0", max(360, 30 * T + 200), top=110)
+                                        decimals=2, name=step))
+            step_labels.append(step)
+            layouts.append({"title.text": f"{title} — {step}"})
+    matrix_axes(fig, labels, labels, text["query"], text["key"])
+    base_layout(fig, f"{title} — {step_labels[0]}", max(360, 30 * T + 200), top=110)
     return add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
 
 
-def position_tables_figure(trained, untrained, similarity: bool = True) -> go.Figure:
+def position_tables_figure(trained, untrained, text: Mapping[str, str], similarity: bool = True) -> go.Figure:
     """The learned position table after training next to the table it started from.
 
     Args:
         trained, untrained: (block_size, n_embd) tables.
+        text: subplot titles ``trained``, ``untrained`` (and with ``similarity``: ``sim_trained``,
+            ``sim_untrained``), axis titles ``position``, ``dimension``.
         similarity: add a second row with each table's cosine similarity between positions
             (block_size x block_size): a trained table makes nearby positions alike (a bright band
             along the diagonal), a random one does not.
@@ -127,74 +135,83 @@ def position_tables_figure(trained, untrained, similarity: bool = True) -> go.Fi
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"both tables must be (block_size, n_embd) of one shape, got {a.shape} and {b.shape}")
     rows = 2 if similarity else 1
-    titles = ["pos_emb after training", "pos_emb before training (same seed)"]
+    titles = [text["trained"], text["untrained"]]
     if similarity:
-        titles += ["cosine similarity of positions, trained", "cosine similarity of positions, untrained"]
+        titles += [text["sim_trained"], text["sim_untrained"]]
     fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     bound = float(max(np.abs(a).max(), np.abs(b).max(), 1e-6))
     for col, table in ((1, a), (2, b)):
         fig.add_trace(go.Heatmap(z=table.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-bound, zmax=bound,
                                  showscale=col == 1, colorbar=dict(len=0.45 if similarity else 1, y=1, yanchor="top"),
-                                 hovertemplate="position %{y} · dim %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(autorange="reversed", title_text="position" if col == 1 else None, row=1, col=col)
-        fig.update_xaxes(title_text="dimension", row=1, col=col)
+                                 hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text=text["position"] if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text=text["dimension"], row=1, col=col)
         if similarity:
             unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # rows of length 1
             sim = unit @ unit.T  # (block_size, n_embd) @ (n_embd, block_size) -> (block_size, block_size)
             fig.add_trace(go.Heatmap(z=sim.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-1, zmax=1,
                                      showscale=col == 1, colorbar=dict(len=0.45, y=0, yanchor="bottom"),
-                                     hovertemplate="position %{y} vs %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
-            fig.update_yaxes(autorange="reversed", title_text="position" if col == 1 else None, row=2, col=col)
-            fig.update_xaxes(title_text="position", row=2, col=col)
+                                     hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
+            fig.update_yaxes(autorange="reversed", title_text=text["position"] if col == 1 else None, row=2, col=col)
+            fig.update_xaxes(title_text=text["position"], row=2, col=col)
     return base_layout(fig, None, 820 if similarity else 420, top=40)
 
 
-def experiment_curves(experiment: dict, height: int = 420) -> go.Figure:
+def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 420
+                      ) -> go.Figure:
     """Validation loss (solid) and training loss (dotted) against the step for every run of an experiment.
 
     Args:
-        experiment: a dict of ``engine.lab_experiments.run_experiment`` (``title``, ``runs`` with
-            ``label`` and ``history``).
+        runs: the ``runs`` of an ``engine.lab.experiments.run_experiment`` result (each with ``history``).
+        names: one legend name per run.
+        text: ``title``, the suffixes ``val`` and ``train`` of the trace names, axis titles ``step``, ``loss``.
 
     Returns:
-        A figure with two traces per run, "<label> · val" then "<label> · train", one colour per run.
+        A figure with two traces per run, "<name> · <val>" then "<name> · <train>", one colour per run.
+
+    Raises:
+        ValueError: if ``names`` and ``runs`` differ in length.
     """
+    if len(names) != len(runs):
+        raise ValueError(f"{len(runs)} runs but {len(names)} names")
     fig = go.Figure()
-    for k, run in enumerate(experiment["runs"]):
+    for k, (run, name) in enumerate(zip(runs, names, strict=True)):
         color = PALETTE[k % len(PALETTE)]
         h = run["history"]
-        fig.add_scatter(x=h["step"], y=h["val_loss"], mode="lines+markers", name=f"{run['label']} · val",
-                        line=dict(color=color, width=2), marker=dict(size=5),
-                        hovertemplate="step %{x}: %{y:.4f}<extra>" + run["label"] + " · val</extra>")
-        fig.add_scatter(x=h["step"], y=h["train_loss"], mode="lines", name=f"{run['label']} · train",
-                        line=dict(color=color, width=1, dash="dot"),
-                        hovertemplate="step %{x}: %{y:.4f}<extra>" + run["label"] + " · train</extra>")
-    fig.update_xaxes(title_text="step", gridcolor="#eee")
-    fig.update_yaxes(title_text="loss (nats)", gridcolor="#eee")
+        for y, suffix, line in ((h["val_loss"], text["val"], dict(color=color, width=2)),
+                                (h["train_loss"], text["train"], dict(color=color, width=1, dash="dot"))):
+            label = f"{name} · {suffix}"
+            fig.add_scatter(x=h["step"], y=y, mode="lines+markers" if suffix == text["val"] else "lines", name=label,
+                            line=line, marker=dict(size=5), hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>")
+    fig.update_xaxes(title_text=text["step"], gridcolor="#eee")
+    fig.update_yaxes(title_text=text["loss"], gridcolor="#eee")
     fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"))
-    return base_layout(fig, experiment.get("title"), height)
+    return base_layout(fig, text["title"] or None, height)
 
 
-def loss_by_position_figure(runs: Sequence[dict], height: int = 340) -> go.Figure:
+def loss_by_position_figure(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 340
+                            ) -> go.Figure:
     """Validation loss at each position of the window for several runs (log y axis).
 
     A causal model's loss falls a little along the window (more context); a model trained
     without the mask is near 0 everywhere except the last position, the only one generation uses.
 
     Args:
-        runs: dicts with ``label`` and ``loss_by_position`` (block_size floats, nats).
+        runs: dicts with ``loss_by_position`` (block_size floats, nats).
+        names: one legend name per run.
+        text: ``title``, axis titles ``position``, ``loss``.
 
     Returns:
         A figure with one line per run.
     """
     fig = go.Figure()
-    for k, run in enumerate(runs):
+    for k, (run, name) in enumerate(zip(runs, names, strict=True)):
         y = np.maximum(np.asarray(run["loss_by_position"], dtype=np.float64), 1e-4)
-        fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=run["label"],
+        fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=name,
                         line=dict(color=PALETTE[k % len(PALETTE)], width=2),
-                        hovertemplate="position %{x}: %{y:.4f}<extra>" + run["label"] + "</extra>")
-    fig.update_xaxes(title_text="position in the window (the last one is what generation uses)", gridcolor="#eee")
-    fig.update_yaxes(title_text="val loss (nats, log scale)", type="log", gridcolor="#eee",
+                        hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+    fig.update_xaxes(title_text=text["position"], gridcolor="#eee")
+    fig.update_yaxes(title_text=text["loss"], type="log", gridcolor="#eee",
                      tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
-    return base_layout(fig, "Validation loss by position", height, top=60)
+    return base_layout(fig, text["title"] or None, height, top=60)

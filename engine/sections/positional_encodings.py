@@ -23,15 +23,14 @@ from torch import Tensor
 
 from engine import positions
 from engine.chapter import LESSON_LINE, PERMUTED_LINE
+from engine.checkpoint import SHIPPED_MODEL, CheckpointError, load_checkpoint
 from engine.gpt import GPT, GPTConfig
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
-from engine.training import CheckpointError, load_checkpoint
 
 #: Layer counts the permutation figure's slider visits.
 LAYERS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 #: Where the app's shipped trained model lives (made by ``python -m engine.train``).
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang300"
 #: What the lesson printed for the permutation experiment, with its own initialisation: 1 layer without
 #: positions, 2 layers without positions, 1 layer with learned positions (orders of magnitude to compare).
 LESSON_ONE_LAYER_NONE = 3.7e-08

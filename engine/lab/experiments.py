@@ -17,12 +17,13 @@ Lesson ``000``/``002`` ("multi-head attention and positional encoding"), exercis
   character after the *last* position, where nothing can be copied; the per-position validation
   loss shows it (low everywhere except at the last position).
 
-Run ``python -m engine.lab_experiments --out assets/lab_experiments.json [--steps N] [--batch-size B]``
+Run ``python -m engine.lab.experiments --out assets/lab_experiments.json [--steps N] [--batch-size B]``
 to train every distinct configuration once (a configuration shared by two experiments, the
 course's 4-head learned-position causal model, is trained once) and write a JSON results file
 with loss curves, final losses, per-position validation loss, samples, settings, wall times
 and the machine. The file is rewritten after each run, so an interrupted command leaves the
-runs it finished (``"complete": false``).
+runs it finished (``"complete": false``). Experiments and runs are named by stable keys
+(``"heads"``, ``"heads_4"`` ...); the page gives them words.
 """
 
 from __future__ import annotations
@@ -44,24 +45,24 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from engine import lab
+from engine.chapter import LESSON_PROMPT
 from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, Corpus, load_corpus
-from engine.device import describe_device, pick_device
-from engine.gpt import GPT, POS_ENCODINGS, GPTConfig, preset
+from engine.device import configure_threads, describe_device, pick_device
+from engine.gpt import GPT, POS_ENCODINGS, GPTConfig, config_params, preset
+from engine.lab.models import LabModel, corpus_fingerprint, generate
 from engine.training import Callbacks, TrainConfig, train
 
-RESULTS_FILE = Path(__file__).resolve().parents[1] / "assets" / "lab_experiments.json"
-RESULTS_FORMAT = "lab-experiments/1"
-#: The prompt of the samples (Wang Zhihuan's "白日依山尽" starts with it); dropped characters are reported.
-SAMPLE_PROMPT = "白日"
+RESULTS_FILE = Path(__file__).resolve().parents[2] / "assets" / "lab_experiments.json"
+RESULTS_FORMAT = "lab-experiments/2"
+#: Characters generated for each run's samples, from the lesson's prompt (engine.chapter.LESSON_PROMPT).
 SAMPLE_CHARS = 40
 
 
 @dataclass(frozen=True)
 class Run:
-    """One training of an experiment: a label and the fields changed from the course preset."""
+    """One training of an experiment: a stable key and the fields changed from the course preset."""
 
-    label: str
+    key: str
     overrides: tuple[tuple[str, object], ...] = ()
 
     def config(self, base: GPTConfig | None = None) -> GPTConfig:
@@ -74,48 +75,35 @@ class Experiment:
     """A named set of runs compared on validation loss."""
 
     name: str
-    title: str
     runs: tuple[Run, ...]
 
 
+#: The course's run in each experiment is the one without overrides.
 EXPERIMENTS: dict[str, Experiment] = {
-    "heads": Experiment("heads", "Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128", (
-        Run("1 head of 128", (("n_head", 1),)),
-        Run("4 heads of 32 (course)", ()),
-        Run("8 heads of 16", (("n_head", 8),)),
+    "heads": Experiment("heads", (
+        Run("heads_1", (("n_head", 1),)),
+        Run("heads_4"),
+        Run("heads_8", (("n_head", 8),)),
     )),
-    "positions": Experiment("positions", "Exercise 3 · position information: none vs learned vs RoPE", tuple(
+    "positions": Experiment("positions", tuple(
         run for run in (
             Run("none", (("pos_encoding", "none"),)),
-            Run("learned (course)", ()),
-            Run("RoPE", (("pos_encoding", "rope"),)),
+            Run("learned"),
+            Run("rope", (("pos_encoding", "rope"),)),
             Run("sinusoidal", (("pos_encoding", "sinusoidal"),)),
         ) if dict(run.overrides).get("pos_encoding", "learned") in POS_ENCODINGS
     )),
-    "causal": Experiment("causal", "Beyond the lesson · training without the causal mask", (
-        Run("causal mask (course)", ()),
-        Run("no causal mask", (("causal", False),)),
-        Run("no causal mask, RoPE", (("causal", False), ("pos_encoding", "rope"))),
+    "causal": Experiment("causal", (
+        Run("causal"),
+        Run("no_mask", (("causal", False),)),
+        Run("no_mask_rope", (("causal", False), ("pos_encoding", "rope"))),
     )),
 }
 
 
-def experiment_train_config(steps: int, batch_size: int, seed: int = 1337, device: str | None = None) -> TrainConfig:
-    """The training settings every experiment run uses for a given length.
-
-    Peak learning rate 1e-3 (the engine's default) with warm-up over min(50, steps // 10)
-    steps; an evaluation every steps // 20 steps (at least every 5: short live reruns would
-    otherwise spend most of their time evaluating) on 10 batches per split.
-
-    Raises:
-        ValueError: for steps or batch_size < 1 (from ``TrainConfig``).
-    """
-    return TrainConfig(steps=steps, batch_size=batch_size, warmup_steps=min(50, steps // 10),
-                       eval_interval=max(5, steps // 20), eval_iters=10, seed=seed, device=device)
-
-
 @torch.no_grad()
-def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: int = 10, seed: int = 0) -> torch.Tensor:
+def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: int = 10, seed: int = 0
+                     ) -> torch.Tensor:
     """Mean validation cross-entropy at each position of the window, in eval mode.
 
     Generation only ever uses the prediction at the **last** position of the context, so
@@ -149,33 +137,33 @@ def train_run(
     corpus: Corpus,
     train_config: TrainConfig,
     callbacks: Callbacks | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | Callable[[], bool] | None = None,
     base: GPTConfig | None = None,
 ) -> dict:
     """Trains one run and measures it.
 
     Returns:
-        JSON-ready dict: ``label``, ``config`` (GPTConfig dict), ``params``, ``history`` (lists
+        JSON-ready dict: ``key``, ``config`` (GPTConfig dict), ``params``, ``history`` (lists
         ``step``, ``train_loss``, ``val_loss``), ``final_train_loss``, ``final_val_loss``,
         ``loss_by_position`` (list of block_size floats), ``last_position_val_loss``,
         ``steps_done``, ``stopped``, ``wall_s``, ``tokens_per_s``, ``device`` and ``samples``
-        (greedy and sampled continuations of :data:`SAMPLE_PROMPT`, temperature 0.8, top_k 20).
+        (greedy and sampled continuations of ``engine.chapter.LESSON_PROMPT``, temperature 0.8, top_k 20).
     """
     config = dataclasses.replace(run.config(base), vocab_size=corpus.vocab_size)
     result = train(config, corpus, train_config, callbacks=callbacks, stop=stop)
     per_position = loss_by_position(result.model, corpus, batch_size=min(16, train_config.batch_size), seed=7)
-    lab_model = lab.LabModel.from_result(result, None)
+    lab_model = LabModel.from_result(result)
     samples = {
-        "prompt": SAMPLE_PROMPT,
-        "greedy": lab.generate(lab_model, SAMPLE_PROMPT, SAMPLE_CHARS, temperature=0)["text"],
-        "sampled": lab.generate(lab_model, SAMPLE_PROMPT, SAMPLE_CHARS, temperature=0.8, top_k=20,
-                                seed=train_config.seed)["text"],
+        "prompt": LESSON_PROMPT,
+        "greedy": generate(lab_model, LESSON_PROMPT, SAMPLE_CHARS, temperature=0).text,
+        "sampled": generate(lab_model, LESSON_PROMPT, SAMPLE_CHARS, temperature=0.8, top_k=20,
+                            seed=train_config.seed).text,
     }
     history = result.history
     return {
-        "label": run.label,
+        "key": run.key,
         "config": config.to_dict(),
-        "params": result.model.num_params(),
+        "params": config_params(config),
         "history": {"step": [int(s) for s in history["step"]],
                     "train_loss": [round(float(v), 4) for v in history["train_loss"]],
                     "val_loss": [round(float(v), 4) for v in history["val_loss"]]},
@@ -200,7 +188,7 @@ def run_experiment(
     seed: int = 1337,
     on_run_start: Callable[[int, str, int], None] | None = None,
     callbacks: Callbacks | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | Callable[[], bool] | None = None,
     run_cache: dict | None = None,
     device: str | None = None,
 ) -> dict:
@@ -209,15 +197,15 @@ def run_experiment(
     Args:
         name: a key of :data:`EXPERIMENTS` ("heads", "positions", "causal").
         corpus: the training text.
-        steps, batch_size, seed, device: the training settings (see :func:`experiment_train_config`).
-        on_run_start: called as ``on_run_start(index, label, steps)`` before each run (progress display).
+        steps, batch_size, seed, device: the training settings (``TrainConfig.for_steps``).
+        on_run_start: called as ``on_run_start(index, run key, steps)`` before each run (progress display).
         callbacks: passed to every ``train`` call.
-        stop: when set, the current run stops early and no further run starts.
+        stop: an Event or a callable; when set (True), the current run stops early and no further run starts.
         run_cache: dict reused across calls, keyed by (GPTConfig, TrainConfig, corpus fingerprint):
             a configuration shared by two experiments is trained once.
 
     Returns:
-        dict with ``name``, ``title``, ``runs`` (list of :func:`train_run` dicts, in the
+        dict with ``name``, ``runs`` (list of :func:`train_run` dicts, in the
         experiment's order), ``steps``, ``batch_size``, ``corpus`` and ``stopped``.
 
     Raises:
@@ -226,18 +214,19 @@ def run_experiment(
     if name not in EXPERIMENTS:
         raise KeyError(f"unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}")
     experiment = EXPERIMENTS[name]
-    train_config = experiment_train_config(steps, batch_size, seed, device)
-    fingerprint = lab.corpus_fingerprint(corpus)
+    train_config = TrainConfig.for_steps(steps, batch_size, seed=seed, device=device)
+    fingerprint = corpus_fingerprint(corpus)
+    should_stop = stop.is_set if isinstance(stop, threading.Event) else stop
     runs, stopped = [], False
     for index, run in enumerate(experiment.runs):
-        if stop is not None and stop.is_set():
+        if should_stop is not None and should_stop():
             stopped = True
             break
         if on_run_start is not None:
-            on_run_start(index, run.label, steps)
+            on_run_start(index, run.key, steps)
         cache_key = (run.config(), train_config, fingerprint)
         if run_cache is not None and cache_key in run_cache:
-            runs.append({**run_cache[cache_key], "label": run.label})
+            runs.append({**run_cache[cache_key], "key": run.key})
             continue
         outcome = train_run(run, corpus, train_config, callbacks=callbacks, stop=stop)
         if outcome["stopped"]:
@@ -246,7 +235,7 @@ def run_experiment(
         if run_cache is not None:
             run_cache[cache_key] = outcome
         runs.append(outcome)
-    return {"name": name, "title": experiment.title, "runs": runs, "steps": steps, "batch_size": batch_size,
+    return {"name": name, "runs": runs, "steps": steps, "batch_size": batch_size,
             "corpus": corpus.name, "stopped": stopped}
 
 
@@ -266,7 +255,7 @@ def machine_info() -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine.lab_experiments",
+    p = argparse.ArgumentParser(prog="python -m engine.lab.experiments",
                                 description="Train the lesson's experiments and write a results file.")
     p.add_argument("--out", default=str(RESULTS_FILE), help="JSON file to write (default: assets/lab_experiments.json)")
     p.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (the lesson: 1000)")
@@ -275,34 +264,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="tang300", choices=BUILTIN_CORPORA + (FALLBACK_NAME,))
     p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for CPU training")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores but one)")
     return p
 
 
 def print_table(results: dict) -> None:
     """Prints one line per run of each experiment: losses and wall time."""
-    for exp in results["experiments"].values():
-        print(f"\n{exp['title']}")
+    for name, exp in results["experiments"].items():
+        print(f"\n{name}")
         print(f"  {'run':<26} {'train':>7} {'val':>7} {'last pos':>8} {'wall s':>7}")
         for r in exp["runs"]:
-            print(f"  {r['label']:<26} {r['final_train_loss']:7.4f} {r['final_val_loss']:7.4f} "
+            print(f"  {r['key']:<26} {r['final_train_loss']:7.4f} {r['final_val_loss']:7.4f} "
                   f"{r['last_position_val_loss']:8.4f} {r['wall_s']:7.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    configure_threads(args.threads)
     corpus = load_corpus(args.corpus)
     if corpus.message:
         print(f"note: {corpus.message}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = dataclasses.asdict(experiment_train_config(args.steps, args.batch_size, args.seed, args.device))
+    train_config = TrainConfig.for_steps(args.steps, args.batch_size, seed=args.seed, device=args.device)
+    settings = dataclasses.asdict(train_config)
     results = {
         "format": RESULTS_FORMAT,
-        "command": "python -m engine.lab_experiments " + shlex.join(sys.argv[1:] if argv is None else argv),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m engine.lab.experiments " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
         "settings": {**settings, "base_model": preset("course").to_dict()},
         "corpus": {"name": corpus.name, "chars": len(corpus.text), "vocab_size": corpus.vocab_size,
@@ -314,14 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     run_cache: dict = {}
     started = time.perf_counter()
 
-    def on_run_start(index: int, label: str, steps: int) -> None:
-        print(f"[{time.perf_counter() - started:7.1f} s] {label}: {steps} steps of batch {args.batch_size}", flush=True)
+    def on_run_start(index: int, key: str, steps: int) -> None:
+        print(f"[{time.perf_counter() - started:7.1f} s] {key}: {steps} steps of batch {args.batch_size}", flush=True)
 
     def on_eval(step: int, train_loss: float, val_loss: float) -> None:
         print(f"    step {step:5d}: train {train_loss:.4f}  val {val_loss:.4f}", flush=True)
 
     for name in args.experiments:
-        print(f"== {EXPERIMENTS[name].title}", flush=True)
+        print(f"== {name}", flush=True)
         results["experiments"][name] = run_experiment(
             name, corpus, args.steps, args.batch_size, args.seed, on_run_start=on_run_start,
             callbacks=Callbacks(on_eval=on_eval), run_cache=run_cache, device=args.device,

@@ -1,0 +1,168 @@
+"""What one reader's training or model may cost: caps, and estimates of memory and time from a config.
+
+The app runs as one process for every reader, on as little as Streamlit Community Cloud's smallest
+allotment (690 MB). Anything a reader controls (the Lab's settings, an uploaded text, an uploaded
+checkpoint) is checked here *before* a tensor is allocated, from sizes alone:
+
+* parameters ``P`` (counted on the meta device, ``engine.gpt.config_params``);
+* training state ``16 P`` bytes: float32 weights, gradients and AdamW's two moments;
+* activations kept for the backward pass, which dominate: per layer ``B * T * n_embd`` floats for
+  the LayerNorms, q/k/v, projections and the 4x MLP, ``B * n_head * T^2`` floats for the attention
+  scores, weights and dropout mask, and once ``B * T * vocab_size`` floats for the logits, their
+  softmax and its gradient.
+
+The coefficients were fitted to the peak resident memory of single training steps measured on this
+project's machine (AMD EPYC, 2 cores, PyTorch 2.13 CPU wheel, one thread; the table is in the comment
+above the caps). The time estimate uses a floating-point rate measured
+the same way, so it is a guide for the reader, not a promise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.gpt import GPTConfig, config_params
+
+MB = 2**20
+
+# --- caps ----------------------------------------------------------------------------------------------------------
+# Measured on this project's machine (AMD EPYC, PyTorch 2.13 CPU wheel, one thread): Python with torch, pandas and
+# the engine imported holds 348 MB; a process that has rendered the Lab page (Streamlit, plotly, the corpus and the
+# shipped model loaded) 519 MB, and 614 MB at the peak of a quick-preset training in it (+95 MB; the estimate
+# below says 173 MB, since its fixed 110 MB overhead is mostly paid once per process). One training runs at a
+# time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab plus any training estimated under
+# MAX_TRAINING_BYTES. Peak extra memory of single training steps in a fresh process (n_layer, n_embd, n_head, block, batch, vocab -> MB measured /
+# estimated below): (2,64,4,64,16,2500) 168/173 · (4,128,4,128,16,2500) 423/396 · (4,128,4,128,32,2500) 647/659 ·
+# (2,64,4,64,16,20000) 401/420 · (4,256,8,256,16,2500) 1273/1332 · (6,192,6,128,32,2500) 1289/1198 ·
+# (2,64,4,256,64,100) 910/870 · (8,256,8,128,16,100) 956/1019. So the quick preset (173 MB) fits, the course
+# model fits at batch 4 (202 MB) but not at 8 (270 MB), and the Lab's largest settings (8 x 256, block 256,
+# batch 64: ~8 GB estimated) are refused before they start.
+#: Memory one training may take (bytes): weights, gradients, AdamW moments and the activations of one step.
+MAX_TRAINING_BYTES = 240 * MB
+#: Longest a training may run (seconds); the job stops itself there and keeps what it learned.
+MAX_JOB_WALL_S = 15 * 60
+#: Size limits of the Lab's controls, also applied to uploaded checkpoints (before anything is allocated).
+MAX_N_LAYER = 8
+MAX_N_EMBD = 256
+MAX_BLOCK_SIZE = 256
+MAX_BATCH_SIZE = 64
+MAX_STEPS = 5000
+#: Distinct characters a training text or checkpoint may have: tang300 has 2,500 and song100 fewer; a text with
+#: 200,000 distinct characters would make the logits alone (B * T * vocab_size floats, ~13 bytes each) ~2.6 GB.
+MAX_VOCAB = 6000
+#: An uploaded training text (bytes): 2 MB of UTF-8 are at most 2M characters, 16 MB as int64 token ids.
+MAX_TEXT_BYTES = 2 * MB
+#: Parameters a model may have: the largest Lab model (8 layers of 256, block 256, MAX_VOCAB characters) has 9.4M.
+MAX_PARAMS = 10_000_000
+#: An uploaded checkpoint file (bytes): MAX_PARAMS float32 weights plus its JSON description.
+MAX_CHECKPOINT_BYTES = 4 * MAX_PARAMS + 2 * MB
+#: The JSON header of a safetensors checkpoint (tensor table, config, vocabulary, training history).
+MAX_HEADER_BYTES = 2 * MB
+
+#: Bytes per unit of each term, fitted (least squares) to the measurements above: (training state per parameter,
+#: per B*T*n_embd*n_layer activation, per B*n_head*T^2*n_layer attention entry, per B*T*vocab_size logit).
+MEMORY_COEFFICIENTS = (16.0, 146.0, 14.0, 13.0)
+#: Fixed cost of a first training step (allocator arenas, the backward pass's libraries, the batches), fitted.
+MEMORY_OVERHEAD = 110 * MB
+#: Floating-point operations per second of one training thread. The steps above reached 8 to 48 GFLOP/s on one
+#: core (less for long blocks and large vocabularies); 15 GFLOP/s is a cautious middle for a shared machine.
+FLOPS_PER_S = 15e9
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a training would cost, from its sizes alone.
+
+    Attributes:
+        params: parameters of the model.
+        memory_bytes: estimated peak memory of the training (bytes).
+        step_flops: floating-point operations of one training step (forward and backward).
+        seconds: estimated wall time of the whole training, evaluations included (seconds).
+    """
+
+    params: int
+    memory_bytes: int
+    step_flops: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a setting is refused: a stable key for the page to translate, the value and the limit.
+
+    Attributes:
+        key: "n_layer", "n_embd", "block_size", "batch_size", "steps", "vocab_size", "params",
+            "memory" or "time".
+        value: what was asked for (bytes for "memory", seconds for "time").
+        limit: the cap it exceeds.
+    """
+
+    key: str
+    value: float
+    limit: float
+
+
+def estimate(config: GPTConfig, batch_size: int, steps: int, eval_interval: int = 0, eval_iters: int = 0) -> Estimate:
+    """Memory and time of training ``config`` for ``steps`` steps of ``batch_size`` windows.
+
+    Args:
+        config: the model (vocab_size included).
+        batch_size: B, windows per step.
+        steps: optimizer steps.
+        eval_interval, eval_iters: the evaluation cadence (each evaluation runs ``2 * eval_iters``
+            forward passes, a third of a step each); 0 leaves evaluations out.
+
+    Returns:
+        An :class:`Estimate`. Nothing is allocated (parameters are counted on the meta device).
+    """
+    params = config_params(config)
+    B, T, C, L, H, V = batch_size, config.block_size, config.n_embd, config.n_layer, config.n_head, config.vocab_size
+    per_param, per_act, per_attn, per_logit = MEMORY_COEFFICIENTS
+    memory = (per_param * params + per_act * B * T * C * L + per_attn * B * H * T * T * L + per_logit * B * T * V
+              + MEMORY_OVERHEAD)
+    # 6 FLOPs per parameter and token (forward 2, backward 4), plus q @ k^T and weights @ v over the T x T square
+    step_flops = 6.0 * params * B * T + 12.0 * L * B * T * T * C
+    evaluations = steps // eval_interval + 1 if eval_interval else 0
+    total_flops = steps * step_flops + evaluations * 2 * eval_iters * step_flops / 3
+    return Estimate(params=params, memory_bytes=int(memory), step_flops=step_flops, seconds=total_flops / FLOPS_PER_S)
+
+
+def size_refusals(config: GPTConfig) -> list[Refusal]:
+    """The caps a model config exceeds (sizes and parameter count), in a fixed order; [] when it fits."""
+    out = [Refusal(name, getattr(config, name), cap) for name, cap in
+           (("n_layer", MAX_N_LAYER), ("n_embd", MAX_N_EMBD), ("block_size", MAX_BLOCK_SIZE), ("vocab_size", MAX_VOCAB))
+           if getattr(config, name) > cap]
+    if not out:  # counting parameters builds the model on the meta device: only for sizes within the caps
+        params = config_params(config)
+        if params > MAX_PARAMS:
+            out.append(Refusal("params", params, MAX_PARAMS))
+    return out
+
+
+def training_refusals(config: GPTConfig, batch_size: int, steps: int, eval_interval: int = 0,
+                      eval_iters: int = 0) -> tuple[Estimate | None, list[Refusal]]:
+    """The estimate of a training and every cap it exceeds.
+
+    Returns:
+        ``(estimate, refusals)``: the estimate is None when the sizes alone are refused (then
+        nothing is counted); refusals is [] when the training may start.
+    """
+    refusals = size_refusals(config)
+    refusals += [Refusal(name, value, cap) for name, value, cap in
+                 (("batch_size", batch_size, MAX_BATCH_SIZE), ("steps", steps, MAX_STEPS)) if value > cap]
+    if refusals:
+        return None, refusals
+    est = estimate(config, batch_size, steps, eval_interval, eval_iters)
+    if est.memory_bytes > MAX_TRAINING_BYTES:
+        refusals.append(Refusal("memory", est.memory_bytes, MAX_TRAINING_BYTES))
+    if est.seconds > MAX_JOB_WALL_S:
+        refusals.append(Refusal("time", est.seconds, MAX_JOB_WALL_S))
+    return est, refusals
+
+
+def largest_batch(config: GPTConfig, steps: int, eval_interval: int = 0, eval_iters: int = 0,
+                  batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)) -> int | None:
+    """The largest of ``batch_sizes`` whose training fits every cap, or None when none does."""
+    fitting = [b for b in batch_sizes if not training_refusals(config, b, steps, eval_interval, eval_iters)[1]]
+    return max(fitting) if fitting else None
+

@@ -1,0 +1,396 @@
+"""Background jobs of the Lab: a training or an experiment rerun in a daemon thread, with a progress record.
+
+A job waits for a slot of its runner (``engine.lab.runner``; one training at a time by default),
+then runs ``engine.training.train`` (or the experiment's trainings) in its own thread with a
+``threading.Event`` as stop flag. The training callbacks write into a lock-protected progress
+record; a page polls :meth:`Job.snapshot`, a frozen copy. Stopping keeps what was learned:
+``train`` ends with an evaluation and returns the model as it is.
+
+A job ends with its reader. It holds a callable ``owner_alive`` (the page passes one that asks
+Streamlit whether the reader's session is still connected) and stops itself, keeping its result,
+once the owner has been gone for ``ORPHAN_GRACE_S`` seconds; a reader who reloads the page within
+that time can take the job over (:meth:`Job.adopt`). Every job also stops at ``MAX_JOB_WALL_S``
+seconds of training (``engine.budget``), whatever it was asked to do.
+
+Threads, not processes: a child process that imports PyTorch to train holds ~350 MB before its
+first step (measured), half of the smallest Cloud allotment, and takes ~5 s to start; a thread
+shares the one copy of PyTorch. The training draws no random number from the global generator
+while it runs (``engine.training``), so it never makes a page wait, and no job changes a
+process-wide setting such as the thread count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine import budget
+from engine.corpus import Corpus
+from engine.gpt import GPTConfig
+from engine.lab import experiments
+from engine.lab.models import LabModel, corpus_fingerprint
+from engine.training import Callbacks, TrainConfig, train
+
+#: Job states. "queued": waiting for a free training slot; the last three are final.
+STATES = ("queued", "running", "done", "stopped", "error")
+FINAL_STATES = ("done", "stopped", "error")
+#: Why a job stopped, when it was not asked to by its reader: keys for the page to translate.
+#: "while_queued": stopped before it got a slot (nothing trained); "owner_left": the reader's session ended;
+#: "wall_cap": it ran for MAX_JOB_WALL_S seconds; "by_reader": the reader pressed Stop.
+STOP_REASONS = ("by_reader", "while_queued", "owner_left", "wall_cap")
+#: Seconds a job outlives its reader's session, so that a reload can take it over.
+ORPHAN_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """What determines a trained model: model config, training config, training text.
+
+    Attributes:
+        model: the GPT config with ``vocab_size`` set to the corpus's.
+        train: the training config (steps, batch size, learning rate, seed, device ...).
+        corpus: :func:`~engine.lab.models.corpus_fingerprint` of the text.
+    """
+
+    model: GPTConfig
+    train: TrainConfig
+    corpus: str
+
+    @classmethod
+    def make(cls, model: GPTConfig, train_config: TrainConfig, corpus: Corpus) -> RunKey:
+        """The key of training ``model`` (its vocab_size replaced by the corpus's) on ``corpus``."""
+        return cls(dataclasses.replace(model, vocab_size=corpus.vocab_size), train_config, corpus_fingerprint(corpus))
+
+    def digest(self) -> str:
+        """A short stable text id of the key (16 hex digits of a SHA-256 over its JSON)."""
+        blob = json.dumps(
+            {"model": self.model.to_dict(), "train": dataclasses.asdict(self.train), "corpus": self.corpus},
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent copy of a job's progress, safe to read from any thread.
+
+    Attributes:
+        state: one of :data:`STATES`.
+        step, steps: optimizer steps done and planned (in the current run of an experiment).
+        history: evaluations so far, ``(step, train_loss, val_loss)`` in nats.
+        step_losses: training-batch loss of every step so far (nats).
+        tokens_per_s: recent training throughput (exponential average), 0 before the first step.
+        elapsed_s: seconds since training started (queue time excluded).
+        eta_s: estimated seconds left (None before the first step or when final).
+        stop_reason: for "stopped", one of :data:`STOP_REASONS`; else "".
+        error: for "error", the exception's type and message (for logs); else "".
+        running, limit: while queued, the trainings holding the runner's slots and how many it has.
+        run_index, run_count, run_key: for experiments, which run of how many is training.
+    """
+
+    state: str
+    step: int
+    steps: int
+    history: tuple[tuple[int, float, float], ...] = ()
+    step_losses: tuple[float, ...] = ()
+    tokens_per_s: float = 0.0
+    elapsed_s: float = 0.0
+    eta_s: float | None = None
+    stop_reason: str = ""
+    error: str = ""
+    running: int = 0
+    limit: int = 0
+    run_index: int = 0
+    run_count: int = 1
+    run_key: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """True in a final state (done, stopped, error)."""
+        return self.state in FINAL_STATES
+
+    @property
+    def fraction(self) -> float:
+        """Share of the whole job done, in [0, 1] (experiments count their runs)."""
+        within = self.step / self.steps if self.steps else 0.0
+        if self.state == "done":
+            return 1.0
+        return min(1.0, (self.run_index + within) / max(1, self.run_count))
+
+
+class _Progress:
+    """The mutable progress record a job's thread writes and :meth:`Job.snapshot` copies, under one lock."""
+
+    def __init__(self, steps: int, run_count: int = 1):
+        self.lock = threading.Lock()
+        self.state = "queued"
+        self.step = 0
+        self.steps = steps
+        self.history: list[tuple[int, float, float]] = []
+        self.step_losses: list[float] = []
+        self.tokens_per_s = 0.0
+        self.started: float | None = None
+        self.run_started: float | None = None
+        self.ended: float | None = None
+        self.stop_reason = ""
+        self.error = ""
+        self.run_index = 0
+        self.run_count = run_count
+        self.run_key = ""
+
+    def new_run(self, index: int, key: str, steps: int) -> None:
+        with self.lock:
+            self.run_index, self.run_key, self.steps = index, key, steps
+            self.step, self.history, self.step_losses, self.tokens_per_s = 0, [], [], 0.0
+            self.run_started = time.perf_counter()
+
+    def on_step(self, step: int, loss: float, tokens_per_s: float) -> None:
+        with self.lock:
+            self.step = step
+            self.step_losses.append(loss)
+            self.tokens_per_s = tokens_per_s if self.tokens_per_s == 0 else 0.8 * self.tokens_per_s + 0.2 * tokens_per_s
+
+    def on_eval(self, step: int, train_loss: float, val_loss: float) -> None:
+        with self.lock:
+            self.history.append((step, train_loss, val_loss))
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(self.on_step, self.on_eval)
+
+    def snapshot(self) -> Snapshot:
+        with self.lock:
+            now = self.ended or time.perf_counter()
+            elapsed = now - self.started if self.started is not None else 0.0
+            eta = None
+            if self.state == "running" and self.step > 0 and self.run_started is not None:
+                per_step = (now - self.run_started) / self.step  # seconds per step, evaluations included
+                left_in_run = per_step * (self.steps - self.step)
+                eta = left_in_run + per_step * self.steps * (self.run_count - self.run_index - 1)
+            return Snapshot(
+                state=self.state, step=self.step, steps=self.steps, history=tuple(self.history),
+                step_losses=tuple(self.step_losses), tokens_per_s=self.tokens_per_s, elapsed_s=elapsed,
+                eta_s=eta, stop_reason=self.stop_reason, error=self.error, run_index=self.run_index,
+                run_count=self.run_count, run_key=self.run_key,
+            )
+
+
+class JobHost(Protocol):
+    """What a job needs from its runner (``engine.lab.runner.LabRunner`` is one): slots, counts, caches."""
+
+    max_concurrent: int
+    registry: object
+    experiment_cache: object
+    run_cache: object
+
+    def acquire_slot(self, timeout: float) -> bool: ...
+    def job_waiting(self, job: Job) -> None: ...
+    def job_running(self, job: Job) -> None: ...
+    def job_ended(self, job: Job, got_slot: bool) -> None: ...
+    def running_count(self) -> int: ...
+
+
+def _always_alive() -> bool:
+    return True
+
+
+class Job:
+    """A piece of work in a daemon thread that waits for a training slot of its runner.
+
+    Subclasses implement :meth:`_work`, which receives the progress record and a stop check
+    (a callable, True when the job must stop) and returns ``(result, stopped early)``. Read
+    progress with :meth:`snapshot`, ask it to stop with :meth:`stop`, and take :attr:`result`
+    once the snapshot is final.
+
+    Args:
+        runner: the :class:`JobHost` (a ``LabRunner``) whose slots it waits for.
+        steps: planned steps (of each run).
+        run_count: runs (experiments train several models).
+        owner_alive: True while the reader who started the job is still there (default: always).
+        max_wall_s: seconds of training after which the job stops itself (default: ``budget.MAX_JOB_WALL_S``).
+        orphan_grace_s: seconds the job outlives its owner before it stops.
+
+    Attributes:
+        token: a random id (32 hex digits) a page may keep, to find the job again after a reload.
+    """
+
+    def __init__(self, runner: JobHost, steps: int, run_count: int = 1,
+                 owner_alive: Callable[[], bool] | None = None, max_wall_s: float = budget.MAX_JOB_WALL_S,
+                 orphan_grace_s: float = ORPHAN_GRACE_S):
+        self.runner = runner
+        self.stop_event = threading.Event()
+        self.token = secrets.token_hex(16)
+        self.max_wall_s = max_wall_s
+        self.orphan_grace_s = orphan_grace_s
+        self._owner_alive = owner_alive or _always_alive
+        self._owner_lock = threading.Lock()
+        self._orphaned_since: float | None = None
+        self._stop_reason = "by_reader"
+        self._progress = _Progress(steps, run_count)
+        self.result = None
+        self._thread = threading.Thread(target=self._run, name=f"lab-{type(self).__name__}", daemon=True)
+
+    def start(self) -> Job:
+        """Starts the thread (it first waits for a free slot); returns the job."""
+        self.runner.job_waiting(self)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Asks the job to stop: before the next step when training, at once when queued."""
+        self.stop_event.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Waits for the thread to end; True if it did within ``timeout`` seconds."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def owner_present(self) -> bool:
+        """Whether the owner's session is still there (asks the ``owner_alive`` callable)."""
+        with self._owner_lock:
+            alive = self._owner_alive
+        try:
+            return bool(alive())
+        except Exception:  # a liveness check that fails says nothing: keep the job
+            return True
+
+    def adopt(self, owner_alive: Callable[[], bool]) -> bool:
+        """Hands the job to a new owner (a reader who reloaded the page), if its owner is gone.
+
+        Returns:
+            True when the job now belongs to the caller; False when its owner is still there
+            (a shared link cannot take a job from a reader who is using it) or when it ended more
+            than ``orphan_grace_s`` seconds ago (an old link cannot fetch a finished model).
+        """
+        ended = self._progress.ended
+        if self.owner_present() or (ended is not None and time.perf_counter() - ended > self.orphan_grace_s):
+            return False
+        with self._owner_lock:
+            self._owner_alive = owner_alive
+            self._orphaned_since = None
+        return True
+
+    def should_stop(self) -> bool:
+        """The stop check ``train`` calls before each step: asked to, owner gone too long, or wall cap reached."""
+        if self.stop_event.is_set():
+            return True
+        now = time.perf_counter()
+        snap_started = self._progress.started
+        if snap_started is not None and now - snap_started >= self.max_wall_s:
+            return self._end("wall_cap")
+        if self.owner_present():
+            self._orphaned_since = None
+        else:
+            self._orphaned_since = self._orphaned_since or now
+            if now - self._orphaned_since >= self.orphan_grace_s:
+                return self._end("owner_left")
+        return False
+
+    def _end(self, reason: str) -> bool:
+        self._stop_reason = reason
+        self.stop_event.set()
+        return True
+
+    def snapshot(self) -> Snapshot:
+        """The current progress; a queued job's snapshot says how many trainings hold the slots."""
+        snap = self._progress.snapshot()
+        if snap.state == "queued":
+            snap = dataclasses.replace(snap, running=self.runner.running_count(), limit=self.runner.max_concurrent)
+        return snap
+
+    def _run(self) -> None:
+        p = self._progress
+        got_slot = False
+        state, reason, error = "error", "", ""
+        try:
+            while not (got_slot := self.runner.acquire_slot(timeout=0.1)):
+                if self.should_stop():
+                    state = "stopped"
+                    reason = "while_queued" if self._stop_reason == "by_reader" else self._stop_reason
+                    return
+            self.runner.job_running(self)
+            with p.lock:
+                p.state = "running"
+                p.started = p.run_started = time.perf_counter()
+            self.result, stopped = self._work(p, self.should_stop)
+            state = "stopped" if stopped else "done"
+            reason = self._stop_reason if stopped else ""
+        except Exception as exc:  # reported in the snapshot; the page shows that it failed
+            state, error = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            self.runner.job_ended(self, got_slot)
+            with p.lock:  # last: a final snapshot means the slot is free again
+                p.state, p.stop_reason, p.error, p.ended = state, reason, error, time.perf_counter()
+
+    def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[object, bool]:
+        """Does the work; returns ``(result, stopped early)``."""
+        raise NotImplementedError
+
+
+class TrainingJob(Job):
+    """Trains one GPT (``engine.training.train``) in the background.
+
+    Attributes:
+        key: the run's :class:`RunKey`.
+        result: a :class:`~engine.lab.models.LabModel` once done or stopped after at least one
+            step; None while running, after an error, or when stopped while queued. Done runs are
+            also put in the runner's registry.
+    """
+
+    def __init__(self, runner: JobHost, model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus,
+                 **options):
+        super().__init__(runner, train_config.steps, **options)
+        self.key = RunKey.make(model_config, train_config, corpus)
+        self.corpus = corpus
+
+    def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[LabModel | None, bool]:
+        result = train(self.key.model, self.corpus, self.key.train, callbacks=progress.callbacks(), stop=should_stop)
+        if result.steps_done == 0:  # stopped before the first step: nothing was learned
+            return None, True
+        lab_model = LabModel.from_result(result)
+        if not result.stopped:
+            self.runner.registry.put(self.key, lab_model)
+        return lab_model, result.stopped
+
+
+class ExperimentJob(Job):
+    """Runs one of the lesson's experiments (``engine.lab.experiments.run_experiment``) in the background.
+
+    Attributes:
+        cache_key: the key its result is stored under in the runner's experiment cache.
+        result: the experiment's results dict once done (None when stopped or failed).
+    """
+
+    def __init__(self, runner: JobHost, name: str, corpus: Corpus, steps: int, batch_size: int, seed: int = 1337,
+                 **options):
+        runs = experiments.EXPERIMENTS[name].runs
+        super().__init__(runner, steps, run_count=len(runs), **options)
+        self.name, self.corpus, self.steps, self.batch_size, self.seed = name, corpus, steps, batch_size, seed
+        self.cache_key = (name, corpus_fingerprint(corpus), steps, batch_size, seed)
+
+    def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[dict | None, bool]:
+        outcome = experiments.run_experiment(
+            self.name, self.corpus, steps=self.steps, batch_size=self.batch_size, seed=self.seed,
+            on_run_start=progress.new_run, callbacks=progress.callbacks(), stop=should_stop,
+            run_cache=self.runner.run_cache,
+        )
+        if outcome["stopped"]:
+            return None, True
+        self.runner.experiment_cache.put(self.cache_key, outcome)
+        return outcome, False
+
+
+def wait_until_finished(job: Job, timeout: float, poll: float = 0.05) -> Snapshot:
+    """Polls ``job.snapshot()`` until it is final or ``timeout`` seconds pass; returns the last snapshot."""
+    deadline = time.monotonic() + timeout
+    snap = job.snapshot()
+    while not snap.finished and time.monotonic() < deadline:
+        time.sleep(poll)
+        snap = job.snapshot()
+    return snap

@@ -1,0 +1,105 @@
+"""engine.budget: caps and estimates; and the Lab's engine modules hold no sentence for the reader."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from engine import budget
+from engine.gpt import GPTConfig, config_params, preset
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_estimate_counts_parameters_without_allocating():
+    config = preset("course", vocab_size=2500)
+    est = budget.estimate(config, batch_size=4, steps=100)
+    assert est.params == config_params(config)
+    per_param, *_ = budget.MEMORY_COEFFICIENTS
+    assert est.memory_bytes > per_param * est.params + budget.MEMORY_OVERHEAD  # activations come on top
+
+
+@pytest.mark.parametrize("field, bigger", [("batch", 8), ("block_size", 128), ("n_embd", 128), ("n_layer", 4),
+                                           ("vocab_size", 5000)])
+def test_every_size_raises_the_estimate(field, bigger):
+    base = dict(vocab_size=2500, block_size=64, n_embd=64, n_head=4, n_layer=2)
+    batch = 4
+    if field == "batch":
+        batch = bigger
+    else:
+        base = {**base, field: bigger}
+    small = budget.estimate(GPTConfig(vocab_size=2500, block_size=64, n_embd=64, n_head=4, n_layer=2), 4, 100)
+    large = budget.estimate(GPTConfig(**base), batch, 100)
+    assert large.memory_bytes > small.memory_bytes and large.seconds > small.seconds
+
+
+def test_evaluations_add_time():
+    config = preset("quick", vocab_size=2500)
+    assert budget.estimate(config, 8, 100, 10, 10).seconds > budget.estimate(config, 8, 100).seconds
+
+
+@pytest.mark.parametrize("override, key", [
+    ({"n_layer": budget.MAX_N_LAYER + 1}, "n_layer"),
+    ({"n_embd": 512, "n_head": 8}, "n_embd"),
+    ({"block_size": 512}, "block_size"),
+    ({"vocab_size": budget.MAX_VOCAB + 1}, "vocab_size"),
+])
+def test_size_caps(override, key):
+    assert [r.key for r in budget.size_refusals(preset("tiny", **override))] == [key]
+
+
+def test_training_caps_and_the_largest_batch_that_fits():
+    quick = preset("quick", vocab_size=2500)
+    estimate, refusals = budget.training_refusals(quick, 16, 400, 20, 10)
+    assert refusals == [] and estimate.memory_bytes <= budget.MAX_TRAINING_BYTES
+    _, refusals = budget.training_refusals(quick, budget.MAX_BATCH_SIZE + 1, budget.MAX_STEPS + 1)
+    assert [r.key for r in refusals] == ["batch_size", "steps"]
+    largest = preset("course", n_layer=8, n_embd=256, n_head=8, block_size=256, vocab_size=2500)
+    estimate, refusals = budget.training_refusals(largest, 64, 5000, 250, 10)
+    assert {r.key for r in refusals} == {"memory", "time"} and estimate.memory_bytes > 10 * budget.MAX_TRAINING_BYTES
+    fit = budget.largest_batch(preset("course", vocab_size=2500), 1000, 50, 10)
+    assert fit is not None and not budget.training_refusals(preset("course", vocab_size=2500), fit, 1000, 50, 10)[1]
+    assert budget.training_refusals(preset("course", vocab_size=2500), fit * 2, 1000, 50, 10)[1]
+
+
+def test_the_largest_model_the_controls_allow_fits_the_parameter_cap():
+    config = GPTConfig(vocab_size=budget.MAX_VOCAB, block_size=budget.MAX_BLOCK_SIZE, n_embd=budget.MAX_N_EMBD,
+                       n_head=8, n_layer=budget.MAX_N_LAYER)
+    assert config_params(config) <= budget.MAX_PARAMS
+    assert budget.MAX_CHECKPOINT_BYTES >= 4 * budget.MAX_PARAMS
+
+
+# --- no sentence for the reader in the Lab's engine ------------------------------------------------------------------
+
+LAB_ENGINE = ["engine/lab/__init__.py", "engine/lab/settings.py", "engine/lab/models.py", "engine/lab/experiments.py",
+              "engine/lab/jobs.py", "engine/lab/runner.py", "engine/figures/lab.py", "engine/budget.py",
+              "engine/checkpoint.py", "engine/training.py", "engine/device.py"]
+
+
+def _sentences(path: Path) -> list[str]:
+    """String constants of three or more words outside docstrings, raise statements and command-line output."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            skip.add(id(first.value))
+        is_cli = isinstance(node, ast.Call) and (
+            getattr(node.func, "id", "") == "print" or getattr(node.func, "attr", "") in ("add_argument",
+                                                                                         "ArgumentParser"))
+        if isinstance(node, ast.Raise) or is_cli or (isinstance(node, ast.Call)
+                                                     and getattr(node.func, "id", "") == "ArgumentParser"):
+            skip.update(id(n) for n in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            words = [w for w in node.value.split() if w.isalpha() and w.isascii()]
+            if len(words) >= 3:
+                found.append(node.value)
+    return found
+
+
+@pytest.mark.parametrize("module", LAB_ENGINE)
+def test_no_user_visible_sentence(module):
+    assert _sentences(ROOT / module) == []

@@ -1,0 +1,313 @@
+"""The GPT Lab page's panels and words: what ``engine.lab`` returns as data and keys, said to the reader.
+
+``views/lab.py`` keeps the page's layout and calls these. Every visible string goes through
+:func:`ui.i18n._`; the engine's stable keys (job states, stop reasons, refusal keys, upload
+problems, checkpoint reasons, experiment and run keys) are translated here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pandas as pd
+import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from engine import budget
+from engine.checkpoint import CheckpointError
+from engine.figures import lab as LF
+from engine.lab.jobs import ExperimentJob, Snapshot, TrainingJob
+from engine.lab.models import LabModel, UploadResult
+from engine.lab.settings import Problem, TrainingPlan
+from ui.i18n import _, ngettext
+
+MB = budget.MB
+
+
+# --- the reader's session ------------------------------------------------------------------------------------------
+def owner_alive() -> Callable[[], bool] | None:
+    """A callable that tells a job whether this reader's session is still connected (Streamlit's runtime).
+
+    None where there is no Streamlit runtime (``AppTest``, scripts): the job then lives until it
+    ends or reaches its wall-time cap.
+    """
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None or not runtime.exists():
+        return None
+    instance, session_id = runtime.get_instance(), ctx.session_id
+    return lambda: instance.is_active_session(session_id)
+
+
+# --- words for the engine's keys ------------------------------------------------------------------------------------
+def experiment_title(name: str) -> str:
+    """The heading of an experiment (``engine.lab.experiments.EXPERIMENTS`` key)."""
+    return {
+        "heads": _("Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128"),
+        "positions": _("Exercise 3 · position information: none vs learned vs RoPE"),
+        "causal": _("Beyond the lesson · training without the causal mask"),
+    }.get(name, name)
+
+
+def run_name(key: str) -> str:
+    """The label of an experiment run (a ``Run.key``)."""
+    return {
+        "heads_1": _("1 head of 128"),
+        "heads_4": _("4 heads of 32 (course)"),
+        "heads_8": _("8 heads of 16"),
+        "none": _("none"),
+        "learned": _("learned (course)"),
+        "rope": _("RoPE"),
+        "sinusoidal": _("sinusoidal"),
+        "causal": _("causal mask (course)"),
+        "no_mask": _("no causal mask"),
+        "no_mask_rope": _("no causal mask, RoPE"),
+    }.get(key, key)
+
+
+def eta_text(seconds: float | None) -> str:
+    """"about 1 min 05 s left", "about 12 s left" or "estimating time left …"."""
+    if seconds is None:
+        return _("estimating time left …")
+    seconds = max(0, round(seconds))
+    if seconds >= 60:
+        return _("about {minutes} min {seconds:02d} s left").format(minutes=seconds // 60, seconds=seconds % 60)
+    return _("about {seconds} s left").format(seconds=seconds)
+
+
+def duration_text(seconds: float) -> str:
+    """"12 s", "4 min" or "3.2 h" for an estimate."""
+    if seconds < 90:
+        return _("{seconds:.0f} s").format(seconds=seconds)
+    if seconds < 5400:
+        return _("{minutes:.0f} min").format(minutes=seconds / 60)
+    return _("{hours:.1f} h").format(hours=seconds / 3600)
+
+
+def problem_text(problem: Problem) -> str:
+    """Why a training may not start, for one ``engine.lab.settings.Problem``."""
+    key, value, limit = problem.key, problem.value, problem.limit
+    if key == "no_corpus":
+        return _("There is no usable training text yet.")
+    if key == "block_size":
+        return _("block_size {value} is longer than this text allows: its shorter split allows at most "
+                 "{limit}.").format(value=int(value), limit=int(limit))
+    if key == "memory":
+        return _("This training would need about {value:,.0f} MB of memory; one reader's training may use at most "
+                 "{limit:,.0f} MB on this server. Lower the batch size, block_size, n_embd or n_layer."
+                 ).format(value=value / MB, limit=limit / MB)
+    if key == "time":
+        return _("This training would take about {value}; a training may run at most {limit}. Lower the steps or "
+                 "the model's size.").format(value=duration_text(value), limit=duration_text(limit))
+    return _("{setting} {value:,} is over this server's limit of {limit:,}.").format(
+        setting=key, value=int(value), limit=int(limit))
+
+
+def upload_text(outcome: UploadResult) -> str:
+    """Why an uploaded text cannot be used."""
+    messages = {
+        "empty": _("the file is empty."),
+        "binary": _("the file holds NUL bytes, so it looks binary, not text."),
+        "not_utf8": _("it is not UTF-8 text; save it as UTF-8 and try again."),
+        "too_short": _("the text is too short to split into training and validation parts."),
+        "too_large": _("{value:.1f} MB is over this server's limit of {limit:.0f} MB."),
+        "vocab": _("it has {value:,} distinct characters; a model here may have at most {limit:,} "
+                   "(each one adds a row to the embedding and a column to every prediction)."),
+    }
+    text = messages.get(outcome.problem, _("it cannot be read."))
+    if outcome.problem == "too_large":
+        return text.format(value=outcome.value / MB, limit=outcome.limit / MB)
+    return text.format(value=outcome.value, limit=outcome.limit)
+
+
+def checkpoint_text(error: CheckpointError) -> str:
+    """Why an uploaded checkpoint cannot be loaded (from its stable ``reason``)."""
+    return {
+        "missing": _("the file is empty."),
+        "format": _("it is not a checkpoint downloaded from this page."),
+        "config": _("its description (model sizes or vocabulary) is invalid."),
+        "too_large": _("its model is larger than this server allows."),
+        "shapes": _("its weights do not match the model it describes."),
+        "not_finite": _("its weights hold NaN or infinite values."),
+        "mismatch": _("its files do not belong together."),
+    }.get(error.reason, _("the file is damaged or not a checkpoint."))
+
+
+def describe_model(model: LabModel) -> str:
+    """One line: size, parameters, vocabulary, steps and losses of a model, e.g. for a caption."""
+    c = model.config
+    parts = [_("n_layer {n_layer}, n_head {n_head}, n_embd {n_embd}, block_size {block}, {pos}").format(
+        n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size, pos=c.pos_encoding)]
+    if not c.causal:
+        parts[0] += _(", no causal mask")
+    parts.append(_("{params:,} parameters").format(params=model.params))
+    parts.append(_("vocabulary {size}").format(size=model.tokenizer.vocab_size))
+    s = model.summary
+    if isinstance(s.get("steps_done"), int):
+        corpus = str(s.get("corpus", "?"))
+        steps = (_("{steps} steps (stopped) on {corpus}") if s.get("stopped") else _("{steps} steps on {corpus}"))
+        parts.append(steps.format(steps=s["steps_done"], corpus=corpus))
+    if isinstance(s.get("final_val_loss"), int | float) and isinstance(s.get("final_train_loss"), int | float):
+        parts.append(_("train loss {train:.3f}, val loss {val:.3f}").format(train=s["final_train_loss"],
+                                                                            val=s["final_val_loss"]))
+    return " · ".join(parts)
+
+
+def estimate_caption(plan: TrainingPlan) -> str:
+    """Parameters, memory and time a training would take, as far as they are known."""
+    est = plan.estimate
+    if est is None:
+        return ""
+    return _("{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · evaluation every {every} "
+             "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and {time} of training (limit {cap})"
+             ).format(params=est.params, head_dim=plan.model.head_dim,
+                      tokens=plan.train.batch_size * plan.model.block_size, every=plan.train.eval_interval,
+                      memory=est.memory_bytes / MB, limit=budget.MAX_TRAINING_BYTES / MB,
+                      time=duration_text(est.seconds), cap=duration_text(budget.MAX_JOB_WALL_S))
+
+
+def stop_text(snap: Snapshot) -> str:
+    """Why a stopped job stopped."""
+    return {
+        "while_queued": _("Stopped while queued: nothing was trained."),
+        "owner_left": _("Stopped because its reader left the page; what it learned is kept."),
+        "wall_cap": _("Stopped at the time limit of {cap}; what it learned is kept.").format(
+            cap=duration_text(budget.MAX_JOB_WALL_S)),
+    }.get(snap.stop_reason, _("Stopped."))
+
+
+def queued_text(snap: Snapshot) -> str:
+    """Why a job waits."""
+    return ngettext("Queued: this server trains at most {limit} model at once and {running} is training now; "
+                    "yours starts as soon as a slot is free.",
+                    "Queued: this server trains at most {limit} models at once and {running} are training now; "
+                    "yours starts as soon as a slot is free.", snap.limit
+                    ).format(limit=snap.limit, running=snap.running)
+
+
+# --- panels ---------------------------------------------------------------------------------------------------------
+def loss_chart_text() -> dict[str, str]:
+    """The live loss chart's words."""
+    return {"title": _("Loss while training"), "batch": _("batch loss"), "train": _("train loss"),
+            "val": _("val loss"), "step": _("step"), "loss": _("cross-entropy (nats)")}
+
+
+def training_panel(job: TrainingJob, collected: bool) -> None:
+    """Progress, live loss chart and Stop of this session's training (polled while it runs).
+
+    Args:
+        job: this session's training job.
+        collected: whether the page already took the finished job's model (else it reruns once).
+    """
+    snap = job.snapshot()
+    if snap.state == "queued":
+        st.info(queued_text(snap), icon=":material/hourglass_top:")
+    label = {"queued": _("waiting for a free slot"),
+             "running": _("step {step} / {steps} · {rate:,.0f} tokens/s · {eta}").format(
+                 step=snap.step, steps=snap.steps, rate=snap.tokens_per_s, eta=eta_text(snap.eta_s)),
+             "done": _("done: {step} steps in {seconds:.1f} s").format(step=snap.step, seconds=snap.elapsed_s),
+             "stopped": _("stopped after {step} of {steps} steps ({seconds:.1f} s)").format(
+                 step=snap.step, steps=snap.steps, seconds=snap.elapsed_s),
+             "error": _("failed")}[snap.state]
+    st.progress(snap.step / max(1, snap.steps), text=label)
+    if snap.state == "error":
+        st.error(_("Training failed: {error}").format(error=snap.error))
+    if snap.history or snap.step_losses:
+        st.plotly_chart(LF.loss_chart(snap.history, snap.step_losses, snap.steps, loss_chart_text()),
+                        key="lab_live_chart")
+    if snap.history:
+        step, train_loss, val_loss = snap.history[-1]
+        st.markdown(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**").format(
+            step=step, train=train_loss, val=val_loss))
+    if not snap.finished:
+        st.button(_("Stop"), key="lab_stop", icon=":material/stop_circle:", on_click=job.stop,
+                  help=_("Ends the run after the current step; the model keeps what it has learned."))
+    elif snap.state == "stopped" and (job.result is None or snap.stop_reason in ("owner_left", "wall_cap")):
+        st.warning(stop_text(snap))
+    if snap.finished and not collected:
+        st.rerun()
+
+
+def experiment_panel(name: str) -> None:
+    """Progress of a live rerun of one experiment (polled while it runs)."""
+    job: ExperimentJob | None = st.session_state.get("lab_exp_jobs", {}).get(name)
+    if job is None:
+        return
+    snap = job.snapshot()
+    if snap.state == "queued":
+        st.info(queued_text(snap), icon=":material/hourglass_top:")
+    elif snap.state == "running":
+        st.progress(snap.fraction, text=_("run {index} of {count} ({run}): step {step} / {steps} · {eta}").format(
+            index=snap.run_index + 1, count=snap.run_count, run=run_name(snap.run_key), step=snap.step,
+            steps=snap.steps, eta=eta_text(snap.eta_s)))
+        st.button(_("Stop"), key=f"lab_stop_experiment_{name}", on_click=job.stop)
+    elif snap.state == "error":
+        st.error(_("The rerun failed: {error}").format(error=snap.error))
+    elif snap.state == "stopped":
+        st.warning(_("Rerun stopped; nothing was kept."))
+    if snap.finished and job.result is not None:
+        st.session_state.setdefault("lab_exp_live", {})[name] = job.result
+        del st.session_state["lab_exp_jobs"][name]
+        st.rerun()
+
+
+@st.cache_data(show_spinner=False)
+def _experiment_view(experiment: dict, lang_names: tuple[str, ...], text: tuple[tuple[str, str], ...]
+                     ) -> tuple[dict, pd.DataFrame]:
+    """The curves figure (as a Plotly dict) and the table of one experiment's results, in the reader's words."""
+    columns = dict(text)
+    table = pd.DataFrame([{
+        columns["run"]: name, columns["params"]: r["params"], columns["train"]: r["final_train_loss"],
+        columns["val"]: r["final_val_loss"], columns["last"]: r["last_position_val_loss"], columns["s"]: r["wall_s"],
+    } for r, name in zip(experiment["runs"], lang_names, strict=True)])
+    figure = LF.experiment_curves(experiment["runs"], lang_names, {
+        "title": columns["title"], "val": columns["val"], "train": columns["train"], "step": columns["step"],
+        "loss": columns["loss"]})
+    return figure.to_plotly_json(), table
+
+
+def show_experiment(experiment: dict, key: str) -> None:
+    """Curves and table of one experiment, side by side."""
+    names = tuple(run_name(r["key"]) for r in experiment["runs"])
+    text = {"title": _("val loss (solid) and train loss (dotted)"), "run": _("run"), "params": _("params"),
+            "train": _("train"), "val": _("val"), "last": _("val, last pos."), "s": _("s"), "step": _("step"),
+            "loss": _("loss (nats)")}
+    figure, table = _experiment_view(experiment, names, tuple(text.items()))
+    left, right = st.columns([1, 1])
+    left.plotly_chart(figure, key=f"{key}_curves")
+    right.caption(_("Final losses in nats; “val, last pos.” is the validation loss at the last position of the "
+                    "window only (the one generation uses); s is the wall time of the run."))
+    right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
+        text["params"]: st.column_config.NumberColumn(format="localized", help=_("parameters")),
+        text["train"]: st.column_config.NumberColumn(format="%.3f", help=_("final train loss (nats)")),
+        text["val"]: st.column_config.NumberColumn(format="%.3f", help=_("final validation loss (nats)")),
+        text["last"]: st.column_config.NumberColumn(format="%.3f", help=_("validation loss at the last position only")),
+        text["s"]: st.column_config.NumberColumn(format="%.0f", help=_("wall time of the run in seconds")),
+    })
+
+
+def show_causal_details(shown: dict) -> None:
+    """The no-mask experiment's per-position losses and samples."""
+    names = [run_name(r["key"]) for r in shown["runs"]]
+    st.plotly_chart(LF.loss_by_position_figure(shown["runs"], names, {
+        "title": _("Validation loss by position"),
+        "position": _("position in the window (the last one is what generation uses)"),
+        "loss": _("val loss (nats, log scale)")}), key="lab_exp_positions_loss")
+    for r, name in zip(shown["runs"], names, strict=True):
+        others = r["loss_by_position"][:-1]
+        st.markdown(_("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+                      ).format(run=name, last=len(others) - 1, mean=sum(others) / len(others),
+                               final=r["last_position_val_loss"]))
+    st.caption(_("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature 0.8, "
+                 "top-k 20.").format(prompt=shown["runs"][0]["samples"]["prompt"]))
+    for r, name in zip(shown["runs"], names, strict=True):
+        greedy, sampled = (re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", r["samples"][k])
+                           for k in ("greedy", "sampled"))
+        st.markdown(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}").format(run=name, greedy=greedy,
+                                                                                  sampled=sampled))
+
+
+def plain(text: str) -> str:
+    """``text`` with Markdown's special characters escaped, so a prompt from a link is shown, never rendered."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
