@@ -1018,6 +1018,9 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
         _flow(dot, angles, rot_k, colour=P.POSITION, penwidth=2.5)
         _flow(dot, rot_q, scores, "q", shapes.q, P.QUERY)
         _flow(dot, rot_k, scores, "k", shapes.k, P.KEY)
+    elif shapes.q == shapes.k:  # two parallel arrows: one label, or the two labels collide
+        _flow(dot, proj, scores, "q, k", shapes.q, P.QUERY)
+        _flow(dot, proj, scores, colour=P.KEY)
     else:
         _flow(dot, proj, scores, "q", shapes.q, P.QUERY)
         _flow(dot, proj, scores, "k", shapes.k, P.KEY)

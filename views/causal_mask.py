@@ -103,7 +103,7 @@ st.plotly_chart(two_ways_figure_cached((
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
 )), key="cm_two_ways")
-left, right = st.columns([2, 3])
+left, right = st.columns([3, 2])
 with left:
     st.graphviz_chart(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
                       alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "

@@ -111,9 +111,9 @@ p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER
 modes = sections.train_vs_eval(inputs, float(p_layer), seed)
 mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                       row=_("{token} (Σ {sum:.2f})"))
-left, right = st.columns([3, 2])
-left.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
-with right:
+st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
+left, right = st.columns([2, 3])
+with left:
     st.graphviz_chart(dropout_diagram(modes, float(p_layer)), width="stretch",
                       alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
                             "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
@@ -123,16 +123,17 @@ with right:
                      "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                      "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
                      "shape."))
-if modes.train_calls_differ:
-    st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
-             color="blue")
-else:
-    st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
-             color="gray")
-page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
-             _("eval(): deterministic, and identical to the same layer with p = 0"),
-             _("eval() output differs from the layer without dropout"))
-st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=modes.max_abs_diff_eval_vs_p0))
+with right:
+    if modes.train_calls_differ:
+        st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
+                 color="blue")
+    else:
+        st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
+                 color="gray")
+    page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
+                 _("eval(): deterministic, and identical to the same layer with p = 0"),
+                 _("eval() output differs from the layer without dropout"))
+    st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=modes.max_abs_diff_eval_vs_p0))
 page.show_code(sections.train_vs_eval, A.CausalAttention)
 
 page.prose("gpt")

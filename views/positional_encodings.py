@@ -144,7 +144,7 @@ for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
     for column, encoding in zip(st.columns(2), row, strict=True):
         with column:
             st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
-            st.graphviz_chart(entry_diagram(encoding, shapes_by_encoding[encoding]), width="stretch",
+            st.graphviz_chart(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
                               alt=_("Diagram: where the {encoding} encoding brings position information into "
                                     "attention.").format(encoding=encoding))
 st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
