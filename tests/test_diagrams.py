@@ -307,6 +307,19 @@ def test_multi_head_collapses_many_heads_but_names_first_and_last():
         assert ("⋯" in visible) == (heads > 3)
 
 
+def test_multi_head_draws_the_halves_asked_for():
+    labels = make_labels(D.MultiHeadLabels)
+    shapes = D.MultiHeadShapes(b=1, num_tokens=5, d_in=8, d_out=8, num_heads=4, head_dim=2)
+    for halves in (("wrapper",), ("split",), D.MULTI_HEAD_HALVES):
+        parsed = parse_dot(D.multi_head(labels, shapes, halves=halves))
+        assert parsed.clusters == len(halves)
+        assert ("w_concat" in parsed.nodes) == ("wrapper" in halves)
+        assert ("s_out_proj" in parsed.nodes) == ("split" in halves)
+    for bad in ((), ("heads",)):
+        with pytest.raises(ValueError, match="halves"):
+            D.multi_head(labels, shapes, halves=bad)
+
+
 def test_home_collapses_long_sentences():
     dot, _, labels = case("home", 1024)
     visible = "\n".join(parse_dot(dot).labels)

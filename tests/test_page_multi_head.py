@@ -219,14 +219,22 @@ def run_shapes(n_embd: int, heads: int) -> dict[str, str]:
     return dict(zip(run.shapes["step"], run.shapes["shape"], strict=True))
 
 
+def both(at) -> str:
+    """The two halves' DOT sources (wrapper, weight splits), joined."""
+    assert len(at.get("graphviz_chart")) == 2
+    wrapper, split = diagram(at, 0), diagram(at, 1)
+    assert "MultiHeadAttentionWrapper" in wrapper and "cluster_split" not in wrapper
+    assert "cluster_split" in split and "cluster_wrapper" not in split
+    return wrapper + split
+
+
 def test_diagram_follows_num_heads(at):
-    assert len(at.get("graphviz_chart")) == 1
-    before = diagram(at)
+    before = both(at)
     four = run_shapes(32, 4)
     assert four["q_heads"] in before and four["input"] in before and four["context_vec"] in before
     at.select_slider(key="mh_heads").set_value(8).run()
     assert not at.exception
-    spec = diagram(at)
+    spec = both(at)
     eight = run_shapes(32, 8)
     assert eight["q_heads"] != four["q_heads"]
     assert eight["q_heads"] in spec and four["q_heads"] not in spec
@@ -238,7 +246,7 @@ def test_diagram_builds_at_the_extremes(at, n_embd, heads):
     at.selectbox(key="mh_n_embd").set_value(n_embd).run()
     at.select_slider(key="mh_heads").set_value(heads).run()
     assert not at.exception
-    spec = diagram(at)
+    spec = both(at)
     shapes = run_shapes(n_embd, heads)
     assert shapes["q_heads"] in spec and shapes["context_vec"] in spec and shapes["attn_scores"] in spec
     assert f"nn.Linear({n_embd}, {n_embd})" in spec
@@ -250,4 +258,4 @@ def test_diagram_builds_in_french_and_german(lang):
     other.session_state["lang"] = lang
     other.run()
     assert not other.exception
-    assert run_shapes(32, 4)["q_heads"] in diagram(other)
+    assert run_shapes(32, 4)["q_heads"] in both(other)

@@ -117,8 +117,8 @@ def run_shape(run: sections.HeadsOnLine, step: str) -> tuple[int, ...]:
     return tuple(ast.literal_eval(run.shapes.set_index("step").at[step, "shape"]))
 
 
-def heads_diagram(run: sections.HeadsOnLine) -> str:
-    """Page 5's diagram: wrapper beside weight splits, with the sizes of the head-by-head run."""
+def heads_diagram(run: sections.HeadsOnLine, half: str) -> str:
+    """One half of page 5's diagram (wrapper or weight splits), with the sizes of the head-by-head run."""
     b, T, d_in = run_shape(run, "input")  # x: (b, T, n_embd)
     _b, num_heads, _T, head_dim = run_shape(run, "q_heads")  # (b, H, T, head_dim)
     d_out = run_shape(run, "context_vec")[-1]  # (b, T, d_out)
@@ -132,6 +132,7 @@ def heads_diagram(run: sections.HeadsOnLine) -> str:
             context_vec="context_vec",
         ),
         diagrams.MultiHeadShapes(b=b, num_tokens=T, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim),
+        halves=(half,),
     )
 
 
@@ -220,10 +221,12 @@ with right:
                  key="mh_shapes")
     st.markdown(_("{x} → {heads} → scores {scores}").format(
         x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
-st.graphviz_chart(heads_diagram(run), width="stretch",
-                  alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs; the weight-split "
-                        "layer projects once, cuts the result into heads, attends, joins the heads and applies "
-                        "out_proj."))
+wrapper_column, split_column = st.columns(2)
+wrapper_column.graphviz_chart(heads_diagram(run, "wrapper"), width="content",
+                              alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
+split_column.graphviz_chart(heads_diagram(run, "split"), width="content",
+                            alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
+                                  "attends, joins the heads and applies out_proj."))
 st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
 st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                  "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
