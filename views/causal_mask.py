@@ -72,7 +72,7 @@ def routes_diagram(result: sections.TwoWays, d_k: int) -> str:
     return diagrams.causal_mask(
         diagrams.CausalMaskLabels(
             attn_scores="attn_scores", masked_route=_("mask, then softmax"),
-            renormalise_route=_("softmax, then zero and renormalise"), mask=_("mask above the diagonal"),
+            renormalise_route=_("softmax, zero, renormalise"), mask=_("mask above the diagonal"),
             softmax="softmax", zero_future=_("zero the future"), row_sums=_("divide by row sums"),
             attn_weights=_("causal attn_weights"), same=_("equal"),
         ),
@@ -103,6 +103,15 @@ st.plotly_chart(two_ways_figure_cached((
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
 )), key="cm_two_ways")
+page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
+st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
+page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
+page.chapter_check(_("scores with −inf above the diagonal"), result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
+page.chapter_check(_("softmax of the masked scores (route 2)"), result.attn_weights_causal, chapter.CAUSAL_WEIGHTS)
+st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
+                                                        values=page.fmt_row(result.attn_weights_causal[1])))
+page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
+st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
 left, right = st.columns([3, 2])
 with left:
     st.graphviz_chart(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
@@ -114,16 +123,7 @@ with left:
                      "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
                      "shape."))
 with right:
-    page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
-    st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
-    page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
-    page.chapter_check(_("scores with −inf above the diagonal"), result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
-    page.chapter_check(_("softmax of the masked scores (route 2)"), result.attn_weights_causal, chapter.CAUSAL_WEIGHTS)
-    st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
-                                                            values=page.fmt_row(result.attn_weights_causal[1])))
-    page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
-    st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
-page.prose("same_result")
+    page.prose("same_result")
 page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
