@@ -7,7 +7,6 @@ from engine import attention as A
 from engine import chapter
 from engine.diagrams import shape_text
 from engine.sections import causal_mask as sections
-
 from tests.plotly_json import ROOT, badges, figures, open_page, texts
 from ui.i18n import translations
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import chapter
 from engine import attention as A
+from engine import chapter
 from engine.diagrams import shape_text
 from engine.sections import dropout as sections
 from tests.plotly_json import ROOT, badges, figures, texts

@@ -6,9 +6,9 @@ import torch
 
 from engine import chapter, diagrams, positions
 from engine import gpt as G
-from engine.tokenizer import CharTokenizer
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
+from engine.tokenizer import CharTokenizer
 from ui import page
 from ui.i18n import N_, _, ngettext
 
@@ -35,32 +35,35 @@ def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
 
 
 @st.cache_data(show_spinner=False)
-def entry_shapes(n_embd: int, seed: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
+def entry_shapes(n_embd: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
     """Shapes of a one-layer model of each encoding run on ``line`` (the permutation experiment's sizes).
 
-    Each shape is read from the tensors of that run: the ids, the token embeddings, the embedding
-    with its position information, the attention weights (B, n_head, T, T), and the position table
-    (learned, sinusoidal) or RoPE's cos table the model used for T positions.
+    The models are built and run on the ``meta`` device: every tensor has its real shape and no
+    data, so nothing is computed and the global random generator is not touched. Each shape is
+    read from that run: the ids, the token embeddings, the embedding with its position
+    information, the attention weights (B, n_head, T, T), and the position table (learned,
+    sinusoidal) or RoPE's cos table the model used for T positions.
     """
     tokenizer = CharTokenizer(line)
-    idx = tokenizer.encode_tensor(line)[None, :]  # (T,) -> (1, T)
+    idx = tokenizer.encode_tensor(line)[None, :].to("meta")  # (T,) -> (1, T)
     T = idx.size(1)
     out = {}
     for encoding in ENCODING_ORDER:
         config = G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=T, n_embd=n_embd, n_head=N_HEAD, n_layer=1,
                              dropout=0.0, pos_encoding=encoding)
-        model = G.GPT(config).eval()  # shapes only: the random weights do not matter
-        with torch.no_grad():
-            tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
-            x = model.embed(idx)  # (1, T, n_embd)
-            attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
+        with torch.device("meta"):
+            model = G.GPT(config).eval()
+        tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
+        x = model.embed(idx)  # (1, T, n_embd)
+        attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
         heads = tuple(attn_weights.shape[:3]) + (config.head_dim,)  # q, k: (1, n_head, T, head_dim)
         table = {"learned": lambda m: m.pos_emb.weight[:T], "sinusoidal": lambda m: m.pos_table[:T]}.get(encoding)
         rope = model.blocks[0].attn.rope_cos[:T] if encoding == "rope" else None  # (T, head_dim // 2)
         out[encoding] = diagrams.PositionalEncodingsShapes(
             idx=tuple(idx.shape), tok_emb=tuple(tok_emb.shape), x=tuple(x.shape), q=heads, k=heads,
             attn_scores=tuple(attn_weights.shape),
-            pos_table=tuple(table(model).shape) if table else None, rope=tuple(rope.shape) if rope is not None else None)
+            pos_table=tuple(table(model).shape) if table else None,
+            rope=tuple(rope.shape) if rope is not None else None)
     return out
 
 
@@ -137,7 +140,7 @@ page.verdict(sweep.is_rounding(1, "none"),
 page.verdict(sweep.differs(2, "none"),
              _("2 layers without positions: clearly non-zero, as in the lesson"),
              _("2 layers without positions: not clearly non-zero"))
-shapes_by_encoding = entry_shapes(n_embd, seed)
+shapes_by_encoding = entry_shapes(n_embd)
 st.markdown(_("**Where position information enters** (a one-layer model of each kind on “{line}”, n_embd {n_embd}, "
               "{heads} heads):").format(line=chapter.LESSON_LINE, n_embd=n_embd, heads=N_HEAD))
 for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
