@@ -853,7 +853,12 @@ class MultiHeadShapes(_Shapes):
             )
 
 
-def multi_head(labels: MultiHeadLabels, shapes: MultiHeadShapes, rankdir: str = "TB") -> str:
+#: The two halves of :func:`multi_head`: MultiHeadAttentionWrapper and MultiHeadAttention with weight splits.
+MULTI_HEAD_HALVES = ("wrapper", "split")
+
+
+def multi_head(labels: MultiHeadLabels, shapes: MultiHeadShapes, rankdir: str = "TB",
+               halves: tuple[str, ...] = MULTI_HEAD_HALVES) -> str:
     """The wrapper (heads in turn, concatenated) beside the weight-split layer, shapes at each step.
 
     Left: MultiHeadAttentionWrapper runs num_heads CausalAttention modules and concatenates
@@ -862,54 +867,63 @@ def multi_head(labels: MultiHeadLabels, shapes: MultiHeadShapes, rankdir: str = 
     back, merges to (b, T, d_out) and applies out_proj (chapter section "implementing multi-head
     attention with weight splits"). More than four heads are drawn as the first two, "⋯" and the last.
 
+    Args:
+        halves: which halves to draw, from :data:`MULTI_HEAD_HALVES` (default both, side by side).
+            A view that puts each half in its own ``st.columns`` column passes one per diagram:
+            on a phone the columns stack and each half keeps a readable size.
+
     Returns:
         DOT source (str).
 
     Raises:
-        ValueError: for an unknown rankdir.
+        ValueError: for an unknown rankdir, or halves empty or naming an unknown half.
     """
+    if not halves or any(h not in MULTI_HEAD_HALVES for h in halves):
+        raise ValueError(f"halves must be a non-empty subset of {MULTI_HEAD_HALVES}, got {halves!r}")
     b, T, d_in, d_out = shapes.b, shapes.num_tokens, shapes.d_in, shapes.d_out
     H, hd = shapes.num_heads, shapes.head_dim
     qkv = (("W_query", P.QUERY), ("W_key", P.KEY), ("W_value", P.VALUE))
     short = (("q", P.QUERY), ("k", P.KEY), ("v", P.VALUE))
     dot = _Dot(rankdir)
-    with dot.cluster("wrapper", labels.wrapper):
-        x_w = _tensor(dot, "w_x", labels.inputs, shape_text((b, T, d_in)))
-        concat = _op(dot, "w_concat", labels.concat, "torch.cat(dim=-1)", P.CONTEXT)
-        heads = []
-        for i in _shown(H, limit=3):
-            if i is None:
-                gap = dot.node("w_gap", label=_label("⋯", bold=False), shape="plaintext")
-                dot.edge(x_w, gap, style="invis")
-                dot.edge(gap, concat, style="invis")
-                heads.append(gap)
-                continue
-            head = _op(dot, f"w_head{i}", _cells(short, _call(labels.head, i + 1), None), colour=P.ATTN_WEIGHTS)
-            first = not heads  # every head has the same shapes: write them on the first head's arrows only
-            _flow(dot, x_w, head, shape=(b, T, d_in) if first else None)
-            _flow(dot, head, concat, shape=(b, T, hd) if first else None, colour=P.CONTEXT)
-            heads.append(head)
-        dot.same_rank(*heads)
-        out_w = _tensor(dot, "w_out", labels.context_vec, shape_text((b, T, H * hd)), P.CONTEXT)
-        _flow(dot, concat, out_w, shape=(b, T, H * hd), colour=P.CONTEXT)
-    with dot.cluster("split", labels.split):
-        x_s = _tensor(dot, "s_x", labels.inputs, shape_text((b, T, d_in)))
-        proj = _op(dot, "s_proj", _cells(qkv, labels.projections, f"nn.Linear({d_in}, {d_out})", vertical=True))
-        view = _op(dot, "s_view", labels.view_heads, ".view()")
-        trans = _op(dot, "s_trans", labels.transpose, ".transpose(1, 2)")
-        attend = _op(dot, "s_attend", labels.attend, "attn_weights " + shape_text((b, H, T, T)), P.ATTN_WEIGHTS)
-        back = _op(dot, "s_back", labels.transpose_back, ".transpose(1, 2)")
-        merge = _op(dot, "s_merge", labels.merge, ".contiguous().view()")
-        out_proj = _op(dot, "s_out_proj", labels.out_proj, f"nn.Linear({d_out}, {d_out})", P.CONTEXT)
-        out_s = _tensor(dot, "s_out", labels.context_vec, shape_text((b, T, d_out)), P.CONTEXT)
-        _flow(dot, x_s, proj, shape=(b, T, d_in))
-        _flow(dot, proj, view, "q, k, v", (b, T, d_out))
-        _flow(dot, view, trans, "q, k, v", (b, T, H, hd))
-        _flow(dot, trans, attend, "q, k, v", (b, H, T, hd))
-        _flow(dot, attend, back, shape=(b, H, T, hd), colour=P.CONTEXT)
-        _flow(dot, back, merge, shape=(b, T, H, hd), colour=P.CONTEXT)
-        _flow(dot, merge, out_proj, shape=(b, T, d_out), colour=P.CONTEXT)
-        _flow(dot, out_proj, out_s, shape=(b, T, d_out), colour=P.CONTEXT)
+    if "wrapper" in halves:
+        with dot.cluster("wrapper", labels.wrapper):
+            x_w = _tensor(dot, "w_x", labels.inputs, shape_text((b, T, d_in)))
+            concat = _op(dot, "w_concat", labels.concat, "torch.cat(dim=-1)", P.CONTEXT)
+            heads = []
+            for i in _shown(H, limit=3):
+                if i is None:
+                    gap = dot.node("w_gap", label=_label("⋯", bold=False), shape="plaintext")
+                    dot.edge(x_w, gap, style="invis")
+                    dot.edge(gap, concat, style="invis")
+                    heads.append(gap)
+                    continue
+                head = _op(dot, f"w_head{i}", _cells(short, _call(labels.head, i + 1), None), colour=P.ATTN_WEIGHTS)
+                first = not heads  # every head has the same shapes: write them on the first head's arrows only
+                _flow(dot, x_w, head, shape=(b, T, d_in) if first else None)
+                _flow(dot, head, concat, shape=(b, T, hd) if first else None, colour=P.CONTEXT)
+                heads.append(head)
+            dot.same_rank(*heads)
+            out_w = _tensor(dot, "w_out", labels.context_vec, shape_text((b, T, H * hd)), P.CONTEXT)
+            _flow(dot, concat, out_w, shape=(b, T, H * hd), colour=P.CONTEXT)
+    if "split" in halves:
+        with dot.cluster("split", labels.split):
+            x_s = _tensor(dot, "s_x", labels.inputs, shape_text((b, T, d_in)))
+            proj = _op(dot, "s_proj", _cells(qkv, labels.projections, f"nn.Linear({d_in}, {d_out})", vertical=True))
+            view = _op(dot, "s_view", labels.view_heads, ".view()")
+            trans = _op(dot, "s_trans", labels.transpose, ".transpose(1, 2)")
+            attend = _op(dot, "s_attend", labels.attend, "attn_weights " + shape_text((b, H, T, T)), P.ATTN_WEIGHTS)
+            back = _op(dot, "s_back", labels.transpose_back, ".transpose(1, 2)")
+            merge = _op(dot, "s_merge", labels.merge, ".contiguous().view()")
+            out_proj = _op(dot, "s_out_proj", labels.out_proj, f"nn.Linear({d_out}, {d_out})", P.CONTEXT)
+            out_s = _tensor(dot, "s_out", labels.context_vec, shape_text((b, T, d_out)), P.CONTEXT)
+            _flow(dot, x_s, proj, shape=(b, T, d_in))
+            _flow(dot, proj, view, "q, k, v", (b, T, d_out))
+            _flow(dot, view, trans, "q, k, v", (b, T, H, hd))
+            _flow(dot, trans, attend, "q, k, v", (b, H, T, hd))
+            _flow(dot, attend, back, shape=(b, H, T, hd), colour=P.CONTEXT)
+            _flow(dot, back, merge, shape=(b, T, H, hd), colour=P.CONTEXT)
+            _flow(dot, merge, out_proj, shape=(b, T, d_out), colour=P.CONTEXT)
+            _flow(dot, out_proj, out_s, shape=(b, T, d_out), colour=P.CONTEXT)
     return dot.source()
 
 
@@ -1018,6 +1032,9 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
         _flow(dot, angles, rot_k, colour=P.POSITION, penwidth=2.5)
         _flow(dot, rot_q, scores, "q", shapes.q, P.QUERY)
         _flow(dot, rot_k, scores, "k", shapes.k, P.KEY)
+    elif shapes.q == shapes.k:  # two parallel arrows: one label, or the two labels collide
+        _flow(dot, proj, scores, "q, k", shapes.q, P.QUERY)
+        _flow(dot, proj, scores, colour=P.KEY)
     else:
         _flow(dot, proj, scores, "q", shapes.q, P.QUERY)
         _flow(dot, proj, scores, "k", shapes.k, P.KEY)

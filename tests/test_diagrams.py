@@ -282,6 +282,21 @@ def test_position_diagrams_show_the_right_route(kind):
     assert ('label="+"' in dot) == (kind in ("learned", "sinusoidal"))  # the ⊕ where the table is added
 
 
+@pytest.mark.parametrize("kind", ["none", "learned", "sinusoidal"])
+def test_unrotated_q_and_k_share_one_label_when_their_shapes_agree(kind):
+    """Two parallel arrows from the projections to the dot products: two labels would collide."""
+    labels = make_labels(D.PositionalEncodingsLabels)
+    table = (6, 32) if kind != "none" else None
+    same = D.PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
+                                       k=(1, 4, 6, 8), attn_scores=(1, 4, 6, 6), pos_table=table)
+    visible = parse_dot(D.positional_encodings(labels, same, kind)).labels
+    assert visible.count("q, k\n(1, 4, 6, 8)") == 1 and "k\n(1, 4, 6, 8)" not in visible
+    other = D.PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
+                                        k=(1, 4, 6, 4), attn_scores=(1, 4, 6, 6), pos_table=table)
+    visible = parse_dot(D.positional_encodings(labels, other, kind)).labels
+    assert "q\n(1, 4, 6, 8)" in visible and "k\n(1, 4, 6, 4)" in visible
+
+
 def test_multi_head_collapses_many_heads_but_names_first_and_last():
     for heads in (1, 3, 12):
         labels = make_labels(D.MultiHeadLabels)
@@ -290,6 +305,19 @@ def test_multi_head_collapses_many_heads_but_names_first_and_last():
         drawn = {i for i in range(1, heads + 1) if labels.head(i) in visible}
         assert drawn == ({1, 2, 3} if heads == 3 else {1, heads})
         assert ("⋯" in visible) == (heads > 3)
+
+
+def test_multi_head_draws_the_halves_asked_for():
+    labels = make_labels(D.MultiHeadLabels)
+    shapes = D.MultiHeadShapes(b=1, num_tokens=5, d_in=8, d_out=8, num_heads=4, head_dim=2)
+    for halves in (("wrapper",), ("split",), D.MULTI_HEAD_HALVES):
+        parsed = parse_dot(D.multi_head(labels, shapes, halves=halves))
+        assert parsed.clusters == len(halves)
+        assert ("w_concat" in parsed.nodes) == ("wrapper" in halves)
+        assert ("s_out_proj" in parsed.nodes) == ("split" in halves)
+    for bad in ((), ("heads",)):
+        with pytest.raises(ValueError, match="halves"):
+            D.multi_head(labels, shapes, halves=bad)
 
 
 def test_home_collapses_long_sentences():

@@ -3,6 +3,10 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine import attention as A
+from engine import chapter
+from engine.diagrams import shape_text
+from engine.sections import causal_mask as sections
 from tests.plotly_json import ROOT, badges, figures, open_page, texts
 from ui.i18n import translations
 
@@ -187,3 +191,31 @@ def test_accelerator_branch_with_the_meta_device_standing_in(monkeypatch):
                device="meta") in texts(app)
     on_device = table(app, "cm_buffer_device")
     assert on_device[msg("mask after .to()")].tolist() == ["meta", "meta", "cpu"]
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at, i: int = 0) -> str:
+    """The DOT source of the page's ``i``-th graphviz chart."""
+    charts = at.get("graphviz_chart")
+    assert len(charts) > i
+    return charts[i].proto.spec
+
+
+def test_diagram_shows_both_routes_with_the_run_shapes(fresh):
+    assert len(fresh.get("graphviz_chart")) == 1
+    spec = diagram(fresh)
+    result = sections.mask_two_ways(sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
+    assert shape_text(tuple(result.attn_scores.shape)) in spec and shape_text(tuple(result.row_sums.shape)) in spec
+    assert "√2" in spec and "−∞" in spec
+    assert spec.count("cluster_") == 2  # the two routes
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(fresh, lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert diagram(other).count("cluster_") == diagram(fresh).count("cluster_")

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine import attention as A
 from engine import chapter
+from engine.diagrams import shape_text
+from engine.sections import dropout as sections
 from tests.plotly_json import ROOT, badges, figures, texts
 from ui.i18n import translations
 
@@ -133,3 +136,35 @@ def test_other_languages_same_checks(lang):
     slider = slider_figure(app)["layout"]["sliders"][0]
     assert slider["steps"][slider["active"]]["label"] == "0.5"
     assert slider["currentvalue"]["prefix"] == translations(lang).gettext("dropout p = ")
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at, i: int = 0) -> str:
+    """The DOT source of the page's ``i``-th graphviz chart."""
+    charts = at.get("graphviz_chart")
+    assert len(charts) > i
+    return charts[i].proto.spec
+
+
+@pytest.mark.parametrize("p", [0.0, 0.9])
+def test_diagram_follows_the_layer_rate_to_its_extremes(at, p):
+    assert len(at.get("graphviz_chart")) == 1
+    before = diagram(at)
+    assert "p = 0.5" in before and "× 2" in before
+    at.select_slider(key="do_layer_p").set_value(p).run()
+    assert not at.exception
+    spec = diagram(at)
+    assert spec != before and f"p = {p:.4g}" in spec and f"× {1 / (1 - p):.4g}" in spec
+    modes = sections.train_vs_eval(A.chapter_inputs(), p, chapter.DROPOUT_SEED)
+    assert shape_text(tuple(modes.eval_1.shape)) in spec and shape_text(tuple(modes.train_1.shape)) in spec
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(lang):
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.session_state["lang"] = lang
+    app.run()
+    assert not app.exception
+    assert "p = 0.5" in diagram(app)

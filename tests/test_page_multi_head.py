@@ -6,6 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.bench import attention as bench
 from engine.layout import human_bytes
+from engine.sections import multi_head as sections
 from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
 from ui.i18n import translations
 
@@ -200,3 +201,61 @@ def test_other_languages_same_checks(lang):
     assert not app.exception
     assert len(badges(app, "green")) == 6 and not badges(app, "red")
     assert len(heads_figure(app, lang)["data"]) == 4
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at, i: int = 0) -> str:
+    """The DOT source of the page's ``i``-th graphviz chart."""
+    charts = at.get("graphviz_chart")
+    assert len(charts) > i
+    return charts[i].proto.spec
+
+
+def run_shapes(n_embd: int, heads: int) -> dict[str, str]:
+    """The shapes the engine prints for the lesson line at these sizes (step -> "(…)")."""
+    run = sections.heads_on_line(n_embd=n_embd, num_heads=heads)
+    return dict(zip(run.shapes["step"], run.shapes["shape"], strict=True))
+
+
+def both(at) -> str:
+    """The two halves' DOT sources (wrapper, weight splits), joined."""
+    assert len(at.get("graphviz_chart")) == 2
+    wrapper, split = diagram(at, 0), diagram(at, 1)
+    assert "MultiHeadAttentionWrapper" in wrapper and "cluster_split" not in wrapper
+    assert "cluster_split" in split and "cluster_wrapper" not in split
+    return wrapper + split
+
+
+def test_diagram_follows_num_heads(at):
+    before = both(at)
+    four = run_shapes(32, 4)
+    assert four["q_heads"] in before and four["input"] in before and four["context_vec"] in before
+    at.select_slider(key="mh_heads").set_value(8).run()
+    assert not at.exception
+    spec = both(at)
+    eight = run_shapes(32, 8)
+    assert eight["q_heads"] != four["q_heads"]
+    assert eight["q_heads"] in spec and four["q_heads"] not in spec
+    assert eight["attn_scores"] in spec
+
+
+@pytest.mark.parametrize(("n_embd", "heads"), [(8, 1), (8, 8), (64, 64)])
+def test_diagram_builds_at_the_extremes(at, n_embd, heads):
+    at.selectbox(key="mh_n_embd").set_value(n_embd).run()
+    at.select_slider(key="mh_heads").set_value(heads).run()
+    assert not at.exception
+    spec = both(at)
+    shapes = run_shapes(n_embd, heads)
+    assert shapes["q_heads"] in spec and shapes["context_vec"] in spec and shapes["attn_scores"] in spec
+    assert f"nn.Linear({n_embd}, {n_embd})" in spec
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert run_shapes(32, 4)["q_heads"] in both(other)

@@ -6,6 +6,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from engine import chapter
+from engine import diagrams as D
 from engine import gpt as G
 from engine import positions as P
 from engine.sections import positional_encodings as sections
@@ -243,3 +244,46 @@ def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
     assert np.allclose(np.asarray(fig["data"][1]["z"]), model.pos_emb.weight.detach().numpy(), atol=1e-6)
     shown = starting(app, head("trained table: std = {std:.4f}"))
     assert "(40, 16)" in shown and " 32 " in shown
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at, i: int = 0) -> str:
+    """The DOT source of the page's ``i``-th graphviz chart."""
+    charts = at.get("graphviz_chart")
+    assert len(charts) > i
+    return charts[i].proto.spec
+
+
+def entry_specs(at) -> list[str]:
+    charts = at.get("graphviz_chart")
+    assert len(charts) == 4  # none, learned, sinusoidal, rope
+    return [c.proto.spec for c in charts]
+
+
+@pytest.mark.parametrize("n_embd", [32, 128])
+def test_diagrams_follow_n_embd(at, n_embd):
+    T = len(chapter.LESSON_LINE)
+    before = entry_specs(at)
+    assert all(D.shape_text((1, T, 32)) in s for s in before)
+    at.selectbox(key="pe_n_embd").set_value(n_embd).run()
+    assert not at.exception
+    none, learned, sinusoidal, rope = entry_specs(at)
+    head_dim = n_embd // 4
+    for spec in (none, learned, sinusoidal, rope):
+        assert D.shape_text((1, T, n_embd)) in spec
+        assert D.shape_text((1, 4, T, head_dim)) in spec and D.shape_text((1, 4, T, T)) in spec
+    assert D.shape_text((T, n_embd)) in learned and D.shape_text((T, n_embd)) in sinusoidal
+    cos, _sin = P.rope_cos_sin(T, head_dim)
+    assert D.shape_text(tuple(cos.shape)) in rope and "cos/sin" in rope
+    assert "cos/sin" not in none and D.shape_text((T, n_embd)) not in none
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagrams_build_in_french_and_german(lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=PAGE_TIMEOUT)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert len(entry_specs(other)) == 4

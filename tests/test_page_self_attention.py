@@ -3,6 +3,9 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine import attention as A
+from engine.diagrams import shape_text
+from engine.sections import self_attention as sections
 from tests.plotly_json import ROOT, badges, captions, figures, texts
 from ui.i18n import translations
 
@@ -112,3 +115,35 @@ def test_negative_scores_hide_the_naive_jacobian_with_a_note(at):
         "so its Jacobian is not shown.", token="journey")]
     heatmaps = [f for f in figures(at) if f["data"] and f["data"][0]["type"] == "heatmap"]
     assert len(heatmaps) == 4
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at) -> str:
+    charts = at.get("graphviz_chart")
+    assert len(charts) == 1
+    return charts[0].proto.spec
+
+
+@pytest.mark.parametrize("token", ["Your", "step"])
+def test_diagram_shows_the_run_of_the_selected_query(at, token):
+    before = diagram(at)
+    assert "“journey”" in before
+    at.selectbox(key="sa_query").set_value(token).run()
+    assert not at.exception
+    spec = diagram(at)
+    assert spec != before and f"“{token}”" in spec and "“journey”" not in spec
+    inputs = A.chapter_inputs()
+    steps = sections.query_walkthrough(inputs, A.CHAPTER_TOKENS.index(token))
+    for shape in (inputs.shape, steps.attn_scores.shape, steps.attn_weights.shape, steps.context_vec.shape):
+        assert shape_text(tuple(shape)) in spec
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert "attn_weights" in diagram(other)

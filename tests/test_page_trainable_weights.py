@@ -7,6 +7,9 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
+from engine import chapter
+from engine.diagrams import shape_text
+from engine.sections import trainable_weights as sections
 from tests.plotly_json import ROOT, badges, captions, figures, open_page, texts
 from ui.i18n import translations
 
@@ -170,3 +173,43 @@ def test_v2_seed_and_query_token(at):
     assert CHAPTER_LINES[0] not in shown
     assert any(re.match(r"`query` = x\[5\] @ W_query = \[", t) for t in shown)
     assert badge_for(at, "gray", "query_2")
+
+
+# --- the diagram ---------------------------------------------------------------------------------------
+
+
+def diagram(at, i: int = 0) -> str:
+    """The DOT source of the page's ``i``-th graphviz chart."""
+    charts = at.get("graphviz_chart")
+    assert len(charts) > i
+    return charts[i].proto.spec
+
+
+def expected_shapes(d_out: int, query: str) -> list[str]:
+    inputs = A.chapter_inputs()
+    steps = sections.trainable_walkthrough(inputs, chapter.TRAINABLE_SEED, d_out, A.CHAPTER_TOKENS.index(query))
+    tensors = (inputs, steps.projections.W_query, steps.query, steps.keys, steps.values, steps.attn_scores,
+               steps.context_vec)
+    return [shape_text(tuple(t.shape)) for t in tensors] + [f"√{steps.keys.shape[-1]}"]
+
+
+@pytest.mark.parametrize("d_out", [1, 8])
+def test_diagram_follows_d_out_to_its_extremes(at, d_out):
+    assert len(at.get("graphviz_chart")) == 1
+    before = diagram(at)
+    assert all(s in before for s in expected_shapes(2, "journey"))
+    at.slider(key="tw_d_out").set_value(d_out).run()
+    assert not at.exception
+    spec = diagram(at)
+    assert spec != before
+    assert all(s in spec for s in expected_shapes(d_out, "journey")), spec
+    assert shape_text((A.chapter_inputs().shape[1], 2)) not in spec  # W_query (d_in, 2) is gone
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(lang):
+    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    other.session_state["lang"] = lang
+    other.run()
+    assert not other.exception
+    assert all(s in diagram(other) for s in expected_shapes(2, "journey"))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, diagrams
 from engine.device import pick_device
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
@@ -12,6 +12,8 @@ from ui.i18n import N_, _, ngettext
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
+#: d_out of the chapter's SelfAttention_v2 behind the two routes, and so the d_k of their 1/√d_k scale.
+TWO_WAYS_D_K = 2
 #: Radio labels of the guards against a fully masked row (message ids).
 GUARD_LABELS = {
     "none": N_("none (-inf)"),
@@ -30,7 +32,8 @@ HOLDER_LABELS = {
 @st.cache_data(show_spinner=False)
 def two_ways_cached() -> sections.TwoWays:
     """The chapter's two masking routes (fixed inputs, seed 789): the same for every reader."""
-    return sections.mask_two_ways(sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
+    return sections.mask_two_ways(sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=TWO_WAYS_D_K),
+                                  d_k=TWO_WAYS_D_K)
 
 
 @st.cache_data(show_spinner=False)
@@ -64,6 +67,26 @@ def show_buffers(table, device: str, key: str) -> None:
         for holder, outcome in zip(holders, outcomes, strict=True)))
 
 
+def routes_diagram(result: sections.TwoWays, d_k: int) -> str:
+    """Page 3's diagram: both masking routes, with the shapes of :func:`two_ways_cached`'s tensors."""
+    return diagrams.causal_mask(
+        diagrams.CausalMaskLabels(
+            attn_scores="attn_scores", masked_route=_("mask, then softmax"),
+            renormalise_route=_("softmax, zero, renormalise"), mask=_("mask above the diagonal"),
+            softmax="softmax", zero_future=_("zero the future"), row_sums=_("divide by row sums"),
+            attn_weights=_("causal attn_weights"), same=_("equal"),
+        ),
+        diagrams.CausalMaskShapes(
+            attn_scores=tuple(result.attn_scores.shape), mask=tuple(result.mask.shape),
+            masked_scores=tuple(result.masked_scores.shape),
+            attn_weights_causal=tuple(result.attn_weights_causal.shape),
+            attn_weights=tuple(result.attn_weights.shape), masked_simple=tuple(result.masked_simple.shape),
+            row_sums=tuple(result.row_sums.shape), masked_simple_norm=tuple(result.masked_simple_norm.shape),
+            d_k=d_k,
+        ),
+    )
+
+
 page.header()
 inputs = A.chapter_inputs()  # (6, 3)
 scores = sections.v2_scores(inputs, seed=chapter.SA_V2_SEED, d_out=2)  # (6, 6), the chapter's sa_v2
@@ -89,7 +112,18 @@ st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS
                                                         values=page.fmt_row(result.attn_weights_causal[1])))
 page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
 st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
-page.prose("same_result")
+left, right = st.columns([3, 2])
+with left:
+    st.graphviz_chart(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
+                      alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
+                            "softmax; right, the softmax comes first, the future weights are zeroed and each row "
+                            "is divided by its sum. Both give the same weights."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                     "shape."))
+with right:
+    page.prose("same_result")
 page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, diagrams
 from engine.device import pick_device
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
@@ -16,6 +16,9 @@ LAYER_P = list(sections.P_VALUES)
 #: The step the slider figure opens on: the chapter's rate. The numbers printed beside the figure are this step's.
 SHOWN_P = chapter.DROPOUT_P
 N_MASKS = 2000
+#: d_out of the CausalAttention layer that ``sections.train_vs_eval`` builds (its result holds the weights, not the
+#: values or context vectors, so the diagram's values and context arrows use this size).
+LAYER_D_OUT = 2
 
 
 @st.cache_data(show_spinner=False)
@@ -31,6 +34,20 @@ def expectation_and_figure(p: float, labels: figures.ConvergenceLabels) -> tuple
     weights = sections.chapter_causal_weights(A.chapter_inputs())
     expectation = sections.dropout_expectation(weights, p, n_masks=N_MASKS, seed=0)
     return expectation, figures.convergence_figure(expectation, p, labels).to_plotly_json()
+
+
+def dropout_diagram(modes: sections.TrainVsEval, p: float) -> str:
+    """Page 4's diagram at the layer's rate ``p``, with the shapes of the train()/eval() weights just computed."""
+    T = modes.eval_1.shape[-1]
+    return diagrams.dropout(
+        diagrams.DropoutLabels(
+            attn_weights=_("causal attn_weights"), dropout=_("dropout (training only)"), dropped=_("dropped"),
+            kept=_("kept"), training="train()", inference="eval()", values="values",
+            weighted_sum=_("weighted sum"), context_vec="context_vec",
+        ),
+        diagrams.DropoutShapes(attn_weights=tuple(modes.eval_1.shape), dropped=tuple(modes.train_1.shape),
+                               values=(T, LAYER_D_OUT), context_vec=(T, LAYER_D_OUT), p=p),
+    )
 
 
 page.header()
@@ -95,16 +112,28 @@ modes = sections.train_vs_eval(inputs, float(p_layer), seed)
 mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                       row=_("{token} (Σ {sum:.2f})"))
 st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
-if modes.train_calls_differ:
-    st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
-             color="blue")
-else:
-    st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
-             color="gray")
-page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
-             _("eval(): deterministic, and identical to the same layer with p = 0"),
-             _("eval() output differs from the layer without dropout"))
-st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=modes.max_abs_diff_eval_vs_p0))
+left, right = st.columns([2, 3])
+with left:
+    st.graphviz_chart(dropout_diagram(modes, float(p_layer)), width="stretch",
+                      alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
+                            "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
+                            "the weights go straight to the sum."))
+    st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                     "shape."))
+with right:
+    if modes.train_calls_differ:
+        st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
+                 color="blue")
+    else:
+        st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
+                 color="gray")
+    page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
+                 _("eval(): deterministic, and identical to the same layer with p = 0"),
+                 _("eval() output differs from the layer without dropout"))
+    st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=modes.max_abs_diff_eval_vs_p0))
 page.show_code(sections.train_vs_eval, A.CausalAttention)
 
 page.prose("gpt")

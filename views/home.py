@@ -3,13 +3,50 @@
 import streamlit as st
 
 from engine import attention as A
+from engine import diagrams
 from engine.figures import vectors_3d
+from engine.sections import self_attention as sections
 from ui import page
 from ui.i18n import _
 from ui.nav import PAGES
 
+
+def bottleneck_diagram() -> str:
+    """The RNN encoder–decoder beside attention, on the chapter's six 3-d vectors used as encoder states.
+
+    The shapes are those of the tensors computed here: the inputs (T, d) stand for the encoder
+    states, the last row for the RNN's single hidden state, and the weights and context vector of
+    one step of attention (:func:`engine.sections.self_attention.query_walkthrough`, first token).
+    """
+    states = A.chapter_inputs()  # (T, d): one state per token
+    step = sections.query_walkthrough(states, 0)  # attn_weights (T,), context_vec (d,)
+    return diagrams.home(
+        diagrams.HomeLabels(
+            rnn=_("RNN encoder–decoder"), attention=_("with attention"), encoder=_("encoder"),
+            decoder=_("decoder"), hidden_state=_("single hidden state"), attention_weights=_("attention weights"),
+            context_vec=_("context vector"), source_tokens=tuple(A.CHAPTER_TOKENS),
+            target_tokens=tuple(_("Ton voyage commence par un pas.").split()),
+        ),
+        diagrams.HomeShapes(encoder_states=tuple(states.shape), hidden_state=tuple(states[-1].shape),
+                            attn_weights=tuple(step.attn_weights.shape), context_vec=tuple(step.context_vec.shape)),
+    )
+
+
 page.header()
 page.prose("problem")
+left, right = st.columns([3, 2])
+with left:
+    st.graphviz_chart(bottleneck_diagram(), width="stretch",
+                      alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
+                            "weighted sum of every encoder state."))
+with right:
+    st.caption(_("Left: the decoder sees only the last hidden state, whatever the length of the sentence. "
+                 "Right: at each step it weighs every encoder state. Here the encoder states are the "
+                 "six 3-d vectors of the running example below."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                 "shape."))
 page.prose("example")
 st.plotly_chart(
     vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS,

@@ -1,12 +1,13 @@
 """Page 5: multi-head attention — wrapper vs weight splits, head by head on a line, cost, speed."""
 
+import ast
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, gpt
+from engine import chapter, diagrams, gpt
 from engine.bench import attention as bench
 from engine.figures import SIGNED_SCALE, attention_heatmap
 from engine.figures import multi_head as figures
@@ -111,6 +112,30 @@ def show_bench(data: dict, key: str) -> None:
         st.plotly_chart(figure, key=f"{key}_bars_{i}")
 
 
+def run_shape(run: sections.HeadsOnLine, step: str) -> tuple[int, ...]:
+    """The shape the run printed for ``step`` (a key of ``SHAPE_STEPS``), e.g. "(1, 4, 5, 8)" -> (1, 4, 5, 8)."""
+    return tuple(ast.literal_eval(run.shapes.set_index("step").at[step, "shape"]))
+
+
+def heads_diagram(run: sections.HeadsOnLine, half: str) -> str:
+    """One half of page 5's diagram (wrapper or weight splits), with the sizes of the head-by-head run."""
+    b, T, d_in = run_shape(run, "input")  # x: (b, T, n_embd)
+    _b, num_heads, _T, head_dim = run_shape(run, "q_heads")  # (b, H, T, head_dim)
+    d_out = run_shape(run, "context_vec")[-1]  # (b, T, d_out)
+    return diagrams.multi_head(
+        diagrams.MultiHeadLabels(
+            inputs=_("inputs x"), wrapper="MultiHeadAttentionWrapper", split=_("MultiHeadAttention (weight splits)"),
+            head=lambda i: _("head {i}").format(i=i), concat=_("concatenate"),
+            projections=_("one projection for all heads"), view_heads=_("cut into heads"),
+            transpose=_("heads before tokens"), attend=_("causal attention, each head"),
+            transpose_back=_("tokens before heads"), merge=_("join the heads"), out_proj="out_proj",
+            context_vec="context_vec",
+        ),
+        diagrams.MultiHeadShapes(b=b, num_tokens=T, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim),
+        halves=(half,),
+    )
+
+
 page.header()
 
 # --- 1. the wrapper ---------------------------------------------------------------------------------
@@ -196,6 +221,17 @@ with right:
                  key="mh_shapes")
     st.markdown(_("{x} → {heads} → scores {scores}").format(
         x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
+wrapper_column, split_column = st.columns(2)
+wrapper_column.graphviz_chart(heads_diagram(run, "wrapper"), width="content",
+                              alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
+split_column.graphviz_chart(heads_diagram(run, "split"), width="content",
+                            alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
+                                  "attends, joins the heads and applies out_proj."))
+st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
+st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                 "shape."))
 
 page.prose("cost")
 m1, m2, m3 = st.columns(3)

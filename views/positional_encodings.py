@@ -2,17 +2,25 @@
 
 import pandas as pd
 import streamlit as st
+import torch
 
-from engine import chapter, positions
+from engine import chapter, diagrams, positions
 from engine import gpt as G
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
+from engine.tokenizer import CharTokenizer
 from ui import page
 from ui.i18n import N_, _, ngettext
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
 SEEDS = [0, 1, 2, 3, 4]
+#: Heads of the permutation experiment's models (and of the diagrams drawn beside it).
+N_HEAD = 4
+#: The four ways position information enters, in the order the diagrams are drawn.
+ENCODING_ORDER = ("none", "learned", "sinusoidal", "rope")
+ENCODING_TITLES = {"none": N_("none: no position"), "learned": N_("learned: table added to the embedding"),
+                   "sinusoidal": N_("sinusoidal: fixed table added"), "rope": N_("RoPE: q and k rotated")}
 SCORE_LABELS = {"rope": N_("RoPE (rotate q and k)"), "sinusoidal": N_("sinusoidal table added to q and k")}
 TABLE_TITLES = {"untrained": N_("untrained pos_emb, seed {seed}"), "trained": N_("trained pos_emb, shipped model"),
                 "sinusoidal": N_("sinusoidal table")}
@@ -23,7 +31,52 @@ SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}
 
 @st.cache_data(show_spinner=False)
 def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
-    return sections.permutation_by_layers(n_embd=n_embd, n_head=4, seed=seed)
+    return sections.permutation_by_layers(n_embd=n_embd, n_head=N_HEAD, seed=seed)
+
+
+@st.cache_data(show_spinner=False)
+def entry_shapes(n_embd: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
+    """Shapes of a one-layer model of each encoding run on ``line`` (the permutation experiment's sizes).
+
+    The models are built and run on the ``meta`` device: every tensor has its real shape and no
+    data, so nothing is computed and the global random generator is not touched. Each shape is
+    read from that run: the ids, the token embeddings, the embedding with its position
+    information, the attention weights (B, n_head, T, T), and the position table (learned,
+    sinusoidal) or RoPE's cos table the model used for T positions.
+    """
+    tokenizer = CharTokenizer(line)
+    idx = tokenizer.encode_tensor(line)[None, :].to("meta")  # (T,) -> (1, T)
+    T = idx.size(1)
+    out = {}
+    for encoding in ENCODING_ORDER:
+        config = G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=T, n_embd=n_embd, n_head=N_HEAD, n_layer=1,
+                             dropout=0.0, pos_encoding=encoding)
+        with torch.device("meta"):
+            model = G.GPT(config).eval()
+        tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
+        x = model.embed(idx)  # (1, T, n_embd)
+        attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
+        heads = tuple(attn_weights.shape[:3]) + (config.head_dim,)  # q, k: (1, n_head, T, head_dim)
+        table = {"learned": lambda m: m.pos_emb.weight[:T], "sinusoidal": lambda m: m.pos_table[:T]}.get(encoding)
+        rope = model.blocks[0].attn.rope_cos[:T] if encoding == "rope" else None  # (T, head_dim // 2)
+        out[encoding] = diagrams.PositionalEncodingsShapes(
+            idx=tuple(idx.shape), tok_emb=tuple(tok_emb.shape), x=tuple(x.shape), q=heads, k=heads,
+            attn_scores=tuple(attn_weights.shape),
+            pos_table=tuple(table(model).shape) if table else None,
+            rope=tuple(rope.shape) if rope is not None else None)
+    return out
+
+
+def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> str:
+    """Page 7's diagram for one encoding."""
+    return diagrams.positional_encodings(
+        diagrams.PositionalEncodingsLabels(
+            tokens=_("token ids"), tok_emb=_("token embedding"), learned=_("learned table pos_emb"),
+            sinusoidal=_("sinusoidal table"), rope=_("RoPE angles"), none=_("no position information"),
+            projections=_("projections"), rotate=_("rotate"), dot_products=_("dot products"),
+        ),
+        shapes, encoding,
+    )
 
 
 @st.cache_data(show_spinner=False)
@@ -87,6 +140,20 @@ page.verdict(sweep.is_rounding(1, "none"),
 page.verdict(sweep.differs(2, "none"),
              _("2 layers without positions: clearly non-zero, as in the lesson"),
              _("2 layers without positions: not clearly non-zero"))
+shapes_by_encoding = entry_shapes(n_embd)
+st.markdown(_("**Where position information enters** (a one-layer model of each kind on “{line}”, n_embd {n_embd}, "
+              "{heads} heads):").format(line=chapter.LESSON_LINE, n_embd=n_embd, heads=N_HEAD))
+for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
+    for column, encoding in zip(st.columns(2), row, strict=True):
+        with column:
+            st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
+            st.graphviz_chart(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
+                              alt=_("Diagram: where the {encoding} encoding brings position information into "
+                                    "attention.").format(encoding=encoding))
+st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                 "shape."))
 page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
@@ -15,6 +15,21 @@ TOKENS = list(A.CHAPTER_TOKENS)
 def dim_labels() -> list[str]:
     """The translated headers of the embedding dimensions ("dim 0", ...)."""
     return [_("dim {i}").format(i=i) for i in range(len(sections.DIM_KEYS))]
+
+
+def query_diagram(inputs, q: int, token: str, steps: sections.QueryWalkthrough) -> str:
+    """Page 1's diagram for the selected query, with the shapes of the walkthrough just run."""
+    return diagrams.self_attention(
+        diagrams.SelfAttentionLabels(
+            inputs=_("inputs x"), query=_("query x[{i}] “{token}”").format(i=q, token=token),
+            dot_products=_("dot products"), softmax="softmax", weighted_sum=_("weighted sum"),
+            context_vec=_("context vector z"), attn_scores="attn_scores", attn_weights="attn_weights",
+        ),
+        diagrams.SelfAttentionShapes(
+            inputs=tuple(inputs.shape), query=tuple(inputs[q].shape), attn_scores=tuple(steps.attn_scores.shape),
+            attn_weights=tuple(steps.attn_weights.shape), context_vec=tuple(steps.context_vec.shape),
+        ),
+    )
 
 
 page.header()
@@ -59,12 +74,19 @@ with left:
                  title=_("Step 1 · scores of “{token}”").format(token=query_token)),
         key="sa_scores_chart",
     )
-with right:
     st.plotly_chart(
         vectors_3d(inputs, TOKENS, highlight=q, extra={f"z ({query_token})": steps.context_vec},
                    title=_("Inputs and the context vector"), height=360),
         key="sa_vectors",
     )
+with right:
+    st.graphviz_chart(query_diagram(inputs, q, query_token, steps), width="stretch",
+                      alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
+                            "sum that gives the context vector."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                 "shape."))
 st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
 page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, diagrams
 from engine.figures import SIGNED_SCALE, row_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
@@ -37,6 +37,26 @@ def init_figure_cached(labels: figures.InitLabels) -> dict:
     return figures.init_figure(init_comparison_cached(), labels).to_plotly_json()
 
 
+def projection_diagram(inputs, steps: sections.TrainableWalkthrough) -> str:
+    """Page 2's diagram, with the shapes of the walkthrough just run (they follow d_out)."""
+    w = steps.projections
+    return diagrams.trainable_weights(
+        diagrams.TrainableWeightsLabels(
+            inputs=_("inputs x"), W_query="W_query", W_key="W_key", W_value="W_value", query="query",
+            keys="keys", values="values", dot_products=_("dot products"), scale=_("scale"), softmax="softmax",
+            weighted_sum=_("weighted sum"), context_vec="context_vec", attn_scores="attn_scores",
+            attn_weights="attn_weights",
+        ),
+        diagrams.TrainableWeightsShapes(
+            inputs=tuple(inputs.shape), W_query=tuple(w.W_query.shape), W_key=tuple(w.W_key.shape),
+            W_value=tuple(w.W_value.shape), query=tuple(steps.query.shape), keys=tuple(steps.keys.shape),
+            values=tuple(steps.values.shape), attn_scores=tuple(steps.attn_scores.shape),
+            attn_weights=tuple(steps.attn_weights.shape), context_vec=tuple(steps.context_vec.shape),
+            d_k=int(steps.keys.shape[-1]),
+        ),
+    )
+
+
 page.header()
 inputs = A.chapter_inputs()  # (6, 3)
 dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
@@ -67,14 +87,23 @@ st.plotly_chart(
 st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
 page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, setup.query)
 
-st.plotly_chart(
-    row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
-             title=_("Step 1 · scores of “{token}”").format(token=query_token)),
-    key="tw_scores_chart",
-)
-st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, setup.query)
-
+left, right = st.columns([3, 2])
+with left:
+    st.plotly_chart(
+        row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
+                 title=_("Step 1 · scores of “{token}”").format(token=query_token)),
+        key="tw_scores_chart",
+    )
+    st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+    page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, setup.query)
+with right:
+    st.graphviz_chart(projection_diagram(inputs, steps), width="stretch",
+                      alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
+                            "√d_k, turned into weights by the softmax and used to sum the values."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                 "shape."))
 st.plotly_chart(
     row_bars({"softmax(scores / √d_k)": steps.attn_weights, _("softmax(scores), no scale"): steps.unscaled_weights},
              TOKENS, title=_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out)),

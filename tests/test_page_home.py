@@ -1,0 +1,37 @@
+"""AppTest: the Home page (views/home.py, run through app.py) draws the RNN bottleneck beside attention."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine import attention as A
+from engine.diagrams import shape_text
+from engine.sections import self_attention as sections
+from tests.plotly_json import ROOT, open_page
+
+
+def diagram(at) -> str:
+    charts = at.get("graphviz_chart")
+    assert len(charts) == 1
+    return charts[0].proto.spec
+
+
+def test_diagram_shows_the_shapes_of_the_example_vectors():
+    at = open_page("app.py", 120)
+    assert not at.exception, [e.value for e in at.exception]
+    spec = diagram(at)
+    states = A.chapter_inputs()
+    step = sections.query_walkthrough(states, 0)
+    for shape in (states[-1].shape, step.attn_weights.shape, step.context_vec.shape):  # the states draw no shape
+        assert shape_text(tuple(shape)) in spec
+    assert spec.count("cluster_") == 6  # two halves, each with an encoder and a decoder
+    for token in (A.CHAPTER_TOKENS[0], A.CHAPTER_TOKENS[-1]):
+        assert token in spec
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_diagram_builds_in_french_and_german(lang):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "α " + shape_text(tuple(A.chapter_inputs()[:, 0].shape)) in diagram(at)  # one weight per encoder state
