@@ -11,6 +11,7 @@ import torch
 
 from engine.bench import attention as B
 from engine.bench.__main__ import main as dispatch
+from engine.bench.machine import cpu_model
 
 SIZES = [B.TINY, B.BenchSize(1, 5, 12, 3), B.BenchSize(3, 16, 32, 1)]
 
@@ -70,7 +71,7 @@ def test_command_writes_json_and_prints_a_table(tmp_path, capsys):
     assert "input B=2 × T=8 × C=16, H=4 (head_dim 4)" in printed and "sdpa_causal" in printed
     assert f"wrote {out}" in printed
     data = B.load_results(out)
-    assert data["machine"]["cpu"] == B.cpu_model() and data["machine"]["torch"] == torch.__version__
+    assert data["machine"]["cpu"] == cpu_model() and data["machine"]["torch"] == torch.__version__
     assert data["machine"]["cores"] >= 1
     assert [s["label"] for s in data["sizes"]] == [B.TINY.label, B.BenchSize(1, 4, 8, 2).label]
     table = B.results_table(data)
