@@ -97,3 +97,27 @@ def test_default_sizes_state_the_large_reduction():
     assert (B.SMALL.batch, B.SMALL.seq_len, B.SMALL.n_embd, B.SMALL.num_heads) == (8, 64, 256, 4)
     assert (B.LARGE.seq_len, B.LARGE.n_embd, B.LARGE.num_heads) == (1024, 768, 12)
     assert B.LARGE.batch < 8 and "batch reduced from 8" in B.LARGE.note
+
+
+def test_book_reference_is_timed_beside_the_table():
+    result = B.bench_size(B.TINY, repeats=1, warmup=0)
+    book = result["book_reference"]
+    if not B.book_reference_available():
+        assert book is None
+        pytest.skip("llms_from_scratch is not installed")
+    assert book["variant"] == B.BOOK_REFERENCE and book["max_abs_diff_vs_split"] < 1e-5
+    assert book["split_over_book_forward"] > 0 and book["split_over_book_forward_backward"] > 0
+    assert B.BOOK_REFERENCE not in [r["variant"] for r in result["results"]]
+
+
+def test_command_prints_the_machine_and_its_ceiling(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert B.main(["--size", "1,4,8,2", "--repeats", "1", "--warmup", "0", "--no-backward", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = B.load_results(out)
+    machine = data["machine"]
+    assert machine["torch_threads"] == torch.get_num_threads() and set(machine["isa"]) >= {"avx2", "avx512f"}
+    ceiling = machine["matmul_ceiling_gflops"]
+    assert ceiling["before"] > 0 and ceiling["after"] > 0
+    assert "ISA: " in printed and "fp32 matmul ceiling, measured in this run" in printed
+    assert f"with {machine['torch_threads']} thread(s)" in printed
