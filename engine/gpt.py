@@ -572,8 +572,8 @@ class GPT(nn.Module):
             raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not math.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
         if generator is None:
@@ -620,8 +620,9 @@ class KVCache:
     attending to it), and there is no room left. So once a sequence is longer than block_size the
     cached path empties the cache and recomputes the whole window at every step: the same work as
     the uncached path except ``lm_head`` and the last block's MLP on one position, and the same
-    tokens. With no position encoding the first two reasons remain. Only inside the block is the
-    cache a gain (:func:`kv_cache_steps` counts both regimes).
+    tokens. With no position encoding the last two reasons still hold (only a one-layer model
+    without position encoding could keep its keys, in a ring buffer; the course's models have four
+    layers). Only inside the block is the cache a gain (:func:`kv_cache_steps` counts both regimes).
 
     Attributes:
         k, v: lists of n_layer float tensors (B, n_head, block_size, head_dim), preallocated;
@@ -646,7 +647,8 @@ def _reuses_cache(cached: int, seq_len: int, block_size: int) -> bool:
     return 0 < cached == seq_len - 1 and seq_len <= block_size
 
 
-class KVCacheStep(NamedTuple):
+@dataclass(frozen=True)
+class KVCacheStep:
     """What one generation step does with the KV cache, per layer and per head.
 
     Attributes:
