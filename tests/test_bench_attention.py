@@ -107,6 +107,7 @@ def test_book_reference_is_timed_beside_the_table():
         pytest.skip("llms_from_scratch is not installed")
     assert book["variant"] == B.BOOK_REFERENCE and book["max_abs_diff_vs_split"] < 1e-5
     assert book["split_over_book_forward"] > 0 and book["split_over_book_forward_backward"] > 0
+    assert book["split_over_book_forward_paired"] > 0 and book["split_over_book_forward_backward_paired"] > 0
     assert B.BOOK_REFERENCE not in [r["variant"] for r in result["results"]]
 
 
