@@ -1,10 +1,12 @@
 """engine.bench.machine, the generation benchmark and the training benchmark's helpers (no timing asserted)."""
 
 import math
+import types
 
 import pytest
 import torch
 
+from engine.bench import __main__ as dispatch
 from engine.bench import generate as G
 from engine.bench import machine as M
 from engine.bench import train as T
@@ -52,3 +54,15 @@ def test_generation_benchmark_checks_tokens_and_counts_the_cache():
     assert inside["keys_computed"] == block - 1  # one prompt token, then one new key per step
     assert long["keys_computed"] > long["new_tokens"]  # past block_size the window is recomputed
     assert inside["uncached_ms"] > 0 and inside["cached_ms"] > 0
+
+
+def test_dispatcher_prints_the_machine_for_commands_that_do_not(monkeypatch, capsys):
+    calls = []
+    quiet = types.SimpleNamespace(main=lambda argv: calls.append(argv) or 0)
+    monkeypatch.setattr(dispatch.importlib, "import_module", lambda name: quiet)
+    monkeypatch.setattr(dispatch.machine, "matmul_ceiling", lambda: 1.5)
+    assert dispatch.main(["pages", "--repeats", "1"]) == 0
+    assert calls == [["--repeats", "1"]]
+    printed = capsys.readouterr().out
+    assert printed.startswith("machine: ") and "ISA: " in printed and "1.5 GFLOP/s" in printed
+    assert all(getattr(module, "PRINTS_MACHINE", False) for module in (G, T))

@@ -54,6 +54,9 @@ from engine.bench.machine import machine_info as _machine_info
 from engine.rng import uses_global_rng
 from engine.sections.multi_head import FusedQKVAttention
 
+#: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
+PRINTS_MACHINE = True
+
 #: Variant name -> what it is (the table's second column).
 VARIANTS: dict[str, str] = {
     "wrapper": "MultiHeadAttentionWrapper (heads in turn) + out_proj",

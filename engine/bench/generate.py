@@ -29,6 +29,9 @@ from engine.bench.machine import header_lines, machine_info, matmul_ceiling
 from engine.gpt import GPT, kv_cache_steps
 from engine.training import load_checkpoint
 
+#: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
+PRINTS_MACHINE = True
+
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang300"
 DEFAULT_JSON = Path("runs") / "bench_generate.json"
 

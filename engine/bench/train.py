@@ -40,6 +40,9 @@ from engine.device import pick_device
 from engine.gpt import GPT, GPTConfig, preset
 from engine.training import TrainConfig, make_optimizer
 
+#: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
+PRINTS_MACHINE = True
+
 
 def matmul_gflops(n: int = 1024, device: torch.device | str = "cpu", min_run_time: float = 0.5) -> float:
     """Median fp32 GFLOP/s of an (n, n) @ (n, n) matmul on ``device`` (``torch.utils.benchmark``, which
