@@ -171,7 +171,8 @@ def main(argv: list[str]) -> int:
             tokens_per_s = batch_size * base.block_size / step_s
             rows.append({"path": path, "attn_dropout": attn, "resid_dropout": resid, "batch_size": batch_size,
                          "step_ms": step_s * 1e3, "best_step_ms": min(times) * 1e3,
-                         "tokens_per_s": tokens_per_s, "gflops": tokens_per_s * flops_per_token / 1e9})
+                         "tokens_per_s": tokens_per_s, "gflops": tokens_per_s * flops_per_token / 1e9,
+                         "best_tokens_per_s": batch_size * base.block_size / min(times)})
     scaling_batch = int(args.batch_sizes.split(",")[0])
     scaling = {}
     for T in seq_lens:  # per length, the settings alternate
@@ -179,16 +180,23 @@ def main(argv: list[str]) -> int:
             preset(args.preset, vocab_size=base.vocab_size, block_size=T, attn_dropout=attn, resid_dropout=resid),
             scaling_batch, False, device) for attn, resid in settings}
         for key, times in time_interleaved(fns, repeats=args.steps, warmup=args.warmup).items():
-            scaling.setdefault(key, []).append(statistics.median(times))
+            scaling.setdefault(key, []).append((statistics.median(times), min(times)))
     ceiling_after = matmul_gflops(args.matmul_n, device=device)
     ceiling = (ceiling_before + ceiling_after) / 2
     for row in rows:
         row["pct_of_ceiling"] = 100 * row["gflops"] / ceiling
-    scaling_rows = [{"attn_dropout": attn, "resid_dropout": resid, "batch_size": scaling_batch, "seq_lens": seq_lens,
-                     "step_ms": [1e3 * s for s in times],
-                     "tokens_per_s": [scaling_batch * T / s for T, s in zip(seq_lens, times)],
-                     "exponent": scaling_exponent(seq_lens, times)}
-                    for (attn, resid), times in scaling.items()]
+        row["best_pct_of_ceiling"] = 100 * row["best_tokens_per_s"] * flops_per_token / 1e9 / ceiling
+    scaling_rows = []
+    for (attn, resid), pairs in scaling.items():
+        medians, bests = [m for m, _ in pairs], [b for _, b in pairs]
+        scaling_rows.append({
+            "attn_dropout": attn, "resid_dropout": resid, "batch_size": scaling_batch, "seq_lens": seq_lens,
+            "step_ms": [1e3 * s for s in medians], "best_step_ms": [1e3 * s for s in bests],
+            "tokens_per_s": [scaling_batch * T / s for T, s in zip(seq_lens, medians)],
+            "exponent": scaling_exponent(seq_lens, medians),
+            # from the fastest step at each length: on a shared machine the least disturbed estimate
+            "exponent_best": scaling_exponent(seq_lens, bests),
+        })
     machine["load_average_1min_after"] = machine_info()["load_average_1min"]
 
     for line in header_lines(machine, ceiling):
@@ -199,17 +207,23 @@ def main(argv: list[str]) -> int:
     print(f"preset {args.preset}: {base}")
     print(f"FLOPs per training token: {flops_per_token:,} (6 N_matmul + 12 n_layer T C)")
     print(f"median of {args.steps} interleaved steps after {args.warmup} warm-up (best step in brackets), T = {base.block_size}")
-    print(f"{'path':6} {'dropout (attn / resid)':>24} {'batch':>5} {'step ms':>16} {'tokens/s':>9} {'GFLOP/s':>8} {'% ceil':>6}")
+    print(f"{'path':6} {'dropout (attn / resid)':>24} {'batch':>5} {'step ms':>16} {'tokens/s':>9} {'GFLOP/s':>8} "
+          f"{'% ceil':>6} {'best tok/s':>10} {'best % ceil':>11}")
     for r in rows:
         print(f"{r['path']:6} {_setting_label(r['attn_dropout'], r['resid_dropout']):>24} {r['batch_size']:5d} "
               f"{r['step_ms']:8.1f} ({r['best_step_ms']:5.0f}) {r['tokens_per_s']:9.0f} {r['gflops']:8.1f} "
-              f"{r['pct_of_ceiling']:6.1f}")
+              f"{r['pct_of_ceiling']:6.1f} {r['best_tokens_per_s']:10.0f} {r['best_pct_of_ceiling']:11.1f}")
     print(f"\nT-scaling at batch {scaling_batch} (SDPA path): step time ~ T^exponent, least squares over T = {seq_lens}")
-    print(f"{'dropout (attn / resid)':>24} " + " ".join(f"{'ms @' + str(T):>9}" for T in seq_lens) + f" {'exponent':>9}")
+    print("median step ms (best step ms); exponent from the medians (from the best steps)")
+    print(f"{'dropout (attn / resid)':>24} " + " ".join(f"{'ms @' + str(T):>16}" for T in seq_lens) + f" {'exponent':>15}")
+
+    def fmt(value: float | None) -> str:
+        return "—" if value is None else f"{value:.2f}"
+
     for r in scaling_rows:
-        exponent = "—" if r["exponent"] is None else f"{r['exponent']:.2f}"
-        print(f"{_setting_label(r['attn_dropout'], r['resid_dropout']):>24} "
-              + " ".join(f"{ms:9.1f}" for ms in r["step_ms"]) + f" {exponent:>9}")
+        cells = " ".join(f"{m:8.1f} ({b:5.0f})" for m, b in zip(r["step_ms"], r["best_step_ms"]))
+        print(f"{_setting_label(r['attn_dropout'], r['resid_dropout']):>24} {cells} "
+              f"{fmt(r['exponent']):>6} ({fmt(r['exponent_best'])})")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
