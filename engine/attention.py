@@ -273,6 +273,13 @@ def scaled_dot_product_step(
 def _attend(queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module | None):
     """Scaled dot-product attention over the last two dims, returning the weights.
 
+    The chapter's steps, without an extra pass over the (T, T) scores: the 1/sqrt(d_k) scale is
+    applied to the queries, (T, d_k), before the product instead of to the (T, T) scores after it
+    (the same numbers up to float rounding, since (q / s) · k = (q · k) / s), and the causal mask is
+    written into the fresh score tensor in place with ``masked_fill_``, as the chapter's
+    CausalAttention and MultiHeadAttention do. The returned weights are those of the chapter:
+    ``softmax(masked scores / sqrt(d_k))``.
+
     Args:
         queries, keys, values: (..., T, d_k) tensors with equal leading dims.
         mask: bool (T, T) with True where a score is hidden, or None.
@@ -280,12 +287,22 @@ def _attend(queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, 
 
     Returns:
         ``(context_vec, attn_weights)``: (..., T, d_k) and (..., T, T).
+
+    Raises:
+        RuntimeError: if the mask is on another device than the scores (a mask kept as a plain
+            attribute does not follow ``module.to``).
     """
-    attn_scores = queries @ keys.transpose(-2, -1)  # (..., T, d_k) @ (..., d_k, T) -> (..., T, T)
-    if mask is not None:
-        attn_scores = attn_scores.masked_fill(mask, float("-inf"))
     d_k = keys.shape[-1]
-    attn_weights = torch.softmax(attn_scores / d_k**0.5, dim=-1)  # (..., T, T)
+    attn_scores = (queries * d_k**-0.5) @ keys.transpose(-2, -1)  # (..., T, d_k) @ (..., d_k, T) -> (..., T, T), scaled
+    if mask is not None:
+        if mask.device != attn_scores.device:
+            # what CUDA's masked_fill_ reports; the meta and CPU kernels of the in-place fill do not check
+            raise RuntimeError(
+                f"expected self and mask to be on the same device, but got mask on {mask.device} "
+                f"and self on {attn_scores.device}"
+            )
+        attn_scores.masked_fill_(mask, float("-inf"))  # in place: the scores are a fresh tensor no one else holds
+    attn_weights = torch.softmax(attn_scores, dim=-1)  # (..., T, T)
     if dropout is not None:
         attn_weights = dropout(attn_weights)
     context_vec = attn_weights @ values  # (..., T, T) @ (..., T, d_k) -> (..., T, d_k)

@@ -18,6 +18,16 @@ information: the permutation experiment shows what the causal mask alone leaks),
 (the fixed table of Vaswani et al., 2017, added in ``GPT.embed``) or "rope" (RoFormer, Su et al.,
 2021: q and k rotated inside ``CausalSelfAttention``, nothing added to the input). The tables and
 rotations come from ``engine.positions``. Only "learned" is limited to block_size positions.
+
+Dropout has two rates, kept apart as in nanoGPT's modules: ``attn_dropout`` on the attention weights
+(inside SDPA, or after the softmax on the manual path) and ``resid_dropout`` on the embeddings and
+on both residual branches. Attention-weight dropout is the expensive one on a CPU: it pushes SDPA off
+its fused kernel onto the math path, which also stores the T x T weights (``python -m engine.bench
+train`` prices each setting). A config that gives only ``dropout`` (every checkpoint written before
+the split) uses it for both.
+
+Generation (``GPT.generate``) keeps a KV cache by default: see :class:`KVCache` for what is reused,
+and for the window slide past block_size.
 """
 
 from __future__ import annotations
@@ -44,8 +54,14 @@ SINUSOIDAL_SCALE = 0.02
 class GPTConfig:
     """Sizes and switches of the GPT. Frozen, so it can key a cache.
 
+    Dropout rates: ``attn_dropout`` (attention weights) and ``resid_dropout`` (embeddings and the
+    two residual branches of every block) are each in [0, 1) or None, and None means "use
+    ``dropout``". So ``GPTConfig(dropout=0.1)``, ``preset(name, dropout=p)`` and the config dicts of
+    older checkpoints (which hold ``dropout`` only) set both; read the rates in force from
+    :attr:`attn_dropout_rate` and :attr:`resid_dropout_rate`.
+
     Raises:
-        ValueError: if a size is not positive, n_embd is not divisible by n_head, dropout is
+        ValueError: if a size is not positive, n_embd is not divisible by n_head, a dropout rate is
             outside [0, 1), or pos_encoding is unknown (the message names the values).
     """
 
@@ -54,10 +70,12 @@ class GPTConfig:
     n_embd: int = 128  # width of the residual stream (d_model)
     n_head: int = 4  # num_heads; head_dim = n_embd // n_head
     n_layer: int = 4  # number of Transformer blocks
-    dropout: float = 0.1  # on embeddings, attention weights, and residual branches (training only)
+    dropout: float = 0.1  # the rate of attn_dropout and resid_dropout when they are None (training only)
     bias: bool = True  # biases in Linear layers and LayerNorm (the lesson counts them: qkv 3168 at n_embd 32)
     pos_encoding: str = "learned"  # "learned" absolute (GPT-2), "none", "sinusoidal" (fixed table) or "rope" (rotary)
     causal: bool = True  # mask future positions; False lets every token see the whole block
+    attn_dropout: float | None = None  # on the attention weights (training only); None: dropout
+    resid_dropout: float | None = None  # on the embeddings and both residual branches (training only); None: dropout
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_embd", "n_head", "n_layer"):
@@ -69,8 +87,12 @@ class GPTConfig:
                 f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head}); "
                 f"{self.n_embd} % {self.n_head} = {self.n_embd % self.n_head}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        for name in ("dropout", "attn_dropout", "resid_dropout"):
+            value = getattr(self, name)
+            if name != "dropout" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         if self.pos_encoding not in POS_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
         if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
@@ -84,13 +106,27 @@ class GPTConfig:
         """Width of one head: n_embd // n_head."""
         return self.n_embd // self.n_head
 
+    @property
+    def attn_dropout_rate(self) -> float:
+        """Dropout probability on the attention weights in training: ``attn_dropout``, else ``dropout``."""
+        return float(self.dropout if self.attn_dropout is None else self.attn_dropout)
+
+    @property
+    def resid_dropout_rate(self) -> float:
+        """Dropout probability on the embeddings and residual branches in training: ``resid_dropout``, else ``dropout``."""
+        return float(self.dropout if self.resid_dropout is None else self.resid_dropout)
+
     def to_dict(self) -> dict:
         """The fields as a JSON-ready dict."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> GPTConfig:
-        """Inverse of ``to_dict``; raises ``ValueError`` for unknown or invalid fields."""
+        """Inverse of ``to_dict``; raises ``ValueError`` for unknown or invalid fields.
+
+        A dict written before attention and residual dropout were split holds ``dropout`` only; it
+        loads with both rates equal to it.
+        """
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -149,11 +185,11 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_head = config.n_head
         self.causal = config.causal
-        self.dropout = config.dropout
+        self.dropout = config.attn_dropout_rate  # SDPA's dropout_p in training
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W_query | W_key | W_value
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
+        self.attn_dropout = nn.Dropout(config.attn_dropout_rate)  # on the manual path's weights
+        self.resid_dropout = nn.Dropout(config.resid_dropout_rate)
         if config.causal:
             # mask[i, j] is True where query i may look at key j (j <= i). Not persistent: it is
             # rebuilt from the config, so checkpoints hold weights only.
@@ -218,6 +254,61 @@ class CausalSelfAttention(nn.Module):
         context_vec = self.attn_dropout(attn_weights) @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
         return context_vec, attn_weights
 
+    def forward_cached(
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, last_only: bool = False
+    ) -> torch.Tensor:
+        """Attention for new tokens at positions start..start+T-1, reading earlier keys/values from a cache.
+
+        The new tokens' keys and values (after the RoPE rotation, when there is one) are written into
+        ``k_cache``/``v_cache`` at positions start..start+T-1; each new query then attends to the
+        cached positions 0..start+T-1 (causally). Inference only: no dropout, no weights returned.
+
+        Args:
+            x: float (B, T, C), the new tokens' inputs (after ``ln_1``).
+            k_cache, v_cache: float (B, n_head, block_size, head_dim) buffers; positions < start
+                hold the keys/values of earlier tokens, computed by earlier calls.
+            start: position of the first new token, 0 <= start and start + T <= block_size.
+            last_only: compute the output of the last new position only (keys and values are still
+                computed for all T); the last block of a prompt pass needs no more.
+
+        Returns:
+            float (B, T, C), or (B, 1, C) with ``last_only``: context vectors after ``proj``.
+
+        Raises:
+            ValueError: if the model is not causal (a cache cannot stay exact when earlier tokens see
+                later ones) or start + T exceeds the cache.
+        """
+        B, T, C = x.size()
+        end = start + T
+        if not self.causal:
+            raise ValueError("a KV cache needs a causal model: without the mask earlier tokens see later ones")
+        if start < 0 or end > k_cache.size(2):
+            raise ValueError(f"positions {start}..{end - 1} do not fit a cache of {k_cache.size(2)} positions")
+        head_dim = C // self.n_head
+        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
+        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
+        if self.rope:  # absolute positions start..end-1, the rows the uncached pass would use
+            cos, sin = self.rope_cos[start:end], self.rope_sin[start:end]  # (T, hs/2) each
+            q = positions.rotate_pairs(q, cos, sin)  # (B, nh, T, hs)
+            k = positions.rotate_pairs(k, cos, sin)  # (B, nh, T, hs)
+        k_cache[:, :, start:end] = k  # (B, nh, T, hs) into positions start..end-1
+        v_cache[:, :, start:end] = v
+        keys, values = k_cache[:, :, :end], v_cache[:, :, :end]  # (B, nh, end, hs): every position so far
+        if last_only or T == 1:
+            # the last query sees every key up to itself: no mask
+            q = q[:, :, -1:]  # (B, nh, T, hs) -> (B, nh, 1, hs)
+            context_vec = F.scaled_dot_product_attention(q, keys, values)  # (B, nh, 1, hs)
+        elif start == 0:
+            context_vec = F.scaled_dot_product_attention(q, keys, values, is_causal=True)  # (B, nh, T, hs)
+        else:  # query start+i sees keys 0..start+i
+            mask = self.mask[start:end, :end]  # (T, end), True where allowed
+            context_vec = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # (B, nh, T, hs)
+        T_out = context_vec.size(2)
+        y = context_vec.transpose(1, 2).contiguous().view(B, T_out, C)  # (B, nh, T', hs) -> (B, T', nh, hs) -> (B, T', C)
+        return self.proj(y)
+
 
 class MLP(nn.Module):
     """Position-wise feed-forward layer: n_embd -> 4 n_embd -> GELU -> n_embd."""
@@ -226,7 +317,7 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.resid_dropout_rate)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, C) -> (B, T, C)."""
@@ -249,6 +340,16 @@ class Block(nn.Module):
         x = x + attn_out
         x = x + self.mlp(self.ln_2(x))
         return x, attn_weights
+
+    def forward_cached(
+        self, x: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, start: int, last_only: bool = False
+    ) -> torch.Tensor:
+        """(B, T, C) -> (B, T, C), or (B, 1, C) with ``last_only``; see ``CausalSelfAttention.forward_cached``."""
+        attn_out = self.attn.forward_cached(self.ln_1(x), k_cache, v_cache, start, last_only)
+        if last_only:
+            x = x[:, -1:]  # (B, T, C) -> (B, 1, C): the only residual row still needed
+        x = x + attn_out
+        return x + self.mlp(self.ln_2(x))
 
 
 class GPTOutput(NamedTuple):
@@ -283,7 +384,7 @@ class GPT(nn.Module):
             # fixed table, rebuilt from the config, so not in the state_dict; scaled (see SINUSOIDAL_SCALE)
             table = SINUSOIDAL_SCALE * positions.sinusoidal_table(config.block_size, config.n_embd)  # (block_size, C)
             self.register_buffer("pos_table", table, persistent=False)
-        self.drop = nn.Dropout(config.dropout)
+        self.drop = nn.Dropout(config.resid_dropout_rate)  # on the embeddings
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
@@ -310,27 +411,30 @@ class GPT(nn.Module):
                 total -= self.pos_emb.weight.numel()
         return total
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embeddings plus position information: int64 (B, T) -> float (B, T, C).
 
-        "learned" adds row t of ``pos_emb`` at position t; "sinusoidal" adds row t of the fixed
-        table times ``SINUSOIDAL_SCALE`` (computed by formula past block_size); "none" and "rope" add nothing (rope acts in
-        attention).
+        The tokens sit at positions start..start+T-1 (``start`` > 0 when a KV cache already holds
+        the earlier ones). "learned" adds row t of ``pos_emb`` at position t; "sinusoidal" adds row t
+        of the fixed table times ``SINUSOIDAL_SCALE`` (computed by formula past block_size); "none"
+        and "rope" add nothing (rope acts in attention).
 
         Raises:
-            ValueError: with "learned", if T > block_size (the table has no row for later positions).
+            ValueError: with "learned", if start + T > block_size (the table has no row for later positions).
         """
         T = idx.size(1)
+        end = start + T
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
         if self.config.pos_encoding == "learned":
-            positions.check_learned_positions(T, self.config.block_size)
-            pos = torch.arange(T, device=idx.device)  # (T,)
+            positions.check_learned_positions(end, self.config.block_size)
+            pos = torch.arange(start, end, device=idx.device)  # (T,)
             x = x + self.pos_emb(pos)  # (B, T, C) + (T, C) -> (B, T, C)
         elif self.config.pos_encoding == "sinusoidal":
-            if T <= self.pos_table.size(0):
-                table = self.pos_table[:T]  # (T, C)
-            else:  # past block_size: the same formula, computed for T positions
-                table = SINUSOIDAL_SCALE * positions.sinusoidal_table(T, self.config.n_embd).to(x.device)  # (T, C)
+            if end <= self.pos_table.size(0):
+                table = self.pos_table[start:end]  # (T, C)
+            else:  # past block_size: the same formula, computed for these positions
+                table = SINUSOIDAL_SCALE * positions.sinusoidal_encoding(range(start, end), self.config.n_embd)
+                table = table.to(x.device)  # (T, C)
             x = x + table  # (B, T, C) + (T, C) -> (B, T, C)
         return self.drop(x)
 
@@ -374,6 +478,48 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))  # (B*T, V) vs (B*T,)
         return GPTOutput(logits, loss, weights if return_weights else None)
 
+    def new_cache(self, batch_size: int) -> KVCache:
+        """An empty :class:`KVCache` for ``batch_size`` sequences, on the model's device and dtype."""
+        weight = self.lm_head.weight
+        return KVCache(self.config, batch_size, device=weight.device, dtype=weight.dtype)
+
+    @torch.no_grad()
+    def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Next-token logits of the last position, computing keys/values only for the new tokens.
+
+        ``idx`` holds the tokens at positions cache.length .. cache.length + T - 1; their keys and
+        values are added to ``cache`` in every layer, the earlier ones are read from it. Only the last
+        position goes through the last block's MLP, ``ln_f`` and ``lm_head``: generation needs no more.
+
+        Args:
+            idx: int64 (B, T), T >= 1, ids < vocab_size, with cache.length + T <= block_size.
+            cache: from :meth:`new_cache`; updated in place (its ``length`` grows by T).
+
+        Returns:
+            float (B, vocab_size): the logits at the last position, equal (to float rounding) to
+            ``self(all tokens so far).logits[:, -1]``.
+
+        Raises:
+            ValueError: if the model is not causal, idx is not (B, T) with T >= 1, the batch size
+                differs from the cache's, or the tokens would pass block_size.
+        """
+        if idx.dim() != 2 or idx.size(1) == 0:
+            raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
+        if idx.size(0) != cache.batch_size:
+            raise ValueError(f"idx has batch size {idx.size(0)} but the cache was made for {cache.batch_size}")
+        start, T = cache.length, idx.size(1)
+        if start + T > self.config.block_size:
+            raise ValueError(
+                f"{start} cached + {T} new tokens pass block_size {self.config.block_size}; "
+                f"recompute the window in a new cache (generate does)"
+            )
+        x = self.embed(idx, start=start)  # (B, T, C)
+        last = len(self.blocks) - 1
+        for layer, block in enumerate(self.blocks):
+            x = block.forward_cached(x, cache.k[layer], cache.v[layer], start, last_only=layer == last)
+        cache.length = start + T
+        return self.lm_head(self.ln_f(x[:, -1]))  # (B, 1, C) -> (B, C) -> (B, vocab_size)
+
     @torch.no_grad()
     def generate(
         self,
@@ -382,41 +528,75 @@ class GPT(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        use_cache: bool = True,
+        seed: int | None = None,
     ) -> torch.Tensor:
         """Extends each row of ``idx`` by ``max_new_tokens`` sampled tokens.
 
         The model runs in eval mode (no dropout) and is put back in its previous mode afterwards.
-        Only the last block_size tokens are fed to the model at each step.
+        Each new token is predicted from the last block_size tokens only (a longer sequence is
+        cropped, so positions always run 0..block_size-1 within the window).
+
+        With ``use_cache`` (the default) keys and values are kept per layer and per head
+        (:class:`KVCache`): while the sequence fits in block_size each step computes them for the one
+        new token and reuses the others; once the window slides, every step recomputes the whole
+        window (see :class:`KVCache` for why), so the tokens are those of the uncached path, which
+        runs the full forward pass on the cropped window at every step. A non-causal model
+        (``causal=False``) is never cached. :func:`kv_cache_steps` lists what each step reuses.
+
+        Random draws come from ``generator``, else from a private generator seeded with ``seed``,
+        else from a private generator seeded from the operating system's entropy (different every
+        call); never from the global RNG.
 
         Args:
             idx: int64 (B, T) prompt ids, T >= 1 (any length).
             max_new_tokens: number of tokens to add (>= 0).
-            temperature: 0 picks the most likely token (greedy, deterministic); > 0 divides the
-                logits before sampling (below 1: sharper, above 1: flatter).
+            temperature: 0 picks the most likely token (greedy, deterministic, no random draw);
+                > 0 divides the logits before sampling (below 1: sharper, above 1: flatter).
             top_k: keep only the k most likely tokens before sampling; values above vocab_size are
                 clamped to vocab_size; None keeps all.
             generator: a ``torch.Generator`` on the model's device, for reproducible samples.
+            use_cache: reuse keys/values between steps (same tokens, faster); False runs the full
+                forward pass on the window at every step.
+            seed: seeds the private generator when ``generator`` is None.
 
         Returns:
             int64 (B, T + max_new_tokens): the prompt followed by the new ids (all < vocab_size).
 
         Raises:
-            ValueError: for an empty prompt, a negative temperature or max_new_tokens, or top_k < 1.
+            ValueError: for an empty prompt, a negative temperature or max_new_tokens, top_k < 1, or
+                logits that are not finite (a diverged model, or a temperature so small that
+                logits / temperature overflows: use 0 for greedy).
         """
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not math.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
+        if generator is None:
+            generator = torch.Generator(device=idx.device)
+            if seed is None:
+                generator.seed()  # from the OS's entropy source, not the global RNG
+            else:
+                generator.manual_seed(seed)
+        block_size = self.config.block_size
+        use_cache = use_cache and self.config.causal
         was_training = self.training
         self.eval()
         try:
+            cache = self.new_cache(idx.size(0)) if use_cache and max_new_tokens else None
             for _ in range(max_new_tokens):
-                idx_cond = idx[:, -self.config.block_size :]  # (B, <= block_size)
-                logits = self(idx_cond).logits[:, -1, :]  # (B, T, V) -> (B, V): last position only
+                if cache is None:
+                    idx_cond = idx[:, -block_size:]  # (B, <= block_size)
+                    logits = self(idx_cond).logits[:, -1, :]  # (B, T, V) -> (B, V): last position only
+                elif _reuses_cache(cache.length, idx.size(1), block_size):
+                    logits = self.forward_cached(idx[:, -1:], cache)  # the one new token: (B, 1) -> (B, V)
+                else:  # first step, or the window slid: compute the last block_size tokens afresh
+                    cache.length = 0
+                    logits = self.forward_cached(idx[:, -block_size:], cache)  # (B, <= block_size) -> (B, V)
                 idx_next = _pick_next(logits, temperature, top_k, generator)  # (B, 1)
                 idx = torch.cat((idx, idx_next), dim=1)  # (B, T) -> (B, T + 1)
         finally:
@@ -424,13 +604,120 @@ class GPT(nn.Module):
         return idx
 
 
+class KVCache:
+    """Keys and values of the tokens already read, per layer and per head, for generation.
+
+    When the model predicts the next token, every earlier token's key and value would come out the
+    same as at the previous step: a causal layer's output at position t depends on positions <= t
+    only. So they are computed once, stored here, and each step computes q, k, v for the new token
+    alone; its query attends to the stored keys. The uncached path recomputes all of them every step.
+
+    The window slide. A model reads at most block_size tokens, so past that the uncached path crops
+    to the last block_size and numbers them 0..block_size-1 again. After such a slide the stored
+    keys and values are stale for three reasons: every token's position dropped by one (the learned
+    and sinusoidal tables add a different row; RoPE turns q and k by different angles), the oldest
+    token left the window (from the second layer on, every stored key and value was computed by
+    attending to it), and there is no room left. So once a sequence is longer than block_size the
+    cached path empties the cache and recomputes the whole window at every step: the same work as
+    the uncached path except ``lm_head`` and the last block's MLP on one position, and the same
+    tokens. With no position encoding the last two reasons still hold (only a one-layer model
+    without position encoding could keep its keys, in a ring buffer; the course's models have four
+    layers). Only inside the block is the cache a gain (:func:`kv_cache_steps` counts both regimes).
+
+    Attributes:
+        k, v: lists of n_layer float tensors (B, n_head, block_size, head_dim), preallocated;
+            positions 0..length-1 are filled. Keys are stored after the RoPE rotation.
+        length: number of positions filled (0..block_size).
+        batch_size: B.
+    """
+
+    def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        shape = (batch_size, config.n_head, config.block_size, config.head_dim)  # (B, nh, block_size, hs)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.length = 0
+        self.batch_size = batch_size
+
+
+def _reuses_cache(cached: int, seq_len: int, block_size: int) -> bool:
+    """Whether a step can read the cache: it holds every token but the newest, and the sequence fits the block."""
+    return 0 < cached == seq_len - 1 and seq_len <= block_size
+
+
+@dataclass(frozen=True)
+class KVCacheStep:
+    """What one generation step does with the KV cache, per layer and per head.
+
+    Attributes:
+        step: 0-based index of the token being predicted.
+        seq_len: tokens in the sequence before this step's token is appended.
+        window_start: index of the first token the model reads (seq_len - block_size when the window slid, else 0).
+        reused: keys (and as many values) read from the cache without computing them.
+        computed: keys (and values) computed at this step.
+    """
+
+    step: int
+    seq_len: int
+    window_start: int
+    reused: int
+    computed: int
+
+
+def kv_cache_steps(prompt_len: int, max_new_tokens: int, block_size: int, causal: bool = True) -> list[KVCacheStep]:
+    """For each step of ``GPT.generate(use_cache=True)``, how many keys/values are reused vs computed.
+
+    The data for a "cache growing" figure. It follows the rule ``generate`` follows: the first step
+    computes the (cropped) prompt; each later step computes one key/value and reuses the others while
+    the sequence fits in block_size; once it is longer, every step recomputes the whole window (see
+    :class:`KVCache`). A non-causal model reuses nothing. The counts hold in every layer and head.
+
+    Args:
+        prompt_len: tokens in the prompt (>= 1).
+        max_new_tokens: steps (>= 0).
+        block_size: the model's context length (>= 1).
+        causal: False for a model built with ``causal=False``.
+
+    Returns:
+        max_new_tokens :class:`KVCacheStep` rows; ``reused + computed`` is the window's length.
+
+    Raises:
+        ValueError: if prompt_len or block_size < 1 or max_new_tokens < 0.
+    """
+    if prompt_len < 1 or block_size < 1 or max_new_tokens < 0:
+        raise ValueError(
+            f"need prompt_len >= 1, block_size >= 1, max_new_tokens >= 0; got {prompt_len}, {block_size}, {max_new_tokens}"
+        )
+    rows, cached = [], 0
+    for step in range(max_new_tokens):
+        seq_len = prompt_len + step
+        window = min(seq_len, block_size)
+        if causal and _reuses_cache(cached, seq_len, block_size):
+            reused, computed = cached, 1
+        else:
+            reused, computed = 0, window
+        cached = window if causal else 0
+        rows.append(KVCacheStep(step, seq_len, seq_len - window, reused, computed))
+    return rows
+
+
 def _pick_next(
     logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
-    """Chooses one id per row from logits (B, V) -> int64 (B, 1)."""
+    """Chooses one id per row from logits (B, V) -> int64 (B, 1).
+
+    Raises:
+        ValueError: if a logit is NaN or infinite, before or after the division by the temperature.
+    """
+    if not torch.isfinite(logits).all():
+        raise ValueError("the model's logits are not finite (NaN or inf): its weights have diverged")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
+    if not torch.isfinite(logits).all():
+        raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows; use 0 for greedy")
     if top_k is not None:
         k = min(top_k, logits.size(-1))
         kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
@@ -447,6 +734,7 @@ def generate_text(
     temperature: float = 1.0,
     top_k: int | None = None,
     seed: int | None = None,
+    use_cache: bool = True,
 ) -> str:
     """Text in, text out: the prompt followed by ``max_new_tokens`` generated characters.
 
@@ -455,8 +743,9 @@ def generate_text(
         tokenizer: a ``CharTokenizer``; the prompt is encoded with errors="strict".
         prompt: the start of the text; an empty prompt starts the model from a newline (when the
             vocabulary has one), which is not repeated in the result.
-        temperature, top_k: see ``GPT.generate``.
-        seed: seeds a private generator, so the same seed gives the same text; None uses the global RNG.
+        temperature, top_k, use_cache: see ``GPT.generate``.
+        seed: seeds a private generator, so the same seed gives the same text; None seeds it from
+            the operating system (different text each call). The global RNG is never used.
 
     Raises:
         ValueError: for characters outside the vocabulary (named in the message), an empty prompt
@@ -469,9 +758,5 @@ def generate_text(
         start = "\n"
     device = next(model.parameters()).device
     idx = torch.tensor([tokenizer.encode(start)], dtype=torch.long, device=device)  # (1, T)
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=use_cache)
     return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())

@@ -197,6 +197,32 @@ def test_causal_variants_equal_sdpa():
     torch.testing.assert_close(mha(x), mha.out_proj(ref), atol=1e-6, rtol=0)
 
 
+def test_in_place_path_equals_the_chapter_formula_and_its_gradients():
+    """masked_fill_ in place and the scale folded into q: the chapter's out-of-place formula, values and gradients."""
+    torch.manual_seed(5)
+    x = torch.randn(2, 7, 8)
+    mha = A.MultiHeadAttention(8, 12, 7, 0.0, num_heads=3)
+    x1, x2 = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    out, weights = mha(x1, return_weights=True)
+    q, k, v = (mha.split_heads(w(x2)) for w in (mha.W_query, mha.W_key, mha.W_value))  # (2, 3, 7, 4)
+    scores = (q @ k.transpose(-2, -1)).masked_fill(A.causal_mask(7), float("-inf"))  # (2, 3, 7, 7)
+    ref_weights = torch.softmax(scores / 4**0.5, dim=-1)
+    ref = mha.out_proj((ref_weights @ v).transpose(1, 2).reshape(2, 7, 12))  # (2, 3, 7, 4) -> (2, 7, 12)
+    torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    grad_out = torch.randn(2, 7, 12)
+    out.backward(grad_out)
+    ref.backward(grad_out)
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=0)
+
+
+def test_mask_on_another_device_is_refused():
+    ca = A.CausalAttention(3, 2, 6, 0.0)
+    ca.mask = ca._buffers.pop("mask").to("meta")  # a plain attribute left on another device
+    with pytest.raises(RuntimeError, match="same device"):
+        ca(torch.randn(1, 6, 3))
+
+
 def test_dropout_only_in_training():
     torch.manual_seed(2)
     x = torch.randn(2, 6, 4)

@@ -11,6 +11,7 @@ import torch
 
 from engine.bench import attention as B
 from engine.bench.__main__ import main as dispatch
+from engine.bench.machine import cpu_model
 
 SIZES = [B.TINY, B.BenchSize(1, 5, 12, 3), B.BenchSize(3, 16, 32, 1)]
 
@@ -70,7 +71,7 @@ def test_command_writes_json_and_prints_a_table(tmp_path, capsys):
     assert "input B=2 × T=8 × C=16, H=4 (head_dim 4)" in printed and "sdpa_causal" in printed
     assert f"wrote {out}" in printed
     data = B.load_results(out)
-    assert data["machine"]["cpu"] == B.cpu_model() and data["machine"]["torch"] == torch.__version__
+    assert data["machine"]["cpu"] == cpu_model() and data["machine"]["torch"] == torch.__version__
     assert data["machine"]["cores"] >= 1
     assert [s["label"] for s in data["sizes"]] == [B.TINY.label, B.BenchSize(1, 4, 8, 2).label]
     table = B.results_table(data)
@@ -96,3 +97,28 @@ def test_default_sizes_state_the_large_reduction():
     assert (B.SMALL.batch, B.SMALL.seq_len, B.SMALL.n_embd, B.SMALL.num_heads) == (8, 64, 256, 4)
     assert (B.LARGE.seq_len, B.LARGE.n_embd, B.LARGE.num_heads) == (1024, 768, 12)
     assert B.LARGE.batch < 8 and "batch reduced from 8" in B.LARGE.note
+
+
+def test_book_reference_is_timed_beside_the_table():
+    result = B.bench_size(B.TINY, repeats=1, warmup=0)
+    book = result["book_reference"]
+    if not B.book_reference_available():
+        assert book is None
+        pytest.skip("llms_from_scratch is not installed")
+    assert book["variant"] == B.BOOK_REFERENCE and book["max_abs_diff_vs_split"] < 1e-5
+    assert book["split_over_book_forward"] > 0 and book["split_over_book_forward_backward"] > 0
+    assert book["split_over_book_forward_paired"] > 0 and book["split_over_book_forward_backward_paired"] > 0
+    assert B.BOOK_REFERENCE not in [r["variant"] for r in result["results"]]
+
+
+def test_command_prints_the_machine_and_its_ceiling(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert B.main(["--size", "1,4,8,2", "--repeats", "1", "--warmup", "0", "--no-backward", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = B.load_results(out)
+    machine = data["machine"]
+    assert machine["torch_threads"] == torch.get_num_threads() and set(machine["isa"]) >= {"avx2", "avx512f"}
+    ceiling = machine["matmul_ceiling_gflops"]
+    assert ceiling["before"] > 0 and ceiling["after"] > 0
+    assert "ISA: " in printed and "fp32 matmul ceiling, measured in this run" in printed
+    assert f"with {machine['torch_threads']} thread(s)" in printed

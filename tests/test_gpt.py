@@ -56,6 +56,40 @@ def test_config_is_frozen_and_round_trips():
         preset("huge")
 
 
+def test_old_config_dict_sets_both_dropout_rates():
+    old = {k: v for k, v in preset("course").to_dict().items() if k not in ("attn_dropout", "resid_dropout")}
+    old["dropout"] = 0.2
+    c = GPTConfig.from_dict(old)
+    assert (c.attn_dropout_rate, c.resid_dropout_rate) == (0.2, 0.2)
+    assert GPTConfig.from_dict(c.to_dict()) == c
+    split = preset("course", attn_dropout=0.0, resid_dropout=0.15)
+    assert (split.attn_dropout_rate, split.resid_dropout_rate) == (0.0, 0.15)
+    assert GPTConfig.from_dict(split.to_dict()) == split
+    assert preset("course", dropout=0.3, attn_dropout=0.0).resid_dropout_rate == 0.3
+    assert dataclasses.replace(preset("course"), dropout=0.05).attn_dropout_rate == 0.05
+    for name in ("attn_dropout", "resid_dropout"):
+        with pytest.raises(ValueError, match=rf"{name} must be in \[0, 1\), got 1.5"):
+            GPTConfig(**{name: 1.5})
+
+
+def test_dropout_rates_reach_their_modules():
+    model = GPT(preset("tiny", attn_dropout=0.25, resid_dropout=0.125))
+    block = model.blocks[0]
+    assert block.attn.dropout == block.attn.attn_dropout.p == 0.25
+    assert block.attn.resid_dropout.p == block.mlp.dropout.p == model.drop.p == 0.125
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_attention_dropout_alone_randomises_training_outputs(return_weights):
+    idx = tokens(2, 16)
+    for attn, resid, varies in ((0.5, 0.0, True), (0.0, 0.5, True), (0.0, 0.0, False)):
+        torch.manual_seed(0)
+        model = GPT(preset("tiny", attn_dropout=attn, resid_dropout=resid)).train()
+        a = model(idx, return_weights=return_weights).logits
+        b = model(idx, return_weights=return_weights).logits
+        assert ((a - b).abs().max() > 1e-4) == varies, (attn, resid)
+
+
 # --- shapes and the two attention paths -----------------------------------------------------------
 
 

@@ -1,10 +1,15 @@
-"""Dispatch ``python -m engine.bench <name> [options]`` to ``engine.bench.<name>.main``."""
+"""Dispatch ``python -m engine.bench <name> [options]`` to ``engine.bench.<name>.main``.
+
+A sub-command whose module sets ``PRINTS_MACHINE = True`` prints the machine and the ceiling it
+measured itself (and stores them in its JSON); for any other (``pages``, which runs Streamlit in a
+child process) the dispatcher prints them first, so every benchmark names its machine.
+"""
 
 import importlib
 import importlib.util
 import sys
 
-from engine.bench import SUBCOMMANDS
+from engine.bench import SUBCOMMANDS, machine
 
 
 def main(argv: list[str]) -> int:
@@ -13,6 +18,9 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m engine.bench {{{','.join(available)}}} [options]", file=sys.stderr)
         return 2
     module = importlib.import_module(f"engine.bench.{argv[0]}")
+    if not getattr(module, "PRINTS_MACHINE", False):
+        for line in machine.header_lines(machine.machine_info(), machine.matmul_ceiling()):
+            print(line, flush=True)
     return module.main(argv[1:])
 
 

@@ -15,21 +15,29 @@ projection — from the same weights, so their outputs agree to float rounding
 * ``sdpa_mask``: the same kernel with an explicit boolean mask;
 * ``nn_mha``: ``torch.nn.MultiheadAttention`` with ``need_weights=False``.
 
+Reference: when the book's package ``llms_from_scratch`` is installed (``pip install
+llms-from-scratch==1.0.19 --no-deps``; it needs only torch), its ``ch03.MultiHeadAttention`` gets
+the split layer's weights and is timed in the same interleaved rounds; it is reported beside the
+table (``book_reference`` in the JSON) with the ratio ours / book, not as a row, so the table's
+variants do not depend on what is installed. Without it, a note says it was skipped.
+
 Each is timed forward (under ``torch.no_grad``) and forward+backward (sum of
 the output, gradients of every parameter); the median of several runs is
 reported. Runs are interleaved (variant after variant, repeat after repeat) so
-a background load hits every variant alike. Results print as a table and go
-to a JSON file (default ``runs/bench_attention.json``).
+a background load hits every variant alike. The run first prints the machine
+(CPU model, ISA flags, torch threads) and the fp32 matmul ceiling it measured
+before and after the timings (:mod:`engine.bench.machine`). Results print as a
+table and go to a JSON file (default ``runs/bench_attention.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -43,7 +51,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine import attention as A
+from engine.bench.machine import header_lines, matmul_ceiling
+from engine.bench.machine import machine_info as _machine_info
 from engine.rng import uses_global_rng
+
+#: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
+PRINTS_MACHINE = True
 
 #: Variant name -> what it is (the table's second column).
 VARIANTS: dict[str, str] = {
@@ -57,6 +70,8 @@ VARIANTS: dict[str, str] = {
 }
 #: The variant every output is compared with.
 REFERENCE = "split"
+#: The book's class, timed beside the table when its package is installed.
+BOOK_REFERENCE = "llms_from_scratch.ch03.MultiHeadAttention"
 DEFAULT_JSON = Path("runs") / "bench_attention.json"
 
 
@@ -276,6 +291,30 @@ def build_variants(size: BenchSize, seed: int = 0) -> dict[str, nn.Module]:
     return {name: modules[name] for name in VARIANTS}
 
 
+def book_reference_available() -> bool:
+    """Whether the book's package ``llms_from_scratch`` can be imported."""
+    return importlib.util.find_spec("llms_from_scratch") is not None
+
+
+@torch.no_grad()
+def build_book_reference(split: A.MultiHeadAttention) -> nn.Module | None:
+    """The book's ``MultiHeadAttention`` (``llms_from_scratch.ch03``) with ``split``'s weights, or None if not installed.
+
+    Same sizes, dropout 0, qkv biases; W_query, W_key, W_value and out_proj are copied, so the output
+    equals ``split``'s to float rounding. Returned in eval mode.
+    """
+    if not book_reference_available():
+        return None
+    # an optional dependency, imported only when present (not a dodge around an import cycle)
+    from llms_from_scratch.ch03 import MultiHeadAttention as BookMultiHeadAttention
+
+    d_in, d_out = split.W_query.in_features, split.d_out
+    book = BookMultiHeadAttention(d_in, d_out, split.context_length, 0.0, split.num_heads, qkv_bias=True)
+    for name in ("W_query", "W_key", "W_value", "out_proj"):
+        getattr(book, name).load_state_dict(getattr(split, name).state_dict())
+    return book.eval()
+
+
 def make_input(size: BenchSize, seed: int = 1) -> Tensor:
     """x of shape (batch, seq_len, n_embd), float32 N(0, 1), seeded."""
     g = torch.Generator().manual_seed(seed)
@@ -350,20 +389,29 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
         ``max_abs_diff_vs_split``.
     """
     names = list(variants or VARIANTS)
-    modules = {n: m for n, m in build_variants(size).items() if n in names}
+    built = build_variants(size)
+    modules = {n: m for n, m in built.items() if n in names}
+    book = build_book_reference(built[REFERENCE])
+    timed: dict[str, nn.Module] = {}
+    for n, m in modules.items():  # the book's class right after ours, so each round times the pair back to back
+        timed[n] = m
+        if n == REFERENCE and book is not None:
+            timed[BOOK_REFERENCE] = book
+    if book is not None and REFERENCE not in timed:
+        timed[BOOK_REFERENCE] = book
     x = make_input(size)
-    outs = outputs(modules, x)
+    outs = outputs(timed, x)
     reference = outs.get(REFERENCE, next(iter(outs.values())))
-    fwd = time_interleaved({n: _forward_fn(m, x) for n, m in modules.items()}, repeats, warmup)
+    fwd = time_interleaved({n: _forward_fn(m, x) for n, m in timed.items()}, repeats, warmup)
     bwd = None
     if backward:
         grad_out = torch.randn(x.shape, generator=torch.Generator().manual_seed(2))
-        bwd = time_interleaved({n: _forward_backward_fn(m, x, grad_out) for n, m in modules.items()}, repeats, warmup)
-    results = []
-    for n in names:
-        results.append({
+        bwd = time_interleaved({n: _forward_backward_fn(m, x, grad_out) for n, m in timed.items()}, repeats, warmup)
+
+    def row(n: str, description: str) -> dict:
+        return {
             "variant": n,
-            "description": VARIANTS[n],
+            "description": description,
             "forward_ms": 1e3 * statistics.median(fwd[n]),
             "forward_min_ms": 1e3 * min(fwd[n]),
             "forward_samples_ms": [1e3 * s for s in fwd[n]],
@@ -371,55 +419,60 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
             "forward_backward_min_ms": 1e3 * min(bwd[n]) if bwd else None,
             "forward_backward_samples_ms": [1e3 * s for s in bwd[n]] if bwd else None,
             "max_abs_diff_vs_split": float((outs[n] - reference).abs().max()),
-        })
-    return {**asdict(size), "label": size.label, "results": results}
+        }
+
+    results = [row(n, VARIANTS[n]) for n in names]
+    book_row = None
+    if book is not None:
+        book_row = row(BOOK_REFERENCE, "the book's MultiHeadAttention (llms_from_scratch 1.0.19)")
+        if REFERENCE in fwd:
+            book_row["split_over_book_forward"] = statistics.median(fwd[REFERENCE]) / statistics.median(fwd[BOOK_REFERENCE])
+            book_row["split_over_book_forward_backward"] = (
+                statistics.median(bwd[REFERENCE]) / statistics.median(bwd[BOOK_REFERENCE]) if bwd else None
+            )
+            # the median of the per-round ratios: the pair ran back to back, so a load that changes more
+            # slowly than one call cancels out of each ratio
+            book_row["split_over_book_forward_paired"] = _paired_ratio(fwd[REFERENCE], fwd[BOOK_REFERENCE])
+            book_row["split_over_book_forward_backward_paired"] = (
+                _paired_ratio(bwd[REFERENCE], bwd[BOOK_REFERENCE]) if bwd else None
+            )
+    return {**asdict(size), "label": size.label, "results": results, "book_reference": book_row}
 
 
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``, else "unknown CPU"."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+def _paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """Median over rounds of ours[i] / theirs[i]."""
+    return statistics.median(a / b for a, b in zip(ours, theirs))
 
 
 def machine_info() -> dict:
-    """Where the numbers were measured: CPU model, cores, torch threads, versions, OS, load."""
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        load = None
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "device": "cpu",
-        "load_average_1min": load,
-    }
+    """Where the numbers were measured (:func:`engine.bench.machine.machine_info`): CPU model, cores, ISA
+    flags, torch threads, versions, OS, load."""
+    return _machine_info()
 
 
 def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1, backward: bool = True,
-                  progress: Callable[[str], None] | None = None) -> dict:
-    """The whole benchmark: machine info, settings, and :func:`bench_size` for each size, in one run."""
+                  progress: Callable[[str], None] | None = None, ceiling: bool = True) -> dict:
+    """The whole benchmark: machine info, settings, and :func:`bench_size` for each size, in one run.
+
+    With ``ceiling`` the fp32 matmul ceiling is measured before and after the sizes
+    (``machine["matmul_ceiling_gflops"]``, a dict ``before``/``after``; None without).
+    """
     started = time.perf_counter()
     load_at_start = machine_info()["load_average_1min"]
+    ceiling_before = matmul_ceiling() if ceiling else None
     measured = []
     for size in sizes:
         if progress:
             progress(f"timing {len(VARIANTS)} variants on {size.label} …")
         measured.append(bench_size(size, repeats, warmup, backward))
+    ceiling_after = matmul_ceiling() if ceiling else None
     machine = machine_info()
-    machine["load_average_1min_end"] = machine_info()["load_average_1min"]
+    machine["load_average_1min_end"] = machine["load_average_1min"]
     machine["load_average_1min"] = load_at_start
+    machine["matmul_ceiling_gflops"] = {"before": ceiling_before, "after": ceiling_after} if ceiling else None
     return {
         "benchmark": "attention",
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "settings": {"repeats": repeats, "warmup": warmup, "backward": backward, "dtype": "float32",
                      "statistic": "median", "seconds_total": round(time.perf_counter() - started, 1)},
@@ -464,9 +517,20 @@ def machine_line(data: dict) -> str:
 
 
 def format_table(data: dict) -> str:
-    """The results as fixed-width text, one block per input size."""
-    lines = [f"attention benchmark · {machine_line(data)}",
-             f"median of {data['settings']['repeats']} runs after {data['settings']['warmup']} warm-up, float32"]
+    """The results as fixed-width text: the machine and its measured ceiling, then one block per input size
+    (with the book's class beside it when it was timed, or a note that it was skipped)."""
+    machine = data["machine"]
+    ceiling = machine.get("matmul_ceiling_gflops")
+    mean = None
+    if ceiling and ceiling.get("before") is not None:
+        mean = (ceiling["before"] + ceiling["after"]) / 2
+    lines = [f"attention benchmark · {machine_line(data)}"]
+    if "isa" in machine:
+        lines += header_lines(machine, mean)
+    if mean is not None:
+        lines.append(f"  (ceiling before {ceiling['before']:.1f}, after {ceiling['after']:.1f} GFLOP/s)")
+    lines.append(f"median of {data['settings']['repeats']} interleaved runs after {data['settings']['warmup']} "
+                 "warm-up, float32")
     table = results_table(data)
     for size in data["sizes"]:
         lines += ["", f"input {size['label']}" + (f"  [{size['note']}]" if size.get("note") else "")]
@@ -481,6 +545,25 @@ def format_table(data: dict) -> str:
                          f"{cell(r['forward min ms'], '.2f'):>9} {cell(r['forward+backward ms'], '.2f'):>11} "
                          f"{cell(r['× fastest (fwd+bwd)'], '.2f'):>7} {cell(r['forward+backward min ms'], '.2f'):>9} "
                          f"{r['max |out − split|']:>10.1e}  {r['what']}")
+        book = size.get("book_reference")
+        if book is not None:
+            fb = book["forward_backward_ms"]
+            lines.append(f"  {'book':<12} {book['forward_ms']:>11.2f} {'':>7} {cell(book['forward_min_ms'], '.2f'):>9} "
+                         f"{cell(fb, '.2f'):>11} {'':>7} {cell(book['forward_backward_min_ms'], '.2f'):>9} "
+                         f"{book['max_abs_diff_vs_split']:>10.1e}  {BOOK_REFERENCE}")
+            if book.get("split_over_book_forward") is not None:
+                ratio_fb = book.get("split_over_book_forward_backward")
+                lines.append(f"  split / book: {book['split_over_book_forward']:.2f}× forward"
+                             + (f", {ratio_fb:.2f}× forward+backward" if ratio_fb is not None else "")
+                             + " (ratio of medians; below 1: ours is faster)")
+                paired_fb = book.get("split_over_book_forward_backward_paired")
+                if book.get("split_over_book_forward_paired") is not None:
+                    lines.append(f"  split / book, median of back-to-back pairs: "
+                                 f"{book['split_over_book_forward_paired']:.2f}× forward"
+                                 + (f", {paired_fb:.2f}× forward+backward" if paired_fb is not None else ""))
+        elif "book_reference" in size:
+            lines.append("  book reference skipped: llms_from_scratch is not installed "
+                         "(pip install llms-from-scratch==1.0.19 --no-deps)")
     lines.append(f"\ntotal {data['settings']['seconds_total']} s")
     return "\n".join(lines)
 

@@ -1,0 +1,173 @@
+"""The KV cache of engine.gpt: the same tokens as the uncached path, what each step reuses, and the
+sampling guards (private generator, finite logits)."""
+
+import pytest
+import torch
+
+from engine.gpt import GPT, POS_ENCODINGS, KVCache, kv_cache_steps, preset
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+BLOCK = 16  # the tiny preset's block_size
+VOCAB = 16
+
+
+def model_for(pos_encoding: str, causal: bool = True) -> GPT:
+    """A tiny model with weights pushed away from GPT-2's small init, so its logits are far from uniform."""
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", pos_encoding=pos_encoding, causal=causal)).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def prompt(B: int, T: int, seed: int = 2) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+# --- same tokens as the uncached path -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pos_encoding", POS_ENCODINGS)
+@pytest.mark.parametrize("T", [3, BLOCK, BLOCK + 9], ids=["shorter", "equal", "longer"])
+def test_cached_greedy_equals_uncached(pos_encoding, T):
+    model = model_for(pos_encoding)
+    idx = prompt(2, T)
+    new = 2 * BLOCK  # crosses block_size whatever the prompt
+    cached = model.generate(idx, new, temperature=0, use_cache=True)
+    uncached = model.generate(idx, new, temperature=0, use_cache=False)
+    assert cached.shape == (2, T + new)
+    assert torch.equal(cached, uncached)
+
+
+@pytest.mark.parametrize("pos_encoding", POS_ENCODINGS)
+@pytest.mark.parametrize("T", [1, BLOCK, BLOCK + 5], ids=["shorter", "equal", "longer"])
+def test_cached_sampling_equals_uncached(pos_encoding, T):
+    model = model_for(pos_encoding)
+    idx = prompt(3, T, seed=T)
+    runs = {
+        use_cache: model.generate(idx, 2 * BLOCK, temperature=1.0, top_k=8,
+                                  generator=torch.Generator().manual_seed(7), use_cache=use_cache)
+        for use_cache in (True, False)
+    }
+    assert torch.equal(runs[True], runs[False])
+    greedy = model.generate(idx, 2 * BLOCK, temperature=0)
+    assert not torch.equal(runs[True], greedy)  # it really sampled
+
+
+def test_non_causal_model_generates_the_same_with_or_without_cache():
+    model = model_for("learned", causal=False)
+    idx = prompt(1, 5)
+    assert torch.equal(model.generate(idx, 20, temperature=0, use_cache=True),
+                       model.generate(idx, 20, temperature=0, use_cache=False))
+    with pytest.raises(ValueError, match="causal"):
+        model.forward_cached(idx, model.new_cache(1))
+
+
+@pytest.mark.parametrize("pos_encoding", POS_ENCODINGS)
+def test_forward_cached_logits_match_full_forward(pos_encoding):
+    """Token by token, and in chunks (the masked branch: several new queries after cached keys)."""
+    model = model_for(pos_encoding)
+    idx = prompt(2, BLOCK)
+    full = model(idx).logits  # (2, BLOCK, V)
+    cache = model.new_cache(2)
+    for t in range(BLOCK):
+        torch.testing.assert_close(model.forward_cached(idx[:, t : t + 1], cache), full[:, t], atol=1e-5, rtol=0)
+    assert cache.length == BLOCK
+    chunked = model.new_cache(2)
+    for start, end in ((0, 5), (5, 6), (6, 13), (13, BLOCK)):
+        logits = model.forward_cached(idx[:, start:end], chunked)
+        torch.testing.assert_close(logits, full[:, end - 1], atol=1e-5, rtol=0)
+    for layer in range(model.config.n_layer):
+        torch.testing.assert_close(chunked.k[layer], cache.k[layer], atol=1e-5, rtol=0)
+        torch.testing.assert_close(chunked.v[layer], cache.v[layer], atol=1e-5, rtol=0)
+
+
+def test_forward_cached_refuses_past_the_block_and_a_wrong_batch():
+    model = model_for("rope")
+    cache = model.new_cache(1)
+    model.forward_cached(prompt(1, BLOCK), cache)
+    with pytest.raises(ValueError, match="pass block_size"):
+        model.forward_cached(prompt(1, 1), cache)
+    with pytest.raises(ValueError, match="batch size"):
+        model.forward_cached(prompt(2, 1), model.new_cache(1))
+    with pytest.raises(ValueError, match="batch_size"):
+        KVCache(model.config, 0)
+
+
+# --- what each step reuses ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T", [1, 4, BLOCK, BLOCK + 3])
+def test_kv_cache_steps_describe_what_generate_does(T, monkeypatch):
+    model = model_for("learned")
+    calls = []
+    original = GPT.forward_cached
+
+    def recording(self, idx, cache):
+        before = cache.length
+        logits = original(self, idx, cache)
+        calls.append((before, idx.size(1), cache.length))
+        return logits
+
+    monkeypatch.setattr(GPT, "forward_cached", recording)
+    new = BLOCK + 6
+    model.generate(prompt(1, T), new, temperature=0)
+    steps = kv_cache_steps(T, new, BLOCK)
+    assert len(steps) == len(calls) == new
+    for step, (before, computed, after) in zip(steps, calls):
+        assert (step.reused, step.computed) == (before, computed)
+        assert after == step.reused + step.computed == min(step.seq_len, BLOCK)
+        assert step.window_start == step.seq_len - min(step.seq_len, BLOCK)
+
+
+def test_kv_cache_steps_reuse_inside_the_block_and_recompute_after():
+    steps = kv_cache_steps(prompt_len=3, max_new_tokens=30, block_size=BLOCK)
+    assert [s.step for s in steps] == list(range(30))
+    inside = [s for s in steps[1:] if s.seq_len <= BLOCK]
+    past = [s for s in steps if s.seq_len > BLOCK]
+    assert inside and past
+    assert (steps[0].reused, steps[0].computed) == (0, 3)  # the prompt
+    assert all(s.computed == 1 and s.reused == s.seq_len - 1 for s in inside)
+    assert all(s.reused == 0 and s.computed == BLOCK for s in past)
+    assert all(s.reused == 0 for s in kv_cache_steps(3, 10, BLOCK, causal=False))
+    assert kv_cache_steps(5, 0, BLOCK) == []
+    with pytest.raises(ValueError, match="prompt_len"):
+        kv_cache_steps(0, 3, BLOCK)
+
+
+# --- sampling guards ------------------------------------------------------------------------------
+
+
+def test_generation_never_touches_the_global_rng():
+    model = model_for("learned")
+    state = torch.get_rng_state()
+    model.generate(prompt(1, 3), 10, temperature=1.0)
+    model.generate(prompt(1, 3), 10, temperature=1.0, seed=3, use_cache=False)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_seed_repeats_and_matches_an_equal_generator():
+    model = model_for("sinusoidal")
+    idx = prompt(2, 4)
+    a = model.generate(idx, 25, temperature=1.5, seed=9)
+    b = model.generate(idx, 25, temperature=1.5, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(a, b)
+
+
+def test_non_finite_logits_raise_a_clear_error():
+    model = model_for("learned")
+    with torch.no_grad():
+        model.lm_head.weight[3, 0] = float("nan")
+    for temperature in (0.0, 1.0):
+        for use_cache in (True, False):
+            with pytest.raises(ValueError, match="not finite"):
+                model.generate(prompt(1, 3), 2, temperature=temperature, use_cache=use_cache)
+
+
+def test_a_vanishing_temperature_is_refused_not_sampled_from():
+    model = model_for("learned")
+    with pytest.raises(ValueError, match="too small"):
+        model.generate(prompt(1, 3), 2, temperature=1e-45)
