@@ -142,11 +142,10 @@ class CharTokenizer:
         if errors == "strict":
             unknown = self.unknown_chars(text)
             if unknown:
-                shown = " ".join(repr(c) for c in unknown[:20])
-                more = f" (and {len(unknown) - 20} more)" if len(unknown) > 20 else ""
                 raise ValueError(
-                    f"{len(unknown)} character(s) not in the vocabulary of {self.vocab_size}: "
-                    f"{shown}{more}; use errors='drop' to leave them out"
+                    f"{len(unknown)} character(s) not in the vocabulary of {self.vocab_size}, the first "
+                    f"{min(20, len(unknown))}: {' '.join(repr(c) for c in unknown[:20])}; "
+                    "use errors='drop' to leave them out"
                 )
         return [self.stoi[c] for c in text if c in self.stoi]
 
