@@ -9,7 +9,7 @@ import streamlit as st
 import torch
 
 from engine.device import describe_device, pick_device
-from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _
+from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _, ngettext
 
 #: Each language's name in itself, as the selector shows it.
 LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
@@ -42,5 +42,7 @@ def render_sidebar() -> None:
     """Show the compute device (CUDA, Apple MPS or CPU) and the library versions."""
     with st.sidebar:
         device = pick_device()
-        st.caption(_("Device: **{device}**").format(device=describe_device(device)))
+        threads = torch.get_num_threads()
+        st.caption(_("Device: **{device}**").format(device=describe_device(device)) + " · "
+                   + ngettext("{n} CPU thread", "{n} CPU threads", threads).format(n=threads))
         st.caption(f"PyTorch {torch.__version__} · Streamlit {st.__version__} · Python {platform.python_version()}")
