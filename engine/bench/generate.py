@@ -1,6 +1,6 @@
 """``python -m engine.bench generate``: text generation with and without the KV cache.
 
-Times ``GPT.generate`` on the shipped course model (``assets/models/course_tang300``) at one
+Times ``GPT.generate`` on the shipped course model (``assets/models/course_tang``) at one
 thread by default, in two settings:
 
 * ``within_block``: from a one-character prompt to block_size tokens, so the cache is reused at
@@ -32,7 +32,7 @@ from engine.checkpoint import load_checkpoint
 #: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
 PRINTS_MACHINE = True
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang300"
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang"
 DEFAULT_JSON = Path("runs") / "bench_generate.json"
 
 
