@@ -49,7 +49,7 @@ def char_counts(text: str) -> dict[str, int]:
     for start in range(0, len(text), _CHUNK):
         points = _code_points(text[start : start + _CHUNK])  # (chunk,)
         values, n = np.unique(points, return_counts=True)  # (distinct in chunk,) each, sorted
-        for v, c in zip(values.tolist(), n.tolist()):
+        for v, c in zip(values.tolist(), n.tolist(), strict=False):
             counts[chr(v)] = counts.get(chr(v), 0) + c
     return dict(sorted(counts.items()))
 

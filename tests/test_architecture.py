@@ -174,7 +174,9 @@ _DEVELOPER_MODULES = ("engine/bench/", "engine/train.py")
 def _is_code(text: str) -> bool:
     """Code, paths, format specs and identifiers shown as they are (not sentences)."""
     stripped = text.strip()
-    return bool(_NOT_SENTENCES.fullmatch(stripped) or _CODE_LINE.fullmatch(stripped)) or (stripped.startswith(("torch.", "F.", "nn.", "x.", "m.", "<", "%{", "python -m", "```", ":material/"))
+    if _NOT_SENTENCES.fullmatch(stripped) or _CODE_LINE.fullmatch(stripped):
+        return True
+    return (stripped.startswith(("torch.", "F.", "nn.", "x.", "m.", "<", "%{", "python -m", "```", ":material/"))
             or bool(re.fullmatch(r"[\w.:/\-]+(\(.*\))?", stripped)))
 
 

@@ -38,7 +38,7 @@ FORTUNE_BYTES = (
     "\x1b[32m《登鹳雀楼》\x1b[m\r\n\x1b[33m作者：王之涣\x1b[m\r\n白日依山尽，黄河入海流。\r\n欲穷千里目，更上一层楼。\r\n%\r\n"
     "\x1b[32m题目:《塞上》\x1b[m\n\x1b[33m作者:柳开\x1b[m\n鸣骹直上一千尺，\n%    \n"
     "\x1b[32m《静夜思》\x1b[m\n\x1b[33m作者：李白\x1b[m\n床前明月光，疑是地上霜。\n%\n"
-).encode("utf-8")
+).encode()
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,8 @@ def corpus():
     return corpus_from_bytes(TEXT.encode("utf-8"), "poems.txt")
 
 
-FAST = TrainConfig(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=5, eval_interval=10, eval_iters=2, device="cpu")
+FAST = TrainConfig(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=5, eval_interval=10, eval_iters=2,
+                   device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +235,8 @@ def test_broken_checkpoints_give_clear_errors(trained, tmp_path):
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"", "empty"), (b"short", "shorter than"), (b"\xff" * 64, "header length exceeds"), (b"garbage!" + b"{}" * 4, "header length")],
+    [(b"", "empty"), (b"short", "shorter than"), (b"\xff" * 64, "header length exceeds"),
+     (b"garbage!" + b"{}" * 4, "header length")],
 )
 def test_bad_bytes_give_clear_errors(data, message):
     with pytest.raises(CheckpointError, match=message):

@@ -242,8 +242,8 @@ class Corpus:
     def _split_texts(self) -> tuple[str, str]:
         if self.split == "hash":
             is_val = [is_val_by_hash(r.body) for r in self.records]
-            train = [r.body for r, v in zip(self.records, is_val) if not v]
-            val = [r.body for r, v in zip(self.records, is_val) if v]
+            train = [r.body for r, v in zip(self.records, is_val, strict=False) if not v]
+            val = [r.body for r, v in zip(self.records, is_val, strict=False) if v]
             return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
         if len(self.records) >= VAL_EVERY:
             train = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY != VAL_EVERY - 1]
