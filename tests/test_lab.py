@@ -583,8 +583,10 @@ def test_next_char_figure_has_two_sliders_over_the_precomputed_rows(trained):
     t_slider, k_slider = fig.layout.sliders
     assert [s.label for s in t_slider.steps] == [f"{t:g}" for t in view.temperatures]
     assert [s.label for s in k_slider.steps][-1] == "ALL"
-    assert t_slider.steps[t_slider.active].args[0]["y"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
-    assert k_slider.steps[k_slider.active].args[0]["y"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert t_slider.steps[t_slider.active].args[0]["x"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert k_slider.steps[k_slider.active].args[0]["x"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert list(fig.data[0].x) == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert list(fig.layout.yaxis.ticktext) == list(view.candidates)
     colors = list(fig.data[0].marker.color)
     assert colors[view.sampled] == LF.SAMPLED_COLOR and colors.count(LF.SAMPLED_COLOR) == 1
     assert fig.layout.annotations[0].text == f"S {view.candidates[view.sampled]}"

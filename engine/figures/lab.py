@@ -254,13 +254,14 @@ def next_char_figure(
     top_ks: Sequence[int],
     by_top_k,
     text: Mapping[str, str],
-    height: int = 400,
+    row_px: int = 22,
 ) -> go.Figure:
-    """The next character's probabilities as bars, with a temperature slider and a top-k slider.
+    """The next character's probabilities as horizontal bars, with a temperature slider and a top-k slider.
 
-    Each slider step replaces the bars' heights with a precomputed distribution (``restyle``, in the
-    browser, no rerun): the temperature slider's rows keep the page's top-k, the top-k slider's rows
-    keep the page's temperature. The sampled character's bar has its own colour.
+    One row per candidate, the most likely on top (rows stay readable at phone width). Each slider
+    step replaces the bars' lengths with a precomputed distribution (``restyle``, in the browser, no
+    rerun): the temperature slider's rows keep the page's top-k, the top-k slider's rows keep the
+    page's temperature. The sampled character's bar has its own colour and a label.
 
     Args:
         candidates: the C characters, most likely first.
@@ -268,12 +269,14 @@ def next_char_figure(
         sampled: index of the sampled character in ``candidates``.
         temperatures, by_temperature: the slider's values and (len(temperatures), C) probabilities.
         top_ks, by_top_k: the slider's values (0: all) and (len(top_ks), C) probabilities.
-        text: ``title``, ``x`` and ``y`` axis titles, ``temperature`` and ``top_k`` (the sliders'
-            prefixes), ``all`` (the label of top-k 0), ``sampled`` (a format string with ``{char}``,
-            written above the sampled bar).
+        text: ``title``, ``x`` (the probability axis) and ``y`` (the characters' axis) titles,
+            ``temperature`` and ``top_k`` (the sliders' prefixes), ``all`` (the label of top-k 0),
+            ``sampled`` (a format string with ``{char}``, written beside the sampled bar).
+        row_px: height of one bar's row in pixels.
 
     Returns:
-        A figure with one bar trace and ``layout.sliders`` [temperature, top-k].
+        A figure with one horizontal bar trace (``x``: probabilities, ``y``: rows 0..C-1 labelled with
+        the characters) and ``layout.sliders`` [temperature, top-k].
 
     Raises:
         ValueError: if the shapes do not match.
@@ -286,30 +289,34 @@ def next_char_figure(
         raise ValueError(f"shapes do not match {n} candidates: {p.shape}, {by_t.shape}, {by_k.shape}, "
                          f"sampled {sampled}")
     labels = [repr(c)[1:-1] if not c.isprintable() or c.isspace() else c for c in candidates]  # "\n" for a newline
-    x = list(range(n))
-    colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in range(n)]
-    fig = go.Figure(go.Bar(x=x, y=np.round(p, 5), marker=dict(color=colors), customdata=labels,
-                           texttemplate="%{y:.0%}", textposition="outside", cliponaxis=False,
-                           hovertemplate="%{customdata}: %{y:.2%}<extra></extra>"))
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=labels, title_text=text["x"], tickfont=dict(size=15))
-    fig.update_yaxes(title_text=text["y"], tickformat=".0%", range=[0, 1.12], gridcolor="#eee")
-    fig.add_annotation(x=sampled, y=1.08, text=text["sampled"].format(char=labels[sampled]), showarrow=False,
-                       font=dict(color=SAMPLED_COLOR, size=12))
+    rows = list(range(n))
+    colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in rows]
+    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=labels,
+                           texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False,
+                           hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=labels, autorange="reversed", title_text=text["y"],
+                     tickfont=dict(size=14))
+    fig.update_xaxes(title_text=text["x"], tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
+    fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=text["sampled"].format(char=labels[sampled]),
+                       showarrow=False, font=dict(color=SAMPLED_COLOR, size=12))
+    top, bottom = (90 if text["title"] else 60), 190
+    plot_h = row_px * n  # px of the plotting area; the sliders sit below it, in paper units
 
-    def slider(values, rows, prefix, active, y_pos):
-        steps = [dict(method="restyle", label=str(label), args=[{"y": [np.round(row, 5).tolist()]}, [0]])
-                 for label, row in zip(values, rows, strict=True)]
-        return dict(active=active, currentvalue=dict(prefix=prefix), pad=dict(t=10), steps=steps, y=y_pos,
-                    yanchor="top", len=1.0, x=0, xanchor="left")
+    def slider(values, rows_p, prefix, active, px_below):
+        steps = [dict(method="restyle", label=str(label), args=[{"x": [np.round(row, 5).tolist()]}, [0]])
+                 for label, row in zip(values, rows_p, strict=True)]
+        return dict(active=active, currentvalue=dict(prefix=prefix, font=dict(size=12)), pad=dict(t=0, b=0),
+                    steps=steps, y=-px_below / plot_h, yanchor="top", len=1.0, x=0, xanchor="left",
+                    font=dict(size=10))
 
     t_labels = [f"{t:g}" for t in temperatures]
     k_labels = [text["all"] if k == 0 else str(k) for k in top_ks]
     t_active = int(np.argmin([abs(r - p).sum() for r in by_t]))
     k_active = int(np.argmin([abs(r - p).sum() for r in by_k]))
-    fig.update_layout(sliders=[slider(t_labels, by_t, text["temperature"], t_active, -0.22),
-                               slider(k_labels, by_k, text["top_k"], k_active, -0.50)], bargap=0.15)
-    base_layout(fig, text["title"] or None, height, top=60 if text["title"] else 30)
-    fig.update_layout(margin=dict(b=200))
+    fig.update_layout(sliders=[slider(t_labels, by_t, text["temperature"], t_active, 15),
+                               slider(k_labels, by_k, text["top_k"], k_active, 100)], bargap=0.15)
+    base_layout(fig, text["title"] or None, top + plot_h + bottom, top=top)
+    fig.update_layout(margin=dict(b=bottom))
     return fig
 
 
