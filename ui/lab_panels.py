@@ -90,7 +90,7 @@ def experiment_title(name: str) -> str:
     """The heading of an experiment (``engine.lab.experiments.EXPERIMENTS`` key)."""
     return {
         "heads": _("Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128"),
-        "positions": _("Exercise 3 · position information: none vs learned vs RoPE"),
+        "positions": _("Exercise 3 · position information: none, learned, RoPE, sinusoidal"),
         "causal": _("Beyond the lesson · training without the causal mask"),
     }.get(name, name)
 
