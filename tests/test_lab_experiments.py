@@ -205,21 +205,29 @@ def test_load_results_refuses_other_files(tmp_path):
 def test_shipped_results_file_is_complete_and_labelled():
     data = X.load_results()
     assert data is not None, "assets/lab_experiments.json is missing: run python -m engine.lab.experiments"
-    assert data["complete"] is True
-    steps = data["settings"]["steps"]
+    assert data["complete"] is True and data["format"] == X.RESULTS_FORMAT and data["noise_rule"] == X.NOISE_RULE
+    steps, seeds = data["settings"]["steps"], data["settings"]["seeds"]
+    assert len(seeds) >= 2, "the shipped results give a spread over seeds"
     for name, experiment in X.EXPERIMENTS.items():
         shipped = data["experiments"][name]
         assert [r["key"] for r in shipped["runs"]] == [run.key for run in experiment.runs]
+        assert shipped["seeds"] == seeds
         for r in shipped["runs"]:
             assert r["steps_done"] == steps and r["history"]["step"][-1] == steps
-            assert math.isfinite(r["final_val_loss"]) and len(r["loss_by_position"]) == 128
+            assert len(r["loss_by_position"]) == 128 and r["n_seeds"] == len(seeds)
+            values = [s["fixed_val_loss"] for s in r["seed_results"]]
+            mean, std = X.mean_std(values)
+            assert math.isclose(r["fixed_val_loss_mean"], mean, abs_tol=1e-4)
+            assert math.isclose(r["fixed_val_loss_std"], std, abs_tol=1e-4)
+        n = len(shipped["runs"])
+        assert shipped["comparisons"] == X.compare_runs(shipped["runs"])
+        assert len(shipped["comparisons"]) == n * (n - 1) // 2
     heads = data["experiments"]["heads"]["runs"]
     assert len({r["params"] for r in heads}) == 1
-    causal, no_mask, no_mask_rope = data["experiments"]["causal"]["runs"]
-    assert no_mask["final_train_loss"] < causal["final_train_loss"]
-    # with RoPE the copy is found: far lower loss, except at the last position, where there is nothing to copy
-    assert no_mask_rope["final_val_loss"] < 0.5 * causal["final_val_loss"]
-    assert no_mask_rope["last_position_val_loss"] > 2 * no_mask_rope["final_val_loss"]
+    # the course run is shared by the three experiments: trained once per seed
+    course = [data["experiments"][name]["runs"][i]["seed_results"] for name, i in
+              (("heads", 1), ("positions", 1), ("causal", 0))]
+    assert course[0] == course[1] == course[2]
 
 
 def test_the_command_runs_as_a_module(tmp_path):

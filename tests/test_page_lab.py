@@ -139,7 +139,8 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
     at.run()
     assert next(t for t in texts(at) if t.startswith("**白日**")) == poem  # greedy: the same text every time
     assert any(c.startswith("greedy · top-k 20 · seed 0 · 64 new characters") for c in captions(at))
-    attention = next(f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith("attn_weights"))
+    attention = next(f for f in figures(at)
+                     if f["layout"].get("title", {}).get("text", "").startswith("attn_weights"))
     steps = attention["layout"]["sliders"][0]["steps"]
     assert [s["label"] for s in steps] == [f"layer {l} · head {h}" for l in range(2) for h in range(4)]
     for trace in attention["data"]:

@@ -544,7 +544,8 @@ else:
                           cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
                           minutes=results["total_wall_s"] / 60)
                + ("" if results.get("complete") else _(" · INCOMPLETE: the command did not finish")))
-    done_seeds = sorted({seed for e in results["experiments"].values() for seed in e.get("seeds", []) if seed is not None})
+    done_seeds = sorted({seed for e in results["experiments"].values() for seed in e.get("seeds", [])
+                         if seed is not None})
     if done_seeds:
         st.caption(_("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
                      "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
