@@ -387,8 +387,9 @@ def show_experiment(experiment: dict, key: str, baselines: Baselines | None = No
     if lines:
         right.markdown("\n".join(f"- {line}" for line in lines))
         right.caption(_("A difference counts as more than the seed noise when |Δ mean| > 2·√(std_a²/n_a + "
-                        "std_b²/n_b) (twice the standard error of the difference). With three seeds this is a rough "
-                        "screen, not a significance test."))
+                        "std_b²/n_b) (twice the standard error of the difference). With so few seeds the standard "
+                        "deviations are themselves uncertain: this is a rough screen, not a significance test, and "
+                        "a flagged difference of a few hundredths of a nat is weak evidence."))
 
 
 def show_causal_details(shown: dict) -> None:
