@@ -33,6 +33,7 @@ and for the window slide past block_size.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import NamedTuple
 
@@ -530,6 +531,7 @@ class GPT(nn.Module):
         generator: torch.Generator | None = None,
         use_cache: bool = True,
         seed: int | None = None,
+        banned_ids: Sequence[int] = (),
     ) -> torch.Tensor:
         """Extends each row of ``idx`` by ``max_new_tokens`` sampled tokens.
 
@@ -559,12 +561,17 @@ class GPT(nn.Module):
             use_cache: reuse keys/values between steps (same tokens, faster); False runs the full
                 forward pass on the window at every step.
             seed: seeds the private generator when ``generator`` is None.
+            banned_ids: token ids never emitted (their logits are set to -inf before top-k and
+                sampling, and greedy picks among the others): e.g. ``(tokenizer.unk_id,)``, the
+                unknown token that stands for rare characters and has no character to show.
 
         Returns:
-            int64 (B, T + max_new_tokens): the prompt followed by the new ids (all < vocab_size).
+            int64 (B, T + max_new_tokens): the prompt followed by the new ids (all < vocab_size,
+            none in ``banned_ids``).
 
         Raises:
-            ValueError: for an empty prompt, a negative temperature or max_new_tokens, top_k < 1, or
+            ValueError: for an empty prompt, a negative temperature or max_new_tokens, top_k < 1,
+                ``banned_ids`` outside [0, vocab_size) or covering the whole vocabulary, or
                 logits that are not finite (a diverged model, or a temperature so small that
                 logits / temperature overflows: use 0 for greedy).
         """
@@ -576,6 +583,11 @@ class GPT(nn.Module):
             raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
         if top_k is not None and top_k < 1:
             raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
+        banned = sorted({int(i) for i in banned_ids})
+        vocab_size = self.config.vocab_size
+        if banned and (banned[0] < 0 or banned[-1] >= vocab_size or len(banned) >= vocab_size):
+            raise ValueError(f"banned_ids must be ids in [0, {vocab_size}) leaving one allowed, got {banned}")
+        ban = torch.tensor(banned, dtype=torch.long, device=idx.device) if banned else None  # (n_banned,)
         if generator is None:
             generator = torch.Generator(device=idx.device)
             if seed is None:
@@ -597,7 +609,7 @@ class GPT(nn.Module):
                 else:  # first step, or the window slid: compute the last block_size tokens afresh
                     cache.length = 0
                     logits = self.forward_cached(idx[:, -block_size:], cache)  # (B, <= block_size) -> (B, V)
-                idx_next = _pick_next(logits, temperature, top_k, generator)  # (B, 1)
+                idx_next = _pick_next(logits, temperature, top_k, generator, ban)  # (B, 1)
                 idx = torch.cat((idx, idx_next), dim=1)  # (B, T) -> (B, T + 1)
         finally:
             self.train(was_training)
@@ -704,25 +716,31 @@ def kv_cache_steps(prompt_len: int, max_new_tokens: int, block_size: int, causal
 
 
 def _pick_next(
-    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
+    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None,
+    ban: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Chooses one id per row from logits (B, V) -> int64 (B, 1).
+    """Chooses one id per row from logits (B, V) -> int64 (B, 1); never an id of ``ban`` (int64 (n,)).
 
     Raises:
         ValueError: if a logit is NaN or infinite, before or after the division by the temperature.
     """
     if not torch.isfinite(logits).all():
         raise ValueError("the model's logits are not finite (NaN or inf): its weights have diverged")
+    allowed = logits.size(-1)
+    if ban is not None:
+        logits = logits.index_fill(-1, ban, float("-inf"))  # (B, V), banned columns at -inf
+        allowed -= ban.numel()
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits / temperature
-    if not torch.isfinite(logits).all():
+    overflowed = torch.isneginf(logits).sum(-1) > logits.size(-1) - allowed  # (B,): more -inf than banned ids
+    if torch.isnan(logits).any() or torch.isposinf(logits).any() or overflowed.any():
         raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows; use 0 for greedy")
     if top_k is not None:
-        k = min(top_k, logits.size(-1))
-        kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        k = min(top_k, allowed)
+        kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest allowed logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    probs = torch.softmax(logits, dim=-1)  # (B, V), 0 at banned ids
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
 
@@ -743,7 +761,8 @@ def generate_text(
         tokenizer: a ``CharTokenizer``; the prompt is encoded with errors="strict".
         prompt: the start of the text; an empty prompt starts the model from a newline (when the
             vocabulary has one), which is not repeated in the result.
-        temperature, top_k, use_cache: see ``GPT.generate``.
+        temperature, top_k, use_cache: see ``GPT.generate``; the tokenizer's unknown token (if it has
+            one) is never emitted.
         seed: seeds a private generator, so the same seed gives the same text; None seeds it from
             the operating system (different text each call). The global RNG is never used.
 
@@ -758,5 +777,7 @@ def generate_text(
         start = "\n"
     device = next(model.parameters()).device
     idx = torch.tensor([tokenizer.encode(start)], dtype=torch.long, device=device)  # (1, T)
-    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=use_cache)
+    unk_id = getattr(tokenizer, "unk_id", None)
+    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=use_cache,
+                         banned_ids=() if unk_id is None else (unk_id,))
     return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())

@@ -171,3 +171,24 @@ def test_a_vanishing_temperature_is_refused_not_sampled_from():
     model = model_for("learned")
     with pytest.raises(ValueError, match="too small"):
         model.generate(prompt(1, 3), 2, temperature=1e-45)
+
+
+def test_generation_never_emits_a_banned_id():
+    """The unknown token (or any banned id) is never written, greedy or sampled, cached or not."""
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", vocab_size=16)).eval()
+    idx = torch.tensor([[1, 2, 3]])
+    greedy = model.generate(idx, 20, temperature=0)
+    favourite = int(torch.mode(greedy[0, 3:]).values)  # the id greedy writes most
+    banned = model.generate(idx, 20, temperature=0, banned_ids=(favourite,))
+    assert favourite not in banned[0, 3:].tolist()
+    for use_cache in (True, False):
+        out = model.generate(idx, 200, temperature=2.0, seed=3, banned_ids=(0, 5), use_cache=use_cache)
+        assert not set(out[0, 3:].tolist()) & {0, 5}
+    # only one id left: it is the only one written, with or without top-k
+    only = model.generate(idx, 10, temperature=1.0, top_k=3, seed=1, banned_ids=tuple(range(1, 16)))
+    assert set(only[0, 3:].tolist()) == {0}
+    with pytest.raises(ValueError, match="banned_ids"):
+        model.generate(idx, 1, banned_ids=(16,))
+    with pytest.raises(ValueError, match="banned_ids"):
+        model.generate(idx, 1, banned_ids=tuple(range(16)))

@@ -503,3 +503,117 @@ def test_plan_uses_the_one_schedule(corpus):
     assert plan.train == TrainConfig.for_steps(400, 8, learning_rate=2e-3, seed=5)
     assert plan.model.vocab_size == corpus.vocab_size
     assert [p.key for p in S.plan_training(preset("tiny"), None, 400, 8, 2e-3).problems] == ["no_corpus"]
+
+
+# --- the unknown token, the next character, where attention looked ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def unk_model():
+    """A tiny model over a vocabulary with an unknown token, whose lm_head makes that token by far the likeliest."""
+    from engine.tokenizer import CharTokenizer
+
+    tokenizer = CharTokenizer.from_counts({c: 10 for c in "白日依山尽，黄河入海流。\n"} | {"罕": 1}, min_count=5)
+    assert tokenizer.unk_id is not None
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", vocab_size=tokenizer.vocab_size)).eval()
+    with torch.no_grad():  # every position's final hidden state becomes all ones, and only the unknown token's row
+        model.ln_f.weight.zero_()  # of lm_head points that way: its logit is 32 * 3, every other one 0
+        model.ln_f.bias.fill_(1.0)
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tokenizer.unk_id] = 3.0
+    return M.LabModel(model, tokenizer, {}, "uploaded", M.weights_id(model))
+
+
+def test_generation_never_writes_the_unknown_token(unk_model):
+    unk = unk_model.tokenizer.itos[unk_model.tokenizer.unk_id]
+    for temperature, top_k in ((0.0, None), (1.0, None), (2.0, 1), (0.5, 3)):
+        out = M.generate(unk_model, "白日", 40, temperature=temperature, top_k=top_k, seed=4)
+        assert len(out.new) == 40 and unk not in out.new
+    probs = M.next_char_probs(unk_model, "白日", temperature=1.0, top_k=0)
+    assert unk not in probs.candidates
+
+
+def test_next_char_probs_follow_temperature_and_top_k(trained):
+    model = trained[1].result
+    view = M.next_char_probs(model, "白日依", temperature=0.8, top_k=5, seed=2, n=8)
+    C = len(view.candidates)
+    assert C in (8, 9) and view.by_temperature.shape == (len(view.temperatures), C)
+    assert view.by_top_k.shape == (len(view.top_ks), C) and view.probs.shape == (C,)
+    assert 0.8 in view.temperatures and 5 in view.top_ks and view.top_ks[-1] == 0  # "all" last
+    # the candidates come most likely first, and top-k keeps exactly k of them
+    logits = model.model(torch.tensor([list(M.prepare_prompt(model.tokenizer, "白日依", 16).ids)])).logits[0, -1]
+    order = [model.tokenizer.itos[i] for i in torch.argsort(logits, descending=True)[:8].tolist()]
+    assert list(view.candidates[:8]) == order
+    assert int((view.probs > 0).sum()) == 5 and abs(float(view.probs.sum()) - 1.0) < 1e-5
+    row_k1 = view.by_top_k[view.top_ks.index(1)]
+    assert float(row_k1[0]) == pytest.approx(1.0) and float(row_k1[1:].sum()) == 0.0
+    # a higher temperature flattens: the favourite's probability falls as the temperature rises
+    favourite = view.by_temperature[:, 0].tolist()
+    assert all(a >= b - 1e-6 for a, b in zip(favourite, favourite[1:], strict=False))
+    torch.testing.assert_close(view.by_temperature[view.temperatures.index(0.8)], view.probs)
+    # the sampled character is the first one generate writes with the same settings
+    first = M.generate(model, "白日依", 1, temperature=0.8, top_k=5, seed=2).new
+    assert view.candidates[view.sampled] == first
+    greedy = M.next_char_probs(model, "白日依", temperature=0.0, top_k=0)
+    assert greedy.sampled == 0 and float(greedy.probs[0]) == 1.0
+    assert view.shapes == {"idx": (1, 3), "residual": (1, 3, 32), "logits": (1, 3, model.config.vocab_size),
+                           "attn_weights": (1, 4, 3, 3)}
+    for bad in ({"temperature": -1.0}, {"temperature": float("nan")}, {"top_k": -2}, {"n": 0}):
+        with pytest.raises(ValueError):
+            M.next_char_probs(model, "白日", **bad)
+
+
+def test_last_position_attention_is_the_last_row_of_the_maps(trained):
+    model = trained[1].result
+    looked = M.last_position_attention(model, "白日依山尽")
+    maps = M.attention_maps(model, "白日依山尽")
+    assert looked.tokens == maps.tokens and looked.attn_weights.shape == (2, 4, 5)
+    torch.testing.assert_close(looked.attn_weights, maps.attn_weights[:, :, -1, :])
+    torch.testing.assert_close(looked.head_mean.sum(-1), torch.ones(2))
+
+
+def test_next_char_figure_has_two_sliders_over_the_precomputed_rows(trained):
+    from engine.figures import lab as LF
+
+    view = M.next_char_probs(trained[1].result, "白日", temperature=0.8, top_k=5, seed=1, n=6)
+    text = {"title": "T", "x": "X", "y": "Y", "temperature": "t: ", "top_k": "k: ", "all": "ALL", "sampled": "S {char}"}
+    fig = LF.next_char_figure(view.candidates, view.probs, view.sampled, view.temperatures, view.by_temperature,
+                              view.top_ks, view.by_top_k, text)
+    t_slider, k_slider = fig.layout.sliders
+    assert [s.label for s in t_slider.steps] == [f"{t:g}" for t in view.temperatures]
+    assert [s.label for s in k_slider.steps][-1] == "ALL"
+    assert t_slider.steps[t_slider.active].args[0]["x"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert k_slider.steps[k_slider.active].args[0]["x"][0] == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert list(fig.data[0].x) == pytest.approx(view.probs.tolist(), abs=1e-5)
+    assert list(fig.layout.yaxis.ticktext) == list(view.candidates)
+    colors = list(fig.data[0].marker.color)
+    assert colors[view.sampled] == LF.SAMPLED_COLOR and colors.count(LF.SAMPLED_COLOR) == 1
+    assert fig.layout.annotations[0].text == f"S {view.candidates[view.sampled]}"
+    with pytest.raises(ValueError):
+        LF.next_char_figure(view.candidates[:-1], view.probs, 0, view.temperatures, view.by_temperature,
+                            view.top_ks, view.by_top_k, text)
+
+
+def test_last_attention_and_kv_cache_figures():
+    from engine.figures import lab as LF
+    from engine.gpt import kv_cache_steps
+
+    w = torch.softmax(torch.randn(3, 2, 5, generator=torch.Generator().manual_seed(0)), dim=-1)  # (n_layer, nh, T)
+    text = {"title": "", "layer": "L", "key": "K", "mean": "mean", "head": "h{head}", "layer_label": "l{layer}"}
+    fig = LF.last_attention_figure(w, tuple("白日依山尽"), text)
+    assert len(fig.data) == 3 and [s.label for s in fig.layout.sliders[0].steps] == ["mean", "h0", "h1"]
+    torch.testing.assert_close(torch.tensor(fig.data[0].z, dtype=torch.float32), w.mean(1), atol=1e-5, rtol=0)
+    with pytest.raises(ValueError):
+        LF.last_attention_figure(w, tuple("白日"), text)
+    steps = kv_cache_steps(prompt_len=3, max_new_tokens=20, block_size=16)
+    kv = LF.kv_cache_figure(steps, {"title": "", "reused": "R", "computed": "C", "step": "s", "keys": "k",
+                                    "slide": "slide"})
+    reused, computed = kv.data
+    assert list(reused.y) == [s.reused for s in steps] and list(computed.y) == [s.computed for s in steps]
+    assert [r + c for r, c in zip(reused.y, computed.y, strict=True)][-1] == 16  # the full window once it slid
+    assert kv.layout.shapes[0].x0 == next(s.step for s in steps if s.window_start > 0) - 0.5
+    chart = LF.loss_chart([(0, 5.0, 5.1)], [5.0], 10, {"title": "", "batch": "b", "train": "t", "val": "v",
+                                                     "step": "s", "loss": "l"}, baselines={"uni": 6.0, "bi": 5.5})
+    assert sorted(s.y0 for s in chart.layout.shapes) == [5.5, 6.0]
+    assert {a.text for a in chart.layout.annotations} == {"uni", "bi"}

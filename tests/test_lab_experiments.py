@@ -119,7 +119,7 @@ def test_command_writes_a_results_file(tmp_path, capsys):
     assert X.main(["--out", str(out), "--steps", "2", "--batch-size", "1", "--experiments", "causal",
                    "--device", "cpu"]) == 0
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["format"] == X.RESULTS_FORMAT and data["complete"] is True
+    assert data["format"] == X.RESULTS_FORMAT and data["complete"] is True and data["corpus"]["name"] == "tang"
     assert data["settings"]["steps"] == 2 and data["settings"]["batch_size"] == 1
     assert data["machine"]["torch"] == torch.__version__ and data["total_wall_s"] >= 0
     runs = data["experiments"]["causal"]["runs"]
@@ -128,6 +128,68 @@ def test_command_writes_a_results_file(tmp_path, capsys):
     assert X.load_results(out) == data
     printed = capsys.readouterr().out
     assert "no_mask_rope" in printed and "3 distinct runs" in printed
+
+
+def test_mean_std_and_the_noise_rule():
+    assert X.mean_std([2.0]) == (2.0, 0.0)
+    mean, std = X.mean_std([1.0, 2.0, 3.0])
+    assert mean == 2.0 and math.isclose(std, 1.0)  # sample standard deviation (ddof 1)
+    with pytest.raises(ValueError):
+        X.mean_std([])
+    a = {"key": "a", "n_seeds": 3, "fixed_val_loss_mean": 5.0, "fixed_val_loss_std": 0.03}
+    b = {"key": "b", "n_seeds": 3, "fixed_val_loss_mean": 4.9, "fixed_val_loss_std": 0.04}
+    c = {"key": "c", "n_seeds": 3, "fixed_val_loss_mean": 4.98, "fixed_val_loss_std": 0.04}
+    one = {"key": "d", "n_seeds": 1, "fixed_val_loss_mean": 1.0, "fixed_val_loss_std": 0.0}
+    pairs = {(p["a"], p["b"]): p for p in X.compare_runs([a, b, c, one])}
+    noise = 2 * math.sqrt((0.03**2 + 0.04**2) / 3)  # 0.0577
+    assert math.isclose(pairs[("a", "b")]["noise"], round(noise, 4)) and pairs[("a", "b")]["delta_mean"] == -0.1
+    assert pairs[("a", "b")]["exceeds_noise"] is True and pairs[("a", "c")]["exceeds_noise"] is False
+    assert pairs[("a", "d")]["exceeds_noise"] is None and pairs[("a", "d")]["noise"] is None  # no spread from one seed
+    assert X.NOISE_RULE["key"] == "welch_2se" and "sqrt" in X.NOISE_RULE["formula"]
+
+
+def test_seeds_are_summarised_per_run(random_corpus):
+    by_seed = [{**X.run_experiment("heads", random_corpus, steps=2, batch_size=2, seed=s, device="cpu",
+                                   eval_batches=1), "seed": s} for s in (1, 2)]
+    combined = X.combine_seeds(by_seed)
+    assert combined["seeds"] == [1, 2] and [r["key"] for r in combined["runs"]] == ["heads_1", "heads_4", "heads_8"]
+    for run, first, second in zip(combined["runs"], by_seed[0]["runs"], by_seed[1]["runs"], strict=True):
+        values = [first["fixed_val_loss"], second["fixed_val_loss"]]
+        assert run["n_seeds"] == 2 and run["seeds"] == [1, 2]
+        assert [r["fixed_val_loss"] for r in run["seed_results"]] == values
+        assert math.isclose(run["fixed_val_loss_mean"], sum(values) / 2, abs_tol=1e-4)
+        assert math.isclose(run["fixed_val_loss_std"], abs(values[0] - values[1]) / math.sqrt(2), abs_tol=1e-4)
+        assert run["history"] == first["history"]  # the curves of the first seed
+        per_position = first["loss_by_position"]
+        assert math.isclose(first["fixed_val_loss"], sum(per_position) / len(per_position), abs_tol=1e-3)
+    assert len(combined["comparisons"]) == 3 and {c["a"] for c in combined["comparisons"]} == {"heads_1", "heads_4"}
+    # an interrupted command: the second seed has only the first run
+    partial = X.combine_seeds([by_seed[0], {**by_seed[1], "runs": by_seed[1]["runs"][:1]}])
+    assert [r["n_seeds"] for r in partial["runs"]] == [2, 1, 1]
+    with pytest.raises(ValueError):
+        X.summarize_seeds([])
+
+
+@pytest.mark.parametrize("text", ["", "1,1", "a,b", "-1", ",".join(map(str, range(17)))])
+def test_bad_seed_lists_are_refused(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        X.parse_seeds(text)
+
+
+def test_command_with_seeds_writes_means_and_comparisons(tmp_path, capsys):
+    out = tmp_path / "seeds.json"
+    assert X.main(["--out", str(out), "--steps", "2", "--batch-size", "1", "--experiments", "causal", "--seeds", "3,4",
+                   "--corpus", "tang300", "--eval-batches", "1", "--device", "cpu"]) == 0
+    data = X.load_results(out)
+    assert data["format"] == "lab-experiments/3" and data["settings"]["seeds"] == [3, 4] and data["complete"]
+    assert data["noise_rule"] == X.NOISE_RULE and data["corpus"]["name"] == "tang300"
+    causal = data["experiments"]["causal"]
+    assert causal["seeds"] == [3, 4] and all(r["n_seeds"] == 2 for r in causal["runs"])
+    assert len(causal["comparisons"]) == 3
+    printed = capsys.readouterr().out
+    assert "6 distinct runs" in printed and "±" in printed
 
 
 def test_load_results_refuses_other_files(tmp_path):
@@ -143,21 +205,29 @@ def test_load_results_refuses_other_files(tmp_path):
 def test_shipped_results_file_is_complete_and_labelled():
     data = X.load_results()
     assert data is not None, "assets/lab_experiments.json is missing: run python -m engine.lab.experiments"
-    assert data["complete"] is True
-    steps = data["settings"]["steps"]
+    assert data["complete"] is True and data["format"] == X.RESULTS_FORMAT and data["noise_rule"] == X.NOISE_RULE
+    steps, seeds = data["settings"]["steps"], data["settings"]["seeds"]
+    assert len(seeds) >= 2, "the shipped results give a spread over seeds"
     for name, experiment in X.EXPERIMENTS.items():
         shipped = data["experiments"][name]
         assert [r["key"] for r in shipped["runs"]] == [run.key for run in experiment.runs]
+        assert shipped["seeds"] == seeds
         for r in shipped["runs"]:
             assert r["steps_done"] == steps and r["history"]["step"][-1] == steps
-            assert math.isfinite(r["final_val_loss"]) and len(r["loss_by_position"]) == 128
+            assert len(r["loss_by_position"]) == 128 and r["n_seeds"] == len(seeds)
+            values = [s["fixed_val_loss"] for s in r["seed_results"]]
+            mean, std = X.mean_std(values)
+            assert math.isclose(r["fixed_val_loss_mean"], mean, abs_tol=1e-4)
+            assert math.isclose(r["fixed_val_loss_std"], std, abs_tol=1e-4)
+        n = len(shipped["runs"])
+        assert shipped["comparisons"] == X.compare_runs(shipped["runs"])
+        assert len(shipped["comparisons"]) == n * (n - 1) // 2
     heads = data["experiments"]["heads"]["runs"]
     assert len({r["params"] for r in heads}) == 1
-    causal, no_mask, no_mask_rope = data["experiments"]["causal"]["runs"]
-    assert no_mask["final_train_loss"] < causal["final_train_loss"]
-    # with RoPE the copy is found: far lower loss, except at the last position, where there is nothing to copy
-    assert no_mask_rope["final_val_loss"] < 0.5 * causal["final_val_loss"]
-    assert no_mask_rope["last_position_val_loss"] > 2 * no_mask_rope["final_val_loss"]
+    # the course run is shared by the three experiments: trained once per seed
+    course = [data["experiments"][name]["runs"][i]["seed_results"] for name, i in
+              (("heads", 1), ("positions", 1), ("causal", 0))]
+    assert course[0] == course[1] == course[2]
 
 
 def test_the_command_runs_as_a_module(tmp_path):

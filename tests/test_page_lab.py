@@ -6,15 +6,19 @@ import numpy as np
 import pytest
 
 from engine import budget
+from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
+from engine.corpus import DEFAULT_CORPUS, load_corpus
 from engine.lab import experiments as X
+from engine.lab import models
+from engine.lab import settings as rules
 from tests.plotly_json import captions, figures, open_page, texts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PAGE = "views/lab.py"
-#: The "tiny" preset's sizes on the Tang poems, and a short run.
-TINY = {"lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head": 4, "lab_block": 16, "lab_dropout": 0.0, "lab_steps": 24,
+#: The "tiny" preset's sizes on the 313 Tang poems (a small corpus: tests that train pick it), and a short run.
+TINY = {"lab_corpus": "tang300", "lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head": 4, "lab_block": 16, "lab_dropout": 0.0, "lab_steps": 24,
         "lab_batch": 8, "lab_lr": 3e-3}
 DEADLINE_S = 90
 
@@ -25,7 +29,7 @@ def progress_text(at):
 
 def set_controls(at, values):
     for key, value in values.items():
-        widget = next((w for kind in ("slider", "selectbox", "number_input", "select_slider", "checkbox")
+        widget = next((w for kind in ("radio", "slider", "selectbox", "number_input", "select_slider", "checkbox")
                        for w in getattr(at, kind) if w.key == key), None)
         assert widget is not None, key
         widget.set_value(value)
@@ -57,11 +61,25 @@ def trained():
     return train_until(at.run(), "done")
 
 
-def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not():
+@pytest.fixture(scope="module")
+def default_corpus():
+    return load_corpus(DEFAULT_CORPUS)
+
+
+def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(default_corpus):
     at = open_page(PAGE)
     assert not at.exception
+    assert at.radio(key="lab_corpus").value == DEFAULT_CORPUS
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["vocabulary (distinct characters)"] == "2,500" and metrics["characters"] == "24,997"
+    stats = default_corpus.vocab_stats
+    assert metrics["vocabulary (tokens)"] == f"{default_corpus.vocab_size:,}"
+    assert metrics["characters"] == f"{len(default_corpus.text):,}"
+    assert metrics["distinct characters"] == f"{stats.distinct_chars:,}"
+    assert metrics["validation coverage"] == f"{stats.val_coverage:.2%}"
+    assert metrics["unknown tokens (val)"] == f"{stats.val_unk_rate:.2%}"
+    base = corpus_baselines(default_corpus)
+    counting = next(t for t in texts(at) if t.startswith("**What counting alone scores"))
+    assert f"{base.unigram.val_nats:.3f} nats" in counting and f"{base.bigram.val_nats:.3f} nats" in counting
     assert any("Training runs on **CPU" in c or "Training runs on **CUDA" in c for c in captions(at))
     if SHIPPED_MODEL.exists():
         assert at.radio(key="lab_use").value == "shipped"
@@ -69,6 +87,15 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not():
         poem = next(t for t in texts(at) if t.startswith("**白日**"))
         assert len(poem) > len("**白日**") + 20  # generation works without training
         assert any(f["layout"].get("sliders") for f in figures(at))
+        # the shipped model beside the counting baselines of its corpus, its diagram, the next-character view
+        assert any(c.startswith("val ") and "bigram" in c for c in captions(at))
+        assert at.get("graphviz_chart") and "parameters" in at.get("graphviz_chart")[0].proto.spec
+        bars = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
+                    "What the model predicts after your prompt")
+        assert len(bars["layout"]["sliders"]) == 2
+        assert any(f["layout"].get("title", {}).get("text") == "Where attention looked from the last character"
+                   for f in figures(at))
+        assert any("keys/values reused from the cache" == t["name"] for f in figures(at) for t in f["data"])
     else:
         assert any("No model yet" in i.value for i in at.info)
 
@@ -83,6 +110,11 @@ def test_short_training_runs_to_the_end(trained):
     live = next(f for f in figures(at) if f["layout"]["title"]["text"] == "Loss while training")
     names = [t["name"] for t in live["data"]]
     assert names == ["batch loss", "train loss", "val loss"]
+    small = load_corpus("tang300")
+    base = corpus_baselines(small)
+    lines = sorted(shape["y0"] for shape in live["layout"]["shapes"])
+    assert lines == pytest.approx(sorted([base.unigram.val_nats, base.bigram.val_nats]))
+    assert any(c.startswith("val ") and f"{base.bigram.val_nats:.3f} nats" in c for c in captions(at))
     assert len(live["data"][0]["y"]) == 24 and list(live["data"][2]["x"])[-1] == 24
     val = np.asarray(live["data"][2]["y"], dtype=float)
     assert np.all(np.isfinite(val)) and val[-1] < val[0]
@@ -107,7 +139,8 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
     at.run()
     assert next(t for t in texts(at) if t.startswith("**白日**")) == poem  # greedy: the same text every time
     assert any(c.startswith("greedy · top-k 20 · seed 0 · 64 new characters") for c in captions(at))
-    attention = next(f for f in figures(at) if f["layout"].get("sliders"))
+    attention = next(f for f in figures(at)
+                     if f["layout"].get("title", {}).get("text", "").startswith("attn_weights"))
     steps = attention["layout"]["sliders"][0]["steps"]
     assert [s["label"] for s in steps] == [f"layer {l} · head {h}" for l in range(2) for h in range(4)]
     for trace in attention["data"]:
@@ -120,6 +153,17 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
                                                    for a in f["layout"].get("annotations", [])))
     assert np.asarray(positions["data"][0]["z"]).shape == (16, 32)
     assert any(t.startswith("mean cosine similarity of neighbouring positions") for t in texts(at))
+    # the next character: greedy, so the highlighted bar is the most likely one and the first character written
+    bars = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
+                "What the model predicts after your prompt")
+    y = np.asarray(bars["data"][0]["x"], dtype=float)  # horizontal bars: probabilities on x
+    first = models.generate(at.session_state["lab_own"], "白日", 1, temperature=0).new
+    label = repr(first)[1:-1] if first.isspace() else first
+    assert y[0] == 1.0 and y[1:].sum() == 0.0 and bars["layout"]["annotations"][0]["text"] == "sampled: " + label
+    looked = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
+                  "Where attention looked from the last character")
+    mean = np.asarray(looked["data"][0]["z"], dtype=float)
+    assert mean.shape == (2, 2) and np.allclose(mean.sum(axis=1), 1.0, atol=1e-3)  # 2 layers over "白日"
 
 
 def test_prompt_notes_for_unknown_and_long_prompts(trained):
@@ -206,7 +250,8 @@ def test_good_upload_becomes_the_corpus():
     at.file_uploader(key="lab_upload").set_value(("moon.txt", text.encode("utf-8"), "text/plain")).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["records"] == "30" and metrics["vocabulary (distinct characters)"] == str(len(set(text)))
+    assert metrics["records"] == "30" and metrics["vocabulary (tokens)"] == str(len(set(text)))
+    assert metrics["distinct characters"] == str(len(set(text))) and metrics["validation coverage"] == "100.00%"
     # 3 validation records of 12 characters (+ 2 blank-line separators): block_size 64 is too long
     assert any("block_size 64 is longer than this text allows" in e.value and "at most 39" in e.value for e in at.error)
     assert at.button(key="lab_train").disabled
@@ -234,8 +279,10 @@ def test_presets_and_head_choices():
     at.button(key="lab_preset_course").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.selectbox(key="lab_n_head").value,
             at.slider(key="lab_n_layer").value, at.selectbox(key="lab_block").value) == (128, 4, 4, 128)
-    assert at.number_input(key="lab_steps").value == 1000
-    assert at.selectbox(key="lab_batch").value == 4 and not at.button(key="lab_train").disabled  # it fits the caps
+    course = rules.PRESET_TRAINING["course"]
+    assert at.number_input(key="lab_steps").value == course["steps"]
+    assert at.selectbox(key="lab_batch").value == course["batch_size"]
+    assert not at.button(key="lab_train").disabled  # it fits the caps
     at.button(key="lab_preset_quick").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
     at.selectbox(key="lab_n_embd").set_value(48).run()
@@ -256,13 +303,26 @@ def test_experiment_results_are_shown_at_once():
     curves = [f for f in figures(at) if f["layout"].get("title", {}).get("text") == "val loss (solid) and train loss (dotted)"]
     assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
     tables = [d.value for d in at.dataframe if "val, last pos." in d.value.columns]
-    assert len(tables) == 3 and list(tables[0]["run"]) == ["1 head of 128", "4 heads of 32 (course)", "8 heads of 16"]
+    assert len(tables) == 3
+    assert list(tables[0]["run"]) == ["1 head of 128", "4 heads of 32 (course)", "8 heads of 16",
+                                      "unigram (counting)", "bigram (counting)"]
+    results = X.load_results()
+    base = corpus_baselines(load_corpus(results["corpus"]["name"]))
+    assert list(tables[0]["val"])[-2:] == pytest.approx([base.unigram.val_nats, base.bigram.val_nats])
+    for table, name in zip(tables, X.EXPERIMENTS, strict=True):
+        runs = results["experiments"][name]["runs"]
+        assert list(table["val"])[:len(runs)] == pytest.approx([r.get("fixed_val_loss_mean", r["final_val_loss"])
+                                                                 for r in runs])
+        assert list(table["val perplexity"]) == pytest.approx(np.exp(table["val"].to_numpy()).tolist())
+    if any(c["exceeds_noise"] is not None for e in results["experiments"].values() for c in e.get("comparisons", [])):
+        assert any("seed noise" in t for t in texts(at))
     assert any("same parameter count for every head count" in t for t in texts(at))
     assert any(c.startswith("Shipped results: `python -m engine.lab") for c in captions(at))
 
 
 def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
     at = open_page(PAGE)
+    at.radio(key="lab_corpus").set_value("tang300").run()
     at.number_input(key="lab_rerun_steps").set_value(10).run()
     at.button(key="lab_rerun_experiment_causal").click().run()
     assert at.button(key="lab_rerun_experiment_causal").disabled  # while it runs
@@ -276,6 +336,7 @@ def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
     lines = [t for t in texts(at) if "at the last position" in t]
     assert [t.split(":")[0] for t in lines] == ["causal mask (course)", "no causal mask", "no causal mask, RoPE"]
     other = open_page(PAGE)
+    other.radio(key="lab_corpus").set_value("tang300").run()
     other.number_input(key="lab_rerun_steps").set_value(10).run()
     other.button(key="lab_rerun_experiment_causal").click().run()
     assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(other)  # from the cache, at once

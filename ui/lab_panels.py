@@ -7,6 +7,7 @@ problems, checkpoint reasons, experiment and run keys) are translated here and n
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -16,10 +17,12 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from engine import budget
+from engine.baselines import Baselines, corpus_baselines
 from engine.checkpoint import CheckpointError
+from engine.corpus import BUILTIN_CORPORA, Corpus
 from engine.figures import lab as LF
 from engine.lab.jobs import ExperimentJob, Snapshot, TrainingJob
-from engine.lab.models import LabModel, UploadResult
+from engine.lab.models import LabModel, UploadResult, corpus_fingerprint
 from engine.lab.settings import Problem, TrainingPlan
 from ui.i18n import _, ngettext
 
@@ -40,12 +43,54 @@ def owner_alive() -> Callable[[], bool] | None:
     return lambda: instance.is_active_session(session_id)
 
 
+# --- baselines -------------------------------------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _baselines(name: str, fingerprint: str, _corpus: Corpus) -> Baselines:
+    return corpus_baselines(_corpus)
+
+
+def baselines_for(corpus: Corpus | None) -> Baselines | None:
+    """The unigram and bigram baselines of a corpus, counted once per built-in corpus (or uploaded text)."""
+    if corpus is None:
+        return None
+    fingerprint = "" if corpus.name in BUILTIN_CORPORA else corpus_fingerprint(corpus)
+    return _baselines(corpus.name, fingerprint, corpus)
+
+
+def baseline_lines(baselines: Baselines | None) -> dict[str, float]:
+    """``{label: val nats}`` of the two baselines, for the dashed lines of the loss charts."""
+    if baselines is None:
+        return {}
+    return {_("unigram (val {nats:.2f})").format(nats=baselines.unigram.val_nats): baselines.unigram.val_nats,
+            _("bigram (val {nats:.2f})").format(nats=baselines.bigram.val_nats): baselines.bigram.val_nats}
+
+
+def nats_text(nats: float) -> str:
+    """"4.483 nats (perplexity 88.5)"."""
+    return _("{nats:.3f} nats (perplexity {ppl:,.1f})").format(nats=nats, ppl=math.exp(min(nats, 50.0)))
+
+
+def versus_baselines(val_loss: float, baselines: Baselines | None) -> str:
+    """One sentence: a validation loss beside the unigram and bigram validation losses, in nats and perplexity."""
+    if baselines is None:
+        return ""
+    uni, bi = baselines.unigram.val_nats, baselines.bigram.val_nats
+    if val_loss < bi:
+        verdict = _("below the bigram line: the model has learned more than which character follows which")
+    elif val_loss < uni:
+        verdict = _("between the two lines: better than counting characters, not yet better than counting pairs")
+    else:
+        verdict = _("above the unigram line: no better than counting characters")
+    return _("val {val} · unigram {uni} · bigram {bi}: {verdict}.").format(
+        val=nats_text(val_loss), uni=nats_text(uni), bi=nats_text(bi), verdict=verdict)
+
+
 # --- words for the engine's keys ------------------------------------------------------------------------------------
 def experiment_title(name: str) -> str:
     """The heading of an experiment (``engine.lab.experiments.EXPERIMENTS`` key)."""
     return {
         "heads": _("Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128"),
-        "positions": _("Exercise 3 · position information: none vs learned vs RoPE"),
+        "positions": _("Exercise 3 · position information: none, learned, RoPE, sinusoidal"),
         "causal": _("Beyond the lesson · training without the causal mask"),
     }.get(name, name)
 
@@ -213,13 +258,15 @@ def training_panel(job: TrainingJob, collected: bool) -> None:
     st.progress(snap.step / max(1, snap.steps), text=label)
     if snap.state == "error":
         st.error(_("Training failed: {error}").format(error=snap.error))
+    baselines = baselines_for(job.corpus)
     if snap.history or snap.step_losses:
-        st.plotly_chart(LF.loss_chart(snap.history, snap.step_losses, snap.steps, loss_chart_text()),
-                        key="lab_live_chart")
+        st.plotly_chart(LF.loss_chart(snap.history, snap.step_losses, snap.steps, loss_chart_text(),
+                                      baselines=baseline_lines(baselines)), key="lab_live_chart")
     if snap.history:
         step, train_loss, val_loss = snap.history[-1]
         st.markdown(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**").format(
             step=step, train=train_loss, val=val_loss))
+        st.caption(versus_baselines(val_loss, baselines))
     if not snap.finished:
         st.button(_("Stop"), key="lab_stop", icon=":material/stop_circle:", on_click=job.stop,
                   help=_("Ends the run after the current step; the model keeps what it has learned."))
@@ -252,39 +299,97 @@ def experiment_panel(name: str) -> None:
         st.rerun()
 
 
+def _val(run: dict) -> tuple[float, float | None, int]:
+    """A run's validation loss for the table: mean, std (None for one seed) and seed count.
+
+    Runs of a seeded results file are compared on ``fixed_val_loss`` (the same windows for every run),
+    older files and live reruns on what they have.
+    """
+    n = int(run.get("n_seeds", 1))
+    if "fixed_val_loss_mean" in run:
+        return run["fixed_val_loss_mean"], run["fixed_val_loss_std"] if n > 1 else None, n
+    return run.get("fixed_val_loss", run["final_val_loss"]), None, 1
+
+
 @st.cache_data(show_spinner=False)
-def _experiment_view(experiment: dict, lang_names: tuple[str, ...], text: tuple[tuple[str, str], ...]
-                     ) -> tuple[dict, pd.DataFrame]:
-    """The curves figure (as a Plotly dict) and the table of one experiment's results, in the reader's words."""
+def _experiment_view(experiment: dict, lang_names: tuple[str, ...], text: tuple[tuple[str, str], ...],
+                     baselines: tuple[tuple[str, float, float], ...]) -> tuple[dict, pd.DataFrame]:
+    """The curves figure (as a Plotly dict) and the table of one experiment's results, in the reader's words.
+
+    ``baselines``: (label, train nats, val nats) rows added under the runs.
+    """
     columns = dict(text)
-    table = pd.DataFrame([{
-        columns["run"]: name, columns["params"]: r["params"], columns["train"]: r["final_train_loss"],
-        columns["val"]: r["final_val_loss"], columns["last"]: r["last_position_val_loss"], columns["s"]: r["wall_s"],
-    } for r, name in zip(experiment["runs"], lang_names, strict=True)])
+    rows = []
+    for r, name in zip(experiment["runs"], lang_names, strict=True):
+        val, std, n = _val(r)
+        rows.append({columns["run"]: name, columns["params"]: r["params"],
+                     columns["train"]: r.get("final_train_loss_mean", r["final_train_loss"]), columns["val"]: val,
+                     columns["std"]: std, columns["ppl"]: math.exp(val), columns["seeds"]: n,
+                     columns["last"]: r.get("last_position_val_loss_mean", r["last_position_val_loss"]),
+                     columns["s"]: r["wall_s"]})
+    for label, train_nats, val_nats in baselines:
+        rows.append({columns["run"]: label, columns["params"]: None, columns["train"]: train_nats,
+                     columns["val"]: val_nats, columns["std"]: None, columns["ppl"]: math.exp(val_nats),
+                     columns["seeds"]: None, columns["last"]: None, columns["s"]: None})
+    table = pd.DataFrame(rows)
+    if all(int(r.get("n_seeds", 1)) == 1 for r in experiment["runs"]):
+        table = table.drop(columns=[columns["std"], columns["seeds"]])  # one seed: no spread to show
     figure = LF.experiment_curves(experiment["runs"], lang_names, {
         "title": columns["title"], "val": columns["val"], "train": columns["train"], "step": columns["step"],
-        "loss": columns["loss"]})
+        "loss": columns["loss"]}, baselines={label: val_nats for label, _train, val_nats in baselines})
     return figure.to_plotly_json(), table
 
 
-def show_experiment(experiment: dict, key: str) -> None:
-    """Curves and table of one experiment, side by side."""
+def comparison_lines(experiment: dict) -> list[str]:
+    """One line per pair of runs: the difference of mean validation losses and whether it exceeds the seed noise."""
+    lines = []
+    for c in experiment.get("comparisons", []):
+        if c["exceeds_noise"] is None:
+            continue
+        verdict = _("**more than the seed noise**") if c["exceeds_noise"] else _("within the seed noise")
+        lines.append(_("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}").format(
+            b=run_name(c["b"]), a=run_name(c["a"]), delta=c["delta_mean"], noise=c["noise"], verdict=verdict))
+    return lines
+
+
+def show_experiment(experiment: dict, key: str, baselines: Baselines | None = None) -> None:
+    """Curves and table of one experiment, side by side, with the counting baselines and the seed comparisons."""
     names = tuple(run_name(r["key"]) for r in experiment["runs"])
     text = {"title": _("val loss (solid) and train loss (dotted)"), "run": _("run"), "params": _("params"),
-            "train": _("train"), "val": _("val"), "last": _("val, last pos."), "s": _("s"), "step": _("step"),
+            "train": _("train"), "val": _("val"), "std": _("± std"), "ppl": _("val perplexity"),
+            "seeds": _("seeds"), "last": _("val, last pos."), "s": _("s"), "step": _("step"),
             "loss": _("loss (nats)")}
-    figure, table = _experiment_view(experiment, names, tuple(text.items()))
+    rows = () if baselines is None else (
+        (_("unigram (counting)"), baselines.unigram.train_nats, baselines.unigram.val_nats),
+        (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
+    figure, table = _experiment_view(experiment, names, tuple(text.items()), rows)
     left, right = st.columns([1, 1])
     left.plotly_chart(figure, key=f"{key}_curves")
-    right.caption(_("Final losses in nats; “val, last pos.” is the validation loss at the last position of the "
-                    "window only (the one generation uses); s is the wall time of the run."))
+    seeds = [s for s in experiment.get("seeds", []) if s is not None]
+    if len(seeds) > 1:
+        left.caption(_("Curves of seed {seed}; the table gives the mean and standard deviation over {n} seeds "
+                       "({seeds}).").format(seed=seeds[0], n=len(seeds), seeds=", ".join(map(str, seeds))))
+    right.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run and seed, "
+                    "“val, last pos.” at the last position of the window only (the one generation uses); s is the "
+                    "wall time of the run. The counting baselines score the same split."))
     right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
         text["params"]: st.column_config.NumberColumn(format="localized", help=_("parameters")),
         text["train"]: st.column_config.NumberColumn(format="%.3f", help=_("final train loss (nats)")),
-        text["val"]: st.column_config.NumberColumn(format="%.3f", help=_("final validation loss (nats)")),
+        text["val"]: st.column_config.NumberColumn(format="%.3f", help=_("validation loss (nats), mean over seeds")),
+        text["std"]: st.column_config.NumberColumn(format="%.3f", help=_("standard deviation over seeds (nats)")),
+        text["ppl"]: st.column_config.NumberColumn(format="%.1f", help=_("exp(val): as uncertain as a uniform choice "
+                                                                         "among this many characters")),
+        text["seeds"]: st.column_config.NumberColumn(format="%d", help=_("trainings with different seeds")),
         text["last"]: st.column_config.NumberColumn(format="%.3f", help=_("validation loss at the last position only")),
         text["s"]: st.column_config.NumberColumn(format="%.0f", help=_("wall time of the run in seconds")),
     })
+    lines = comparison_lines(experiment)
+    if lines:
+        right.markdown("\n".join(f"- {line}" for line in lines))
+        right.caption(_("A difference counts as more than the seed noise when |Δ mean| > 2·√(std_a²/n_a + "
+                        "std_b²/n_b) (twice the standard error of the difference). With so few seeds the standard "
+                        "deviations are themselves uncertain: this is a rough screen, not a significance test, and "
+                        "a flagged difference of a few hundredths of a nat is weak evidence."))
 
 
 def show_causal_details(shown: dict) -> None:

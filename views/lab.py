@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine import budget, chapter, gpt
+from engine import budget, chapter, diagrams, gpt
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_bytes
 from engine.corpus import load_corpus
 from engine.device import describe_device, pick_device
@@ -24,7 +24,7 @@ from engine.sections import multi_head
 from engine.training import train
 from ui import lab_panels as panels
 from ui import page
-from ui.i18n import _
+from ui.i18n import _, ngettext
 
 CORPORA = ("tang", "tang300", "song100", "upload")
 OWN, SHIPPED = "own", "shipped"
@@ -78,6 +78,39 @@ def attention_view(model_id: str, line: str, max_len: int, _model: models.LabMod
     return maps, figures.attention_slider(maps.attn_weights, maps.tokens, dict(text)).to_plotly_json()
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, seed: int, _model: models.LabModel,
+                   text: tuple[tuple[str, str], ...], attn_text: tuple[tuple[str, str], ...]
+                   ) -> tuple[models.NextCharProbs, dict, dict] | None:
+    """The next character's distribution and the last position's attention, as Plotly dicts; None if not finite."""
+    try:
+        probs = models.next_char_probs(_model, prompt, temperature, top_k, seed)
+    except models.NonFiniteLogitsError:
+        return None
+    looked = models.last_position_attention(_model, prompt)
+    bars = figures.next_char_figure(probs.candidates, probs.probs, probs.sampled, probs.temperatures,
+                                    probs.by_temperature, probs.top_ks, probs.by_top_k, dict(text))
+    attention = figures.last_attention_figure(looked.attn_weights, looked.tokens, dict(attn_text))
+    return probs, bars.to_plotly_json(), attention.to_plotly_json()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def gpt_diagram(model_id: str, _model: models.LabModel, shapes: tuple[tuple[str, tuple[int, ...]], ...],
+                words: tuple[tuple[str, str], ...]) -> str:
+    """DOT source of the GPT block diagram of the model in use, with the shapes of its last forward pass."""
+    w, sh = dict(words), dict(shapes)
+    position = {"learned": w["learned"], "sinusoidal": w["sinusoidal"], "rope": w["rope"], "none": w["none"]}
+    labels = diagrams.LabLabels(
+        tokens=w["tokens"], tok_emb="tok_emb", position=position[_model.config.pos_encoding], block=w["block"],
+        ln_1="ln_1 (LayerNorm)", attn=w["attn"], ln_2="ln_2 (LayerNorm)", mlp=w["mlp"], residual=w["residual"],
+        ln_f="ln_f (LayerNorm)", lm_head="lm_head", softmax="softmax", probs=w["probs"],
+        params=lambda n: ngettext("{n:,} parameter", "{n:,} parameters", n).format(n=n),
+        total=lambda n: ngettext("{n:,} parameter in all", "{n:,} parameters in all", n).format(n=n))
+    return diagrams.lab(labels, diagrams.LabShapes(idx=sh["idx"], residual=sh["residual"], logits=sh["logits"],
+                                                   attn_weights=sh["attn_weights"]),
+                        diagrams.gpt_parts(_model.model))
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def positions_view(model_id: str, _model: models.LabModel, text: tuple[tuple[str, str], ...]
                    ) -> tuple[models.PositionTables, dict] | None:
@@ -95,6 +128,11 @@ def checkpoint_file(model_id: str, _model: models.LabModel) -> bytes:
 @st.cache_data(show_spinner=False)
 def results_file(path: str, mtime: float) -> dict | None:
     return lab_experiments.load_results(path)
+
+
+@st.cache_data(show_spinner=False)
+def dropout_price():
+    return rules.dropout_price()
 
 
 @st.cache_data(show_spinner=False)
@@ -192,11 +230,29 @@ if corpus is not None:
     if corpus.message:
         st.warning(_("The Chinese poems are not installed on this server (Debian package fortunes-zh); the Lab "
                      "uses English text from Python's documentation instead."), icon=":material/info:")
+    stats = corpus.vocab_stats
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(_("characters"), f"{len(corpus.text):,}")
-    m2.metric(_("vocabulary (distinct characters)"), f"{corpus.vocab_size:,}")
-    m3.metric(_("records"), f"{len(corpus.records):,}")
+    m2.metric(_("records"), f"{len(corpus.records):,}")
+    m3.metric(_("distinct characters"), f"{stats.distinct_chars:,}")
     m4.metric(_("train / val tokens"), f"{len(corpus.train_ids):,} / {len(corpus.val_ids):,}")
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(_("vocabulary (tokens)"), f"{stats.vocab_size:,}")
+    m2.metric(_("validation coverage"), f"{stats.val_coverage:.2%}",
+              help=_("Share of the validation characters that have their own token."))
+    m3.metric(_("unknown tokens (val)"), f"{stats.val_unk_rate:.2%}")
+    m4.metric(_("unknown tokens (train)"), f"{stats.train_unk_rate:.2%}")
+    if stats.has_unk:
+        st.caption(_("Characters seen fewer than {min_count} times in the training split share one unknown token "
+                     "(shown as �; generation never writes it): {kept:,} characters keep their own token, "
+                     "{pooled:,} rarer ones are pooled.").format(min_count=stats.min_count, kept=stats.vocab_size - 1,
+                                                                 pooled=stats.distinct_chars - (stats.vocab_size - 1)))
+    else:
+        st.caption(_("Every character of this text has its own token: no unknown token."))
+    corpus_baselines = panels.baselines_for(corpus)
+    st.markdown(_("**What counting alone scores on this split** (a model must go below these to have learned "
+                  "anything): unigram (character frequency) {uni}; bigram (the previous character) {bi}.").format(
+        uni=panels.nats_text(corpus_baselines.unigram.val_nats), bi=panels.nats_text(corpus_baselines.bigram.val_nats)))
     st.caption(_("The first record of the text:"))
     st.code(corpus.records[0].body[:400], language=None)
 
@@ -230,6 +286,15 @@ causal = c3.checkbox(_("causal mask"), value=True, key="lab_causal", bind="query
                      help=_("Off: every position sees the whole window, including its own answer (see section 6)."))
 seed = int(c4.number_input(_("seed"), *rules.SEEDS, step=1,
                            value=rules.DEFAULT_SEED, key="lab_seed", bind="query-params"))
+price = dropout_price()
+if price is not None and 256 in price.speedup:
+    st.caption(_("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
+                 "kernel. Course preset, batch {batch}, measured on {cpu}: {both_on:,.0f} tokens/s with dropout 0.1 "
+                 "everywhere, {attn_off:,.0f} with attention dropout off, {both_off:,.0f} with both off; attention "
+                 "dropout off alone is {t128:.2f}× faster at T = {block} and {t256:.2f}× at T = 256.").format(
+        batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
+        both_off=price.both_off, block=price.block_size, t128=price.speedup[price.block_size],
+        t256=price.speedup[256]))
 c1, c2, c3, _c4 = st.columns(4)
 quick_training = rules.PRESET_TRAINING["quick"]
 steps = int(c1.number_input(_("steps"), *rules.STEPS, step=50,
@@ -308,6 +373,10 @@ if choices:
     origin = {"trained": _("trained"), "uploaded": _("uploaded"), "shipped": _("shipped")}[current.source]
     whose = _("Your model ({origin})") if use == OWN else _("Shipped model ({origin})")
     d1.caption(whose.format(origin=origin) + ": " + panels.describe_model(current))
+    model_corpus = current.summary.get("corpus")
+    model_val = current.summary.get("final_val_loss")
+    if model_corpus in CORPORA and model_corpus != "upload" and isinstance(model_val, int | float):
+        d1.caption(panels.versus_baselines(float(model_val), panels.baselines_for(builtin_corpus(model_corpus))))
     d1.download_button(_("Download this model (.safetensors)"),
                        data=functools.partial(checkpoint_file, current.model_id, current),
                        file_name=f"gpt_lab_{current.model_id}.safetensors", mime="application/octet-stream",
@@ -315,6 +384,8 @@ if choices:
 else:
     d1.info(_("No model yet: no trained model ships with this copy of the app. Train one above (the quick preset "
               "takes about a minute) or load a checkpoint."), icon=":material/info:")
+
+diagram_slot = st.container()  # the GPT diagram, filled once the prompt below gives it a forward pass to show
 
 # --- 4. generate ------------------------------------------------------------------------------------------------------
 page.prose("generate")
@@ -355,7 +426,63 @@ if current is not None:
         k_text = _("all characters") if top_k == 0 else _("top-k {k}").format(k=top_k)
         st.caption(_("{mode} · {k} · seed {seed} · {n} new characters").format(mode=mode, k=k_text, seed=gen_seed,
                                                                                n=len(out.new)))
-page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate)
+if current is not None:
+    cfg = current.config
+    prompt_len = len(models.prepare_prompt(current.tokenizer, prompt, cfg.block_size).ids)
+    cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
+    st.markdown("#### " + _("The KV cache while these characters were written"))
+    st.plotly_chart(figures.kv_cache_figure(cache_steps, {
+        "title": "", "reused": _("keys/values reused from the cache"), "computed": _("computed at this step"),
+        "step": _("generation step"), "keys": _("keys per layer and head"),
+        "slide": _("the window slides")}), key="lab_kv_cache")
+    reused = sum(r.reused for r in cache_steps)
+    total = sum(r.reused + r.computed for r in cache_steps)
+    st.caption(_("To predict a character the model needs a key and a value for every character in its window. With "
+                 "the KV cache it computes them for the newest character only and reuses the others ({reused:,} of "
+                 "{total:,} here, in each of {layers} layers × {heads} heads). Past block_size ({block}) the window "
+                 "slides: every position shifts, so the whole window is computed again at each step. The text is "
+                 "the same with or without the cache.").format(
+        reused=reused, total=max(total, 1), layers=cfg.n_layer, heads=cfg.n_head, block=cfg.block_size)
+        if cfg.causal else _("A model without the causal mask lets every position see later ones, so nothing can "
+                             "be reused: every step computes the whole window."))
+
+    st.markdown("#### " + _("The next character"))
+    bar_text = {"title": _("What the model predicts after your prompt"),
+                "x": _("probability"), "y": _("candidate next character"),
+                "temperature": _("temperature (top-k as set above): "),
+                "top_k": _("top-k (temperature as set above): "),
+                "all": _("all"), "sampled": _("sampled: {char}")}
+    looked_text = {"title": _("Where attention looked from the last character"), "layer": _("layer"),
+                   "key": _("character read (position:character)"), "mean": _("mean of the heads"),
+                   "head": _("head {head}"), "layer_label": _("layer {layer}")}
+    view = next_char_view(current.model_id, prompt, temperature, top_k, gen_seed, current, tuple(bar_text.items()),
+                          tuple(looked_text.items()))
+    if view is None:
+        st.error(_("This model's predictions are not finite numbers (NaN or infinity), so nothing can be generated."))
+    else:
+        probs, bars, looked = view
+        n1, n2 = st.columns([1, 1])
+        n1.plotly_chart(bars, key="lab_next_char")
+        n1.caption(_("The {n} most likely characters after the prompt, with the character sampled at your settings "
+                     "(seed {seed}) highlighted: the first character of the text above. The sliders redraw the "
+                     "bars for other temperatures (keeping your top-k) and other top-k (keeping your temperature). "
+                     "The unknown token is never a candidate.").format(n=len(probs.candidates), seed=gen_seed))
+        n2.plotly_chart(looked, key="lab_next_char_attention")
+        n2.caption(_("The last character's attention weights in each layer, over the {chars} characters the model "
+                     "read: where it looked to make this prediction. The slider shows each head; the first step "
+                     "averages them.").format(chars=probs.shapes["idx"][1]))
+        words = {"tokens": _("character ids"), "learned": _("learned position table"),
+                 "sinusoidal": _("sinusoidal position table"), "rope": _("RoPE (rotates q and k)"),
+                 "none": _("no position information"), "block": _("Transformer block"),
+                 "attn": _("causal multi-head attention"), "mlp": _("MLP (feed-forward)"),
+                 "residual": _("residual"), "probs": _("next-character probabilities")}
+        with diagram_slot.expander(_("The model in use, block by block"), icon=":material/account_tree:"):
+            st.graphviz_chart(gpt_diagram(current.model_id, current, tuple(probs.shapes.items()),
+                                          tuple(words.items())), width="content")
+            st.caption(_("The shapes are those of the forward pass on your prompt ({chars} characters); the counts "
+                         "are this model's parameters per part.").format(chars=probs.shapes["idx"][1]))
+page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate, models.next_char_probs,
+               models.last_position_attention)
 
 # --- 5. look inside ---------------------------------------------------------------------------------------------------
 page.prose("inside")
@@ -417,6 +544,12 @@ else:
                           cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
                           minutes=results["total_wall_s"] / 60)
                + ("" if results.get("complete") else _(" · INCOMPLETE: the command did not finish")))
+    done_seeds = sorted({seed for e in results["experiments"].values() for seed in e.get("seeds", [])
+                         if seed is not None})
+    if done_seeds:
+        st.caption(_("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
+                     "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
+                     "below each table).").format(seeds=", ".join(map(str, done_seeds))))
 rerun_steps = int(st.number_input(_("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10,
                                   value=100, key="lab_rerun_steps", bind="query-params"))
 live = st.session_state.get("lab_exp_live", {})
@@ -429,7 +562,10 @@ for name in lab_experiments.EXPERIMENTS:
         if name in live:
             st.caption(_("Your live rerun: {steps} steps of batch {batch} on {corpus}.").format(
                 steps=shown["steps"], batch=shown["batch_size"], corpus=shown["corpus"]))
-        panels.show_experiment(shown, f"lab_exp_{name}")
+        shown_corpus = shown.get("corpus")
+        panels.show_experiment(shown, f"lab_exp_{name}", panels.baselines_for(
+            builtin_corpus(shown_corpus) if shown_corpus in CORPORA and shown_corpus != "upload" else
+            (corpus if corpus is not None and corpus.name == shown_corpus else None)))
         if name == "heads":
             same = len({r["params"] for r in shown["runs"]}) == 1
             st.markdown(_("parameters: {counts}").format(counts=", ".join(f"{r['params']:,}" for r in shown["runs"])))

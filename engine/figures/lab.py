@@ -40,6 +40,7 @@ def loss_chart(
     steps: int,
     text: Mapping[str, str],
     height: int = 340,
+    baselines: Mapping[str, float] | None = None,
 ) -> go.Figure:
     """Train and validation loss (nats) against the step, with the noisy batch loss behind them.
 
@@ -50,9 +51,12 @@ def loss_chart(
             :data:`MAX_BATCH_POINTS` points).
         steps: planned steps: the x axis spans [0, steps] from the start, so the curves grow
             from left to right.
+        baselines: optional ``{label: nats}`` (e.g. the unigram and bigram validation losses of
+            ``engine.baselines``), each drawn as a dashed horizontal line labelled at the right.
 
     Returns:
-        A figure with three traces, named text["batch"], text["train"], text["val"] (in that order).
+        A figure with three traces, named text["batch"], text["train"], text["val"] (in that order),
+        and one horizontal line shape per baseline.
     """
     fig = go.Figure()
     losses = np.asarray(step_losses, dtype=np.float64)
@@ -67,8 +71,26 @@ def loss_chart(
     fig.update_xaxes(title_text=text["step"], range=[0, max(1, steps)], gridcolor="#eee")
     fig.update_yaxes(title_text=text["loss"], gridcolor="#eee", rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    add_baselines(fig, baselines)
     title = text["title"] or None
     return base_layout(fig, title, height, top=60 if title else 30)
+
+
+BASELINE_COLORS = ("#7f7f7f", "#4d4d4d")
+
+
+def add_baselines(fig: go.Figure, baselines: Mapping[str, float] | None, **where) -> go.Figure:
+    """Dashed horizontal lines at the given losses, each labelled inside the plot at the right.
+
+    Args:
+        baselines: ``{label: nats}``; None or empty adds nothing.
+        where: ``row``/``col`` for subplots (passed to ``add_hline``).
+    """
+    for k, (label, value) in enumerate((baselines or {}).items()):
+        fig.add_hline(y=float(value), line=dict(color=BASELINE_COLORS[k % 2], width=1.5, dash="dash"),
+                      annotation=dict(text=label, font=dict(size=11, color=BASELINE_COLORS[k % 2])),
+                      annotation_position="top right" if k % 2 == 0 else "bottom right", **where)
+    return fig
 
 
 def attention_line_length(n_layer: int, n_head: int, limit: int = 32) -> int:
@@ -157,14 +179,15 @@ def position_tables_figure(trained, untrained, text: Mapping[str, str], similari
     return base_layout(fig, None, 820 if similarity else 420, top=40)
 
 
-def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 420
-                      ) -> go.Figure:
+def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 420,
+                      baselines: Mapping[str, float] | None = None) -> go.Figure:
     """Validation loss (solid) and training loss (dotted) against the step for every run of an experiment.
 
     Args:
         runs: the ``runs`` of an ``engine.lab.experiments.run_experiment`` result (each with ``history``).
         names: one legend name per run.
         text: ``title``, the suffixes ``val`` and ``train`` of the trace names, axis titles ``step``, ``loss``.
+        baselines: optional ``{label: nats}`` drawn as dashed lines (:func:`add_baselines`).
 
     Returns:
         A figure with two traces per run, "<name> · <val>" then "<name> · <train>", one colour per run.
@@ -186,6 +209,7 @@ def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[
     fig.update_xaxes(title_text=text["step"], gridcolor="#eee")
     fig.update_yaxes(title_text=text["loss"], gridcolor="#eee")
     fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"))
+    add_baselines(fig, baselines)
     return base_layout(fig, text["title"] or None, height)
 
 
@@ -215,3 +239,148 @@ def loss_by_position_figure(runs: Sequence[dict], names: Sequence[str], text: Ma
                      tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     return base_layout(fig, text["title"] or None, height, top=60)
+
+
+SAMPLED_COLOR = PALETTE[1]
+CANDIDATE_COLOR = PALETTE[0]
+
+
+def next_char_figure(
+    candidates: Sequence[str],
+    probs,
+    sampled: int,
+    temperatures: Sequence[float],
+    by_temperature,
+    top_ks: Sequence[int],
+    by_top_k,
+    text: Mapping[str, str],
+    row_px: int = 22,
+) -> go.Figure:
+    """The next character's probabilities as horizontal bars, with a temperature slider and a top-k slider.
+
+    One row per candidate, the most likely on top (rows stay readable at phone width). Each slider
+    step replaces the bars' lengths with a precomputed distribution (``restyle``, in the browser, no
+    rerun): the temperature slider's rows keep the page's top-k, the top-k slider's rows keep the
+    page's temperature. The sampled character's bar has its own colour and a label.
+
+    Args:
+        candidates: the C characters, most likely first.
+        probs: (C,) probabilities at the page's settings (the bars drawn first).
+        sampled: index of the sampled character in ``candidates``.
+        temperatures, by_temperature: the slider's values and (len(temperatures), C) probabilities.
+        top_ks, by_top_k: the slider's values (0: all) and (len(top_ks), C) probabilities.
+        text: ``title``, ``x`` (the probability axis) and ``y`` (the characters' axis) titles,
+            ``temperature`` and ``top_k`` (the sliders' prefixes), ``all`` (the label of top-k 0),
+            ``sampled`` (a format string with ``{char}``, written beside the sampled bar).
+        row_px: height of one bar's row in pixels.
+
+    Returns:
+        A figure with one horizontal bar trace (``x``: probabilities, ``y``: rows 0..C-1 labelled with
+        the characters) and ``layout.sliders`` [temperature, top-k].
+
+    Raises:
+        ValueError: if the shapes do not match.
+    """
+    p = to_numpy(probs).astype(np.float64)
+    by_t, by_k = to_numpy(by_temperature).astype(np.float64), to_numpy(by_top_k).astype(np.float64)
+    n = len(candidates)
+    if (p.shape != (n,) or by_t.shape != (len(temperatures), n) or by_k.shape != (len(top_ks), n)
+            or not 0 <= sampled < n):
+        raise ValueError(f"shapes do not match {n} candidates: {p.shape}, {by_t.shape}, {by_k.shape}, "
+                         f"sampled {sampled}")
+    labels = [repr(c)[1:-1] if not c.isprintable() or c.isspace() else c for c in candidates]  # "\n" for a newline
+    rows = list(range(n))
+    colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in rows]
+    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=labels,
+                           texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False,
+                           hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=labels, autorange="reversed", title_text=text["y"],
+                     tickfont=dict(size=14))
+    fig.update_xaxes(title_text=text["x"], tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
+    fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=text["sampled"].format(char=labels[sampled]),
+                       showarrow=False, font=dict(color=SAMPLED_COLOR, size=12))
+    top, bottom = (90 if text["title"] else 60), 190
+    plot_h = row_px * n  # px of the plotting area; the sliders sit below it, in paper units
+
+    def slider(values, rows_p, prefix, active, px_below):
+        steps = [dict(method="restyle", label=str(label), args=[{"x": [np.round(row, 5).tolist()]}, [0]])
+                 for label, row in zip(values, rows_p, strict=True)]
+        return dict(active=active, currentvalue=dict(prefix=prefix, font=dict(size=12)), pad=dict(t=0, b=0),
+                    steps=steps, y=-px_below / plot_h, yanchor="top", len=1.0, x=0, xanchor="left",
+                    font=dict(size=10))
+
+    t_labels = [f"{t:g}" for t in temperatures]
+    k_labels = [text["all"] if k == 0 else str(k) for k in top_ks]
+    t_active = int(np.argmin([abs(r - p).sum() for r in by_t]))
+    k_active = int(np.argmin([abs(r - p).sum() for r in by_k]))
+    fig.update_layout(sliders=[slider(t_labels, by_t, text["temperature"], t_active, 15),
+                               slider(k_labels, by_k, text["top_k"], k_active, 100)], bargap=0.15)
+    base_layout(fig, text["title"] or None, top + plot_h + bottom, top=top)
+    fig.update_layout(margin=dict(b=bottom))
+    return fig
+
+
+def last_attention_figure(attn_weights, tokens: Sequence[str], text: Mapping[str, str], height: int | None = None
+                          ) -> go.Figure:
+    """Where each layer's attention looked from the last position: layers x characters, a slider over heads.
+
+    Args:
+        attn_weights: (n_layer, n_head, T) weights of the last query (rows sum to 1).
+        tokens: the T characters read.
+        text: ``title``, axis titles ``layer`` and ``key``, ``mean`` (the first step: mean over
+            heads), ``head`` (a format string with ``{head}``), ``layer_label`` (with ``{layer}``).
+
+    Returns:
+        A figure with n_head + 1 heatmap traces (the head mean first), each (n_layer, T), colour
+        range [0, the largest weight], and a slider over them.
+
+    Raises:
+        ValueError: if the weights are not (n_layer, n_head, T) with T = len(tokens).
+    """
+    w = to_numpy(attn_weights).astype(np.float32)
+    if w.ndim != 3 or w.shape[2] != len(tokens) or w.shape[2] == 0:
+        raise ValueError(f"attn_weights must be (n_layer, n_head, T) with T = {len(tokens)} >= 1, got {w.shape}")
+    n_layer, n_head, T = w.shape
+    rows = [text["layer_label"].format(layer=layer) for layer in range(n_layer)]
+    cols = [f"{i}:{t}" if not t.isspace() else f"{i}:{repr(t)[1:-1]}" for i, t in enumerate(tokens)]
+    views = [w.mean(axis=1)] + [w[:, h, :] for h in range(n_head)]  # each (n_layer, T)
+    labels = [text["mean"]] + [text["head"].format(head=h) for h in range(n_head)]
+    fig = go.Figure()
+    for view, label in zip(views, labels, strict=True):
+        fig.add_trace(heatmap_trace(view, rows, cols, colorscale=WEIGHTS_SCALE, zmin=0.0,
+                                    zmax=float(max(view.max(), 1e-6)), decimals=2, name=label,
+                                    show_values=T <= 24))
+    matrix_axes(fig, rows, cols, text["layer"], text["key"])
+    fig.update_xaxes(tickangle=0 if T <= 24 else -90)
+    base_layout(fig, text["title"] or None, height or max(300, 40 * n_layer + 230), top=100)
+    return add_step_slider(fig, labels, 1, "")
+
+
+def kv_cache_figure(steps: Sequence, text: Mapping[str, str], height: int = 320) -> go.Figure:
+    """Keys/values reused from the cache and computed at each generation step, stacked.
+
+    Args:
+        steps: ``engine.gpt.kv_cache_steps`` rows (``step``, ``seq_len``, ``window_start``,
+            ``reused``, ``computed``).
+        text: ``title``, trace names ``reused`` and ``computed``, axis titles ``step`` and ``keys``,
+            ``slide`` (the label of the line where the window starts to slide; "" for none).
+
+    Returns:
+        A stacked bar figure with two traces (reused, then computed), and a vertical dotted line
+        at the first step whose window starts past token 0, if any.
+    """
+    x = [s.step for s in steps]
+    fig = go.Figure()
+    fig.add_bar(x=x, y=[s.reused for s in steps], name=text["reused"], marker=dict(color=PALETTE[0]),
+                hovertemplate="%{x}: %{y}<extra>" + text["reused"] + "</extra>")
+    fig.add_bar(x=x, y=[s.computed for s in steps], name=text["computed"], marker=dict(color=PALETTE[1]),
+                hovertemplate="%{x}: %{y}<extra>" + text["computed"] + "</extra>")
+    fig.update_layout(barmode="stack", bargap=0.05,
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    fig.update_xaxes(title_text=text["step"])
+    fig.update_yaxes(title_text=text["keys"], gridcolor="#eee")
+    slid = next((s.step for s in steps if s.window_start > 0), None)
+    if slid is not None and text.get("slide"):
+        fig.add_vline(x=slid - 0.5, line=dict(color="#555", width=1.5, dash="dot"),
+                      annotation=dict(text=text["slide"], font=dict(size=11)), annotation_position="top left")
+    return base_layout(fig, text["title"] or None, height, top=70 if text["title"] else 40)

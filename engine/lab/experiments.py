@@ -17,13 +17,23 @@ Lesson ``000``/``002`` ("multi-head attention and positional encoding"), exercis
   character after the *last* position, where nothing can be copied; the per-position validation
   loss shows it (low everywhere except at the last position).
 
-Run ``python -m engine.lab.experiments --out assets/lab_experiments.json [--steps N] [--batch-size B]``
-to train every distinct configuration once (a configuration shared by two experiments, the
+Run ``python -m engine.lab.experiments --corpus tang --seeds 1,2,3 [--steps N] [--batch-size B]``
+to train every distinct configuration once per seed (a configuration shared by two experiments, the
 course's 4-head learned-position causal model, is trained once) and write a JSON results file
 with loss curves, final losses, per-position validation loss, samples, settings, wall times
 and the machine. The file is rewritten after each run, so an interrupted command leaves the
 runs it finished (``"complete": false``). Experiments and runs are named by stable keys
 (``"heads"``, ``"heads_4"`` ...); the page gives them words.
+
+With several seeds (format ``lab-experiments/3``) the seeds run in the outer loop, so an
+interrupted command leaves every run with the seeds it finished. Each run then carries its
+per-seed values (``seed_results``) and their mean and sample standard deviation
+(``fixed_val_loss_mean``/``_std`` ...), and each experiment a ``comparisons`` list: for every pair
+of runs, whether the difference of the mean validation losses exceeds the seed noise by the rule
+:data:`NOISE_RULE` (twice the standard error of the difference, Welch's form; with three seeds a
+rough screen, not a significance test). The losses compared are measured on the same fixed
+validation windows for every run and seed (:func:`loss_by_position`), so the spread is the seeds'
+(initialisation, batches, dropout), not the evaluation's.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -46,14 +57,23 @@ import torch
 import torch.nn.functional as F
 
 from engine.chapter import LESSON_PROMPT
-from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, Corpus, load_corpus
+from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, TANG_NAME, Corpus, load_corpus
 from engine.device import configure_threads, describe_device, pick_device
 from engine.gpt import GPT, POS_ENCODINGS, GPTConfig, config_params, preset
 from engine.lab.models import LabModel, corpus_fingerprint, generate
 from engine.training import Callbacks, TrainConfig, train
 
 RESULTS_FILE = Path(__file__).resolve().parents[2] / "assets" / "lab_experiments.json"
-RESULTS_FORMAT = "lab-experiments/2"
+RESULTS_FORMAT = "lab-experiments/3"
+#: Formats :func:`load_results` reads; /2 files (one seed) have no seed statistics.
+READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
+#: Key and formula of the rule that says whether two runs differ by more than the seed noise.
+NOISE_RULE = {"key": "welch_2se",
+              "formula": "abs(mean_a - mean_b) > 2 * sqrt(std_a**2 / n_a + std_b**2 / n_b)",
+              "std": "sample standard deviation over seeds (ddof 1)",
+              "loss": "fixed_val_loss"}
+#: Validation windows of the fixed evaluation (:func:`loss_by_position`, seed 7): batches of 16.
+FIXED_EVAL_BATCHES = 40
 #: Characters generated for each run's samples, from the lesson's prompt (engine.chapter.LESSON_PROMPT).
 SAMPLE_CHARS = 40
 
@@ -139,19 +159,25 @@ def train_run(
     callbacks: Callbacks | None = None,
     stop: threading.Event | Callable[[], bool] | None = None,
     base: GPTConfig | None = None,
+    eval_batches: int = 10,
 ) -> dict:
     """Trains one run and measures it.
+
+    ``fixed_val_loss`` is the mean of ``loss_by_position``: ``eval_batches`` batches of
+    min(16, batch_size) validation windows drawn with seed 7, the same windows for every run and
+    seed (``final_val_loss`` is the trainer's last estimate, on windows that depend on the seed).
 
     Returns:
         JSON-ready dict: ``key``, ``config`` (GPTConfig dict), ``params``, ``history`` (lists
         ``step``, ``train_loss``, ``val_loss``), ``final_train_loss``, ``final_val_loss``,
         ``loss_by_position`` (list of block_size floats), ``last_position_val_loss``,
-        ``steps_done``, ``stopped``, ``wall_s``, ``tokens_per_s``, ``device`` and ``samples``
+        ``fixed_val_loss``, ``steps_done``, ``stopped``, ``wall_s``, ``tokens_per_s``, ``device`` and ``samples``
         (greedy and sampled continuations of ``engine.chapter.LESSON_PROMPT``, temperature 0.8, top_k 20).
     """
     config = dataclasses.replace(run.config(base), vocab_size=corpus.vocab_size)
     result = train(config, corpus, train_config, callbacks=callbacks, stop=stop)
-    per_position = loss_by_position(result.model, corpus, batch_size=min(16, train_config.batch_size), seed=7)
+    per_position = loss_by_position(result.model, corpus, batch_size=min(16, train_config.batch_size),
+                                    batches=eval_batches, seed=7)  # (block_size,)
     lab_model = LabModel.from_result(result)
     samples = {
         "prompt": LESSON_PROMPT,
@@ -171,6 +197,8 @@ def train_run(
         "final_val_loss": round(result.final_val_loss, 4),
         "loss_by_position": [round(float(v), 4) for v in per_position],
         "last_position_val_loss": round(float(per_position[-1]), 4),
+        "fixed_val_loss": round(float(per_position.mean()), 4),
+        "seed": train_config.seed,
         "steps_done": result.steps_done,
         "stopped": result.stopped,
         "wall_s": round(result.wall_s, 1),
@@ -191,6 +219,8 @@ def run_experiment(
     stop: threading.Event | Callable[[], bool] | None = None,
     run_cache: dict | None = None,
     device: str | None = None,
+    eval_batches: int = 10,
+    eval_interval: int | None = None,
 ) -> dict:
     """Trains every run of one experiment on ``corpus`` and collects the results.
 
@@ -203,6 +233,8 @@ def run_experiment(
         stop: an Event or a callable; when set (True), the current run stops early and no further run starts.
         run_cache: dict reused across calls, keyed by (GPTConfig, TrainConfig, corpus fingerprint):
             a configuration shared by two experiments is trained once.
+        eval_batches: batches of the fixed evaluation (:func:`train_run`).
+        eval_interval: steps between two points of the loss curves (default: ``TrainConfig.for_steps``'s).
 
     Returns:
         dict with ``name``, ``runs`` (list of :func:`train_run` dicts, in the
@@ -214,7 +246,8 @@ def run_experiment(
     if name not in EXPERIMENTS:
         raise KeyError(f"unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}")
     experiment = EXPERIMENTS[name]
-    train_config = TrainConfig.for_steps(steps, batch_size, seed=seed, device=device)
+    overrides = {} if eval_interval is None else {"eval_interval": eval_interval}
+    train_config = TrainConfig.for_steps(steps, batch_size, seed=seed, device=device, **overrides)
     fingerprint = corpus_fingerprint(corpus)
     should_stop = stop.is_set if isinstance(stop, threading.Event) else stop
     runs, stopped = [], False
@@ -228,7 +261,7 @@ def run_experiment(
         if run_cache is not None and cache_key in run_cache:
             runs.append({**run_cache[cache_key], "key": run.key})
             continue
-        outcome = train_run(run, corpus, train_config, callbacks=callbacks, stop=stop)
+        outcome = train_run(run, corpus, train_config, callbacks=callbacks, stop=stop, eval_batches=eval_batches)
         if outcome["stopped"]:
             stopped = True
             break
@@ -254,53 +287,174 @@ def machine_info() -> dict:
             "python": platform.python_version(), "torch": torch.__version__}
 
 
+#: Per-run values summarised over seeds (mean and sample standard deviation).
+SEED_FIELDS = ("final_train_loss", "final_val_loss", "fixed_val_loss", "last_position_val_loss")
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof 1; 0.0 for a single value) of a non-empty list.
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    if not values:
+        raise ValueError("mean_std needs at least one value")
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
+    return mean, math.sqrt(var)
+
+
+def summarize_seeds(per_seed: list[dict]) -> dict:
+    """One run trained with several seeds, as one run dict.
+
+    Args:
+        per_seed: :func:`train_run` dicts of the same run (same key), one per seed, in seed order.
+
+    Returns:
+        The first seed's dict (its curves, samples and per-position losses are the ones plotted)
+        plus ``seeds`` (list of int), ``n_seeds``, ``seed_results`` (per seed: ``seed``, the
+        :data:`SEED_FIELDS`, ``wall_s``, ``history``) and ``<field>_mean`` / ``<field>_std`` for
+        each of :data:`SEED_FIELDS` (nats, rounded to 4 decimals).
+
+    Raises:
+        ValueError: for an empty list or runs with different keys.
+    """
+    if not per_seed or len({r["key"] for r in per_seed}) != 1:
+        raise ValueError("summarize_seeds needs one or more results of the same run")
+    summary = dict(per_seed[0])
+    summary["seeds"] = [r.get("seed") for r in per_seed]
+    summary["n_seeds"] = len(per_seed)
+    summary["seed_results"] = [{"seed": r.get("seed"), **{f: r[f] for f in SEED_FIELDS if f in r},
+                                "wall_s": r["wall_s"], "history": r["history"]} for r in per_seed]
+    for field in SEED_FIELDS:
+        values = [r[field] for r in per_seed if field in r]
+        if values:
+            mean, std = mean_std(values)
+            summary[f"{field}_mean"], summary[f"{field}_std"] = round(mean, 4), round(std, 4)
+    return summary
+
+
+def compare_runs(runs: list[dict], field: str = NOISE_RULE["loss"]) -> list[dict]:
+    """For every pair of runs, whether the difference of their means exceeds the seed noise.
+
+    The rule is :data:`NOISE_RULE`: ``|mean_a - mean_b| > 2 * sqrt(std_a²/n_a + std_b²/n_b)``.
+    Pairs where either run has fewer than two seeds get ``exceeds_noise`` None (no spread known).
+
+    Args:
+        runs: :func:`summarize_seeds` dicts (``<field>_mean``, ``<field>_std``, ``n_seeds``).
+        field: the loss compared.
+
+    Returns:
+        list of dicts ``a``, ``b`` (run keys, in the runs' order), ``delta_mean`` (mean_b - mean_a,
+        nats), ``noise`` (the right-hand side, nats, or None) and ``exceeds_noise`` (bool or None).
+    """
+    out = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1:]:
+            if f"{field}_mean" not in a or f"{field}_mean" not in b:
+                continue
+            delta = b[f"{field}_mean"] - a[f"{field}_mean"]
+            n_a, n_b = a.get("n_seeds", 1), b.get("n_seeds", 1)
+            if n_a < 2 or n_b < 2:
+                noise, exceeds = None, None
+            else:
+                noise = 2 * math.sqrt(a[f"{field}_std"] ** 2 / n_a + b[f"{field}_std"] ** 2 / n_b)
+                exceeds = abs(delta) > noise
+            out.append({"a": a["key"], "b": b["key"], "delta_mean": round(delta, 4),
+                        "noise": None if noise is None else round(noise, 4), "exceeds_noise": exceeds})
+    return out
+
+
+def combine_seeds(by_seed: list[dict]) -> dict:
+    """One experiment's results over seeds, from :func:`run_experiment` dicts (one per seed).
+
+    Runs missing from a later seed (an interrupted command) are summarised over the seeds they have.
+
+    Returns:
+        ``run_experiment``'s dict with ``runs`` replaced by :func:`summarize_seeds` dicts, plus
+        ``seeds`` and ``comparisons`` (:func:`compare_runs`).
+    """
+    first = by_seed[0]
+    keys = [r["key"] for r in first["runs"]]
+    runs = [summarize_seeds([r for exp in by_seed for r in exp["runs"] if r["key"] == key]) for key in keys]
+    return {**first, "runs": runs, "seeds": [exp.get("seed") for exp in by_seed],
+            "stopped": any(exp["stopped"] for exp in by_seed), "comparisons": compare_runs(runs)}
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1,2,3"`` -> ``[1, 2, 3]``; raises ``argparse.ArgumentTypeError`` unless 1 to 16 distinct seeds >= 0."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"seeds must be integers separated by commas, got {text!r}") from exc
+    if not 1 <= len(seeds) <= 16 or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"give 1 to 16 distinct non-negative seeds, got {text!r}")
+    return seeds
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.lab.experiments",
                                 description="Train the lesson's experiments and write a results file.")
     p.add_argument("--out", default=str(RESULTS_FILE), help="JSON file to write (default: assets/lab_experiments.json)")
     p.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (the lesson: 1000)")
     p.add_argument("--batch-size", type=int, default=8, help="windows of block_size characters per step")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--corpus", default="tang300", choices=BUILTIN_CORPORA + (FALLBACK_NAME,))
+    p.add_argument("--seeds", type=parse_seeds, default=[1337], help="comma-separated seeds, e.g. 1,2,3")
+    p.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
+    p.add_argument("--corpus", default=TANG_NAME, choices=BUILTIN_CORPORA + (FALLBACK_NAME,))
     p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
+    p.add_argument("--eval-interval", type=int, default=None, help="steps between points of the loss curves")
+    p.add_argument("--eval-batches", type=int, default=FIXED_EVAL_BATCHES,
+                   help="batches of 16 validation windows in the fixed final evaluation")
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores but one)")
     return p
 
 
 def print_table(results: dict) -> None:
-    """Prints one line per run of each experiment: losses and wall time."""
+    """Prints one line per run of each experiment (losses over seeds, wall time), then the comparisons."""
     for name, exp in results["experiments"].items():
         print(f"\n{name}")
-        print(f"  {'run':<26} {'train':>7} {'val':>7} {'last pos':>8} {'wall s':>7}")
+        print(f"  {'run':<14} {'seeds':>5} {'train':>16} {'val (fixed)':>16} {'last pos':>16} {'wall s':>7}")
         for r in exp["runs"]:
-            print(f"  {r['key']:<26} {r['final_train_loss']:7.4f} {r['final_val_loss']:7.4f} "
-                  f"{r['last_position_val_loss']:8.4f} {r['wall_s']:7.1f}")
+            cells = [f"{r.get(f + '_mean', r.get(f, float('nan'))):7.4f} ± {r.get(f + '_std', 0.0):6.4f}"
+                     for f in ("final_train_loss", "fixed_val_loss", "last_position_val_loss")]
+            print(f"  {r['key']:<14} {r.get('n_seeds', 1):5d} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} "
+                  f"{r['wall_s']:7.1f}")
+        for c in exp.get("comparisons", []):
+            verdict = {True: "exceeds the seed noise", False: "within the seed noise",
+                       None: "no spread"}[c["exceeds_noise"]]
+            print(f"    {c['b']} - {c['a']}: {c['delta_mean']:+.4f} (noise {c['noise']}) {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else args.seeds
     configure_threads(args.threads)
     corpus = load_corpus(args.corpus)
     if corpus.message:
         print(f"note: {corpus.message}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    train_config = TrainConfig.for_steps(args.steps, args.batch_size, seed=args.seed, device=args.device)
+    interval = {} if args.eval_interval is None else {"eval_interval": args.eval_interval}
+    train_config = TrainConfig.for_steps(args.steps, args.batch_size, seed=seeds[0], device=args.device, **interval)
     settings = dataclasses.asdict(train_config)
     results = {
         "format": RESULTS_FORMAT,
         "command": "python -m engine.lab.experiments " + shlex.join(sys.argv[1:] if argv is None else argv),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
-        "settings": {**settings, "base_model": preset("course").to_dict()},
+        "settings": {**settings, "seeds": seeds, "fixed_eval": {"batches": args.eval_batches,
+                                                                "batch_size": min(16, args.batch_size), "seed": 7},
+                     "base_model": preset("course").to_dict()},
+        "noise_rule": NOISE_RULE,
         "corpus": {"name": corpus.name, "chars": len(corpus.text), "vocab_size": corpus.vocab_size,
                    "train_tokens": len(corpus.train_ids), "val_tokens": len(corpus.val_ids)},
         "experiments": {},
         "complete": False,
         "total_wall_s": 0.0,
     }
-    run_cache: dict = {}
+    by_seed: dict[str, list[dict]] = {name: [] for name in args.experiments}
     started = time.perf_counter()
 
     def on_run_start(index: int, key: str, steps: int) -> None:
@@ -309,18 +463,28 @@ def main(argv: list[str] | None = None) -> int:
     def on_eval(step: int, train_loss: float, val_loss: float) -> None:
         print(f"    step {step:5d}: train {train_loss:.4f}  val {val_loss:.4f}", flush=True)
 
-    for name in args.experiments:
-        print(f"== {name}", flush=True)
-        results["experiments"][name] = run_experiment(
-            name, corpus, args.steps, args.batch_size, args.seed, on_run_start=on_run_start,
-            callbacks=Callbacks(on_eval=on_eval), run_cache=run_cache, device=args.device,
-        )
+    def write() -> None:
+        results["experiments"] = {name: combine_seeds(done) for name, done in by_seed.items() if done}
         results["total_wall_s"] = round(time.perf_counter() - started, 1)
         out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+    distinct = 0
+    for seed in seeds:
+        run_cache: dict = {}
+        for name in args.experiments:
+            print(f"== {name}, seed {seed}", flush=True)
+            outcome = run_experiment(
+                name, corpus, args.steps, args.batch_size, seed, on_run_start=on_run_start,
+                callbacks=Callbacks(on_eval=on_eval), run_cache=run_cache, device=args.device,
+                eval_batches=args.eval_batches, eval_interval=args.eval_interval,
+            )
+            by_seed[name].append({**outcome, "seed": seed})
+            write()
+        distinct += len(run_cache)
     results["complete"] = True
-    out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    write()
     print_table(results)
-    print(f"\n{len(run_cache)} distinct runs in {results['total_wall_s']:.0f} s; wrote {out}")
+    print(f"\n{distinct} distinct runs in {results['total_wall_s']:.0f} s; wrote {out}")
     return 0
 
 
@@ -337,8 +501,8 @@ def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise ValueError(f"{path}: not a {RESULTS_FORMAT} results file")
+    if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"{path}: not a results file of format {READABLE_FORMATS}")
     return data
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import torch
 from engine import budget
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_from_bytes, load_checkpoint
 from engine.corpus import Corpus, CorpusError, corpus_from_bytes, decode_text
-from engine.gpt import GPT, GPTConfig, config_params
+from engine.gpt import GPT, GPTConfig, GPTOutput, config_params
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 from engine.training import TrainResult
@@ -223,6 +224,12 @@ class Generation:
         return self.prompt.kept + self.new
 
 
+def banned_ids(tokenizer: CharTokenizer) -> tuple[int, ...]:
+    """Ids generation never emits: the unknown token's, if the vocabulary has one (it stands for many
+    rare characters and shows as U+FFFD), else none."""
+    return () if tokenizer.unk_id is None else (tokenizer.unk_id,)
+
+
 class NonFiniteLogitsError(ValueError):
     """The model's logits hold NaN or infinite values, so no character can be sampled from them."""
 
@@ -243,6 +250,8 @@ def generate(
     small model often repeats itself then); any temperature > 0 samples from a private generator
     seeded with ``seed``, so the same settings give the same text. The logits of the prompt are
     checked before anything is sampled: a model whose weights overflow is reported, not sampled.
+    The unknown token (``tokenizer.unk_id``, the rare characters' shared token) is never emitted.
+    Generation uses the KV cache (``GPT.generate(use_cache=True)``: the same tokens as without it).
 
     Raises:
         ValueError: for a negative temperature or max_new_tokens, or top_k < 1.
@@ -261,7 +270,8 @@ def generate(
         raise NonFiniteLogitsError("the model's logits hold NaN or infinite values")
     generator = torch.Generator(device=device).manual_seed(seed)
     try:
-        out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
+        out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator,
+                             use_cache=True, banned_ids=banned_ids(lab_model.tokenizer))
     except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities, past the checked prompt
         raise NonFiniteLogitsError(f"sampling failed: {exc}") from exc
     new = lab_model.tokenizer.decode(out[0, idx.size(1) :].tolist())  # (T + n,) -> the n new ids
@@ -382,3 +392,190 @@ def _initial_position_table(config: GPTConfig, seed: int) -> torch.Tensor:
     torch.manual_seed(seed)
     return GPT(config).pos_emb.weight.detach().float()
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The next character: its probabilities under temperature and top-k, and where attention looked
+# ---------------------------------------------------------------------------------------------
+
+#: Temperatures of the next-character view's slider (the page's own value is added).
+VIEW_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+#: Top-k values of its slider; 0 means all characters (the page's own value is added).
+VIEW_TOP_KS = (1, 2, 3, 5, 10, 20, 40, 0)
+
+
+@dataclass(frozen=True)
+class NextCharProbs:
+    """The model's distribution over the character after a prompt, under several samplings.
+
+    Attributes:
+        context: the characters the model read (the kept prompt, cropped to its last block_size).
+        candidates: the characters drawn, most likely first: the ``n`` most likely plus the sampled
+            one if it is not among them. The unknown token is never a candidate.
+        temperatures: temperatures of ``by_temperature``'s rows (ascending; 0 = greedy).
+        top_ks: top-k values of ``by_top_k``'s rows (ascending, 0 = all last).
+        by_temperature: float32 (len(temperatures), len(candidates)): the probability of each
+            candidate at each temperature, with top-k at ``top_k``.
+        by_top_k: float32 (len(top_ks), len(candidates)): at each top-k, temperature ``temperature``.
+        temperature, top_k: the page's settings (0 top-k: all), one row of each table.
+        probs: float32 (len(candidates),): the probabilities at the page's settings.
+        sampled: index into ``candidates`` of the character sampled at the page's settings with
+            ``seed`` (the first character ``generate`` writes with the same settings).
+        shapes: {"idx", "residual", "logits", "attn_weights"}: the tensor shapes of this forward
+            pass, (1, T), (1, T, n_embd), (1, T, vocab_size), (1, n_head, T, T).
+    """
+
+    context: str
+    candidates: tuple[str, ...]
+    temperatures: tuple[float, ...]
+    top_ks: tuple[int, ...]
+    by_temperature: torch.Tensor
+    by_top_k: torch.Tensor
+    temperature: float
+    top_k: int
+    probs: torch.Tensor
+    sampled: int
+    shapes: dict
+
+
+@dataclass(frozen=True)
+class LastPositionAttention:
+    """Where each layer's attention looked when the model predicted the next character.
+
+    Attributes:
+        attn_weights: float32 (n_layer, n_head, T) on the CPU: the last query's row of every
+            layer's and head's weights over the T characters read (each row sums to 1).
+        tokens: the T characters read.
+    """
+
+    attn_weights: torch.Tensor
+    tokens: tuple[str, ...]
+
+    @property
+    def head_mean(self) -> torch.Tensor:
+        """float32 (n_layer, T): the weights averaged over heads (rows still sum to 1)."""
+        return self.attn_weights.mean(dim=1)
+
+
+def _sampling_probs(logits: torch.Tensor, temperature: float, top_k: int) -> torch.Tensor:
+    """float64 (V,) probabilities of ``_pick_next``'s rule: logits (V,) with banned ids at -inf already.
+
+    Temperature 0 puts all the mass on the most likely id; top_k 0 keeps every id.
+    """
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).double()  # (V,)
+    scaled = logits.double() / temperature  # (V,)
+    allowed = int(torch.isfinite(scaled).sum())
+    if top_k:
+        kth = torch.topk(scaled, min(top_k, allowed)).values[-1]  # the k-th largest allowed logit
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.softmax(scaled, dim=-1)  # (V,)
+
+
+@torch.no_grad()
+def _last_forward(lab_model: LabModel, prompt: str) -> tuple[Prompt, torch.Tensor, GPTOutput]:
+    """The prompt as :func:`generate` feeds it (idx (1, T), T <= block_size) and the eval-mode forward with weights."""
+    model = lab_model.model
+    info = prepare_prompt(lab_model.tokenizer, prompt, model.config.block_size)
+    device = next(model.parameters()).device
+    ids = info.ids[-model.config.block_size:]
+    idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T), T <= block_size
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(idx, return_weights=True)
+    finally:
+        model.train(was_training)
+    return info, idx, out
+
+
+
+@torch.no_grad()
+def next_char_probs(
+    lab_model: LabModel,
+    prompt: str,
+    temperature: float = 0.8,
+    top_k: int = 20,
+    seed: int = 0,
+    n: int = 20,
+    temperatures: tuple[float, ...] = VIEW_TEMPERATURES,
+    top_ks: tuple[int, ...] = VIEW_TOP_KS,
+) -> NextCharProbs:
+    """The probability of every candidate next character after ``prompt``, as ``generate`` samples it.
+
+    The prompt reaches the model as in :func:`generate` (unknown characters dropped, cropped to
+    block_size); the unknown token is excluded before temperature and top-k, as in generation.
+    Temperature divides the logits (below 1 sharpens, above 1 flattens); top-k keeps the k most
+    likely characters and renormalises (the chapter's sampling step, nanoGPT's ``generate``).
+
+    Args:
+        temperature, top_k, seed: the page's sampling settings (top_k 0: all characters).
+        n: how many of the most likely characters to draw (1 to 200).
+        temperatures, top_ks: the slider's values; the page's own are added.
+
+    Raises:
+        ValueError: for a temperature < 0 or not finite, top_k < 0, n outside [1, 200].
+        NonFiniteLogitsError: if the model's logits are NaN or infinite.
+    """
+    if not isinstance(temperature, int | float) or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k must be an integer >= 0 (0: all), got {top_k!r}")
+    if not 1 <= n <= 200:
+        raise ValueError(f"n must be in [1, 200], got {n}")
+    info, idx, out = _last_forward(lab_model, prompt)
+    logits = out.logits[0, -1].float().cpu()  # (1, T, V) -> (V,): the prediction after the last character
+    if not bool(torch.isfinite(logits).all()):
+        raise NonFiniteLogitsError("the model's logits hold NaN or infinite values")
+    ban = banned_ids(lab_model.tokenizer)
+    if ban:
+        logits = logits.index_fill(0, torch.tensor(ban), float("-inf"))  # (V,)
+    vocab = logits.numel() - len(ban)
+    temps = tuple(sorted({float(t) for t in temperatures} | {float(temperature)}))
+    ks = tuple(sorted({int(k) for k in top_ks if k <= vocab} | {int(top_k) if top_k <= vocab else 0},
+                      key=lambda k: (k == 0, k)))
+    current = _sampling_probs(logits, temperature, top_k)  # (V,)
+    generator = torch.Generator().manual_seed(seed)
+    if temperature == 0:
+        sampled_id = int(current.argmax())
+    else:
+        sampled_id = int(torch.multinomial(current.float(), 1, generator=generator))
+    order = torch.argsort(logits, descending=True)[: min(n, vocab)].tolist()  # most likely first
+    if sampled_id not in order:
+        order.append(sampled_id)
+    columns = torch.tensor(order)  # (n_candidates,)
+    by_t = torch.stack([_sampling_probs(logits, t, top_k)[columns] for t in temps]).float()  # (len(temps), n_c)
+    by_k = torch.stack([_sampling_probs(logits, temperature, k)[columns] for k in ks]).float()  # (len(ks), n_c)
+    tokenizer = lab_model.tokenizer
+    weights = out.attn_weights[0]  # layer 0: (1, nh, T, T)
+    shapes = {"idx": tuple(idx.shape), "residual": (*idx.shape, lab_model.model.ln_f.weight.shape[0]),
+              "logits": tuple(out.logits.shape), "attn_weights": tuple(weights.shape)}
+    return NextCharProbs(
+        context=tokenizer.decode(idx[0].tolist()),
+        candidates=tuple(tokenizer.decode([i]) for i in order),
+        temperatures=temps,
+        top_ks=ks,
+        by_temperature=by_t,
+        by_top_k=by_k,
+        temperature=float(temperature),
+        top_k=int(top_k),
+        probs=current[columns].float(),
+        sampled=order.index(sampled_id),
+        shapes=shapes,
+    )
+
+
+@torch.no_grad()
+def last_position_attention(lab_model: LabModel, prompt: str) -> LastPositionAttention:
+    """Each layer's and head's attention from the last position of ``prompt`` (the one that predicts).
+
+    The prompt reaches the model as in :func:`generate`. A non-causal model's last row also
+    covers every position (there is nothing after it).
+
+    Returns:
+        :class:`LastPositionAttention` with weights (n_layer, n_head, T).
+    """
+    _, idx, out = _last_forward(lab_model, prompt)
+    # n_layer x (1, nh, T, T) -> (n_layer, nh, T): the last query's row
+    rows = torch.stack([w[0, :, -1, :] for w in out.attn_weights]).float().cpu()
+    return LastPositionAttention(rows, tuple(lab_model.tokenizer.decode(idx[0].tolist())))

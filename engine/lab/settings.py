@@ -8,7 +8,9 @@ from :mod:`engine.budget`; the schedule from ``TrainConfig.for_steps``.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine import budget
 from engine.corpus import Corpus
@@ -130,3 +132,47 @@ def plan_training(model: GPTConfig, corpus: Corpus | None, steps: int, batch_siz
     if any(r.key in ("memory", "time") for r in refusals):
         fitting = budget.largest_batch(model, steps, train.eval_interval, train.eval_iters, BATCH_SIZES)
     return TrainingPlan(model, train, estimate, tuple(problems), fitting)
+
+
+#: The training benchmark that measured the price of dropout (``python -m engine.bench train``).
+BENCH_TRAIN_FILE = Path(__file__).resolve().parents[2] / "assets" / "bench_train.json"
+
+
+@dataclass(frozen=True)
+class DropoutPrice:
+    """What dropout costs in training speed, from the shipped training benchmark (one machine, one run).
+
+    Attributes:
+        cpu: the benchmark machine's CPU model.
+        batch_size, block_size: of the timed course-preset steps.
+        both_on, attn_off, both_off: tokens/s with attention and residual dropout 0.1, with attention
+            dropout 0 (residual 0.1), with both 0.
+        speedup: {T: how many times faster a step is with attention dropout off (residual kept)} for each
+            timed sequence length T.
+    """
+
+    cpu: str
+    batch_size: int
+    block_size: int
+    both_on: float
+    attn_off: float
+    both_off: float
+    speedup: dict
+
+
+def dropout_price(path: Path | str = BENCH_TRAIN_FILE) -> DropoutPrice | None:
+    """Reads :class:`DropoutPrice` from the benchmark file; None if it is missing or lacks the three settings."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["rows"]}
+        on, attn_off, off = rows[(0.1, 0.1)], rows[(0.0, 0.1)], rows[(0.0, 0.0)]
+        scaling = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["t_scaling"]}
+        with_attn, without = scaling[(0.1, 0.1)], scaling[(0.0, 0.1)]
+        speedup = {int(t): float(a) / float(b) for t, a, b in
+                   zip(with_attn["seq_lens"], with_attn["step_ms"], without["step_ms"], strict=True)}
+        speedup[int(data["config"]["block_size"])] = float(attn_off["tokens_per_s"]) / float(on["tokens_per_s"])
+        return DropoutPrice(str(data["machine"]["cpu"]), int(on["batch_size"]), int(data["config"]["block_size"]),
+                            float(on["tokens_per_s"]), float(attn_off["tokens_per_s"]), float(off["tokens_per_s"]),
+                            speedup)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
