@@ -12,7 +12,7 @@ import streamlit as st
 
 from engine import budget, chapter, diagrams, gpt
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_bytes
-from engine.corpus import load_corpus
+from engine.corpus import MISSING_TANG_ASSET, load_corpus
 from engine.device import describe_device, pick_device
 from engine.figures import lab as figures
 from engine.lab import experiments as lab_experiments
@@ -227,7 +227,10 @@ else:
     with st.spinner(_("Loading the corpus …")):
         corpus = builtin_corpus(corpus_name)
 if corpus is not None:
-    if corpus.message:
+    if corpus.message == MISSING_TANG_ASSET:
+        st.warning(_("The Tang corpus file is missing from this copy of the app (assets/corpus); the Lab uses "
+                     "English text from Python's documentation instead."), icon=":material/info:")
+    elif corpus.message:
         st.warning(_("The Chinese poems are not installed on this server (Debian package fortunes-zh); the Lab "
                      "uses English text from Python's documentation instead."), icon=":material/info:")
     stats = corpus.vocab_stats
@@ -370,9 +373,12 @@ if choices:
                    format_func=lambda c: _("your model") if c == OWN else _("the shipped model"),
                    index=0, key="lab_use", bind="query-params")
     current = own if use == OWN else shipped
-    origin = {"trained": _("trained"), "uploaded": _("uploaded"), "shipped": _("shipped")}[current.source]
-    whose = _("Your model ({origin})") if use == OWN else _("Shipped model ({origin})")
-    d1.caption(whose.format(origin=origin) + ": " + panels.describe_model(current))
+    if use == OWN:
+        origin = {"trained": _("trained"), "uploaded": _("uploaded")}.get(current.source, current.source)
+        whose = _("Your model ({origin})").format(origin=origin)
+    else:
+        whose = _("The model shipped with the app")
+    d1.caption(whose + ": " + panels.describe_model(current))
     model_corpus = current.summary.get("corpus")
     model_val = current.summary.get("final_val_loss")
     if model_corpus in CORPORA and model_corpus != "upload" and isinstance(model_val, int | float):
