@@ -87,7 +87,8 @@ def test_heads_figure_steps_through_heads(at):
     for trace in fig["data"]:
         z = np.array(trace["z"], dtype=float)
         assert z.shape == (5, 5)
-        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-6)
+        # heatmaps carry 4 decimals: a row of 5 rounded weights sums to 1 within 5 × 0.5e-4
+        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=2.5e-4)
         assert np.allclose(np.triu(z, 1), 0.0)
     assert not np.allclose(np.array(fig["data"][0]["z"], float), np.array(fig["data"][1]["z"], float))
     assert shapes(at)[t("input x")] == "(1, 5, 32)"

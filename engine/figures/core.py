@@ -24,6 +24,9 @@ SIGNED_SCALE = palette.SIGNED_SCALE
 PALETTE = palette.SERIES
 
 _FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13)
+#: Label positions of the 3-d vectors' tips, one per vector in turn: close tips (journey, starts) get labels on
+#: different sides instead of one blob.
+_LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
 
 
 def to_numpy(values) -> np.ndarray:
@@ -40,6 +43,18 @@ def format_value(v: float, decimals: int = 4) -> str:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return f"{v:.{decimals}f}"
+
+
+def wrap_text(text: str, width: int) -> str:
+    """``text`` with ``<br>`` between words so that no line is longer than ``width`` characters (a longer word
+    keeps its own line): titles of narrow panels that Plotly would otherwise clip at the figure's edge."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
 
 
 def base_layout(
@@ -100,7 +115,9 @@ def heatmap_trace(
     rows, cols = z.shape
     finite = np.isfinite(z)
     text = [[format_value(z[i, j], decimals) for j in range(cols)] for i in range(rows)]
-    z_drawn = np.where(finite, z, np.nan)  # non-finite cells become gaps, their text stays
+    # non-finite cells become gaps, their text stays; 4 decimals are what the cells and the hover show, and they
+    # keep the JSON sent on every rerun short
+    z_drawn = np.round(np.where(finite, z, np.nan), 4)
     row_labels = list(row_labels) if row_labels is not None else [str(i) for i in range(rows)]
     col_labels = list(col_labels) if col_labels is not None else [str(j) for j in range(cols)]
     customdata = np.array([[[row_labels[i], col_labels[j]] for j in range(cols)] for i in range(rows)], dtype=object)
@@ -110,6 +127,9 @@ def heatmap_trace(
         y=list(range(rows)),
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
+        # a fixed size that stays legible on a phone (Plotly's automatic size shrank to about 5 px) where the cells
+        # are wide enough for it; wider matrices keep the automatic size
+        textfont=dict(size=11) if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
         hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}: %{text}<extra></extra>",
@@ -268,7 +288,7 @@ def vectors_3d(
             z=[0, vec[2]],
             mode="lines+markers+text",
             text=["", name],
-            textposition="top center",
+            textposition=_LABEL_POSITIONS[i % len(_LABEL_POSITIONS)],
             line=dict(width=8 if is_hl else 4, color="#d62728" if is_hl else PALETTE[0]),
             marker=dict(size=[0, 5]),
             name=name,
