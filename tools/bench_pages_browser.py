@@ -135,7 +135,13 @@ def _move(page, control: dict, step: int) -> None:
     elif control["kind"] == "number":
         up = el.locator('[data-testid="stNumberInputStepUp"]')
         down = el.locator('[data-testid="stNumberInputStepDown"]')
-        (up if forward and up.is_enabled() or not down.is_enabled() else down).click()
+        if up.count() and down.count():
+            (up if forward and up.is_enabled() or not down.is_enabled() else down).click()
+        else:  # a narrow input has no +/- buttons: the arrow keys step it, Enter commits
+            box = el.locator("input").first
+            box.focus()
+            page.keyboard.press("ArrowUp" if forward else "ArrowDown")
+            page.keyboard.press("Enter")
     else:
         el.locator("input").first.click()
         page.keyboard.press("ArrowDown" if forward else "ArrowUp")
@@ -203,7 +209,13 @@ def measure(app_root: Path, slugs: list[str], moves: int, width: int, progress) 
                 page.wait_for_timeout(500)
                 controls = []
                 for control in page.evaluate(CONTROLS_JS):
-                    times, chart = redraw_times(page, control, moves)
+                    try:
+                        times, chart = redraw_times(page, control, moves)
+                    except Exception as error:  # one control's failure must not lose the others
+                        progress(f"/{info.url_path} {control['key'] or control['label']}: skipped ({error})"[:300])
+                        page.goto(f"{base}/{info.url_path}")
+                        wait_idle(page)
+                        continue
                     controls.append({**control, "drives_chart": chart, "times_ms": [round(t) for t in times],
                                      "median_ms": round(statistics.median(times))})
                     progress(f"/{info.url_path} {control['key'] or control['label']}: "

@@ -45,15 +45,23 @@ def format_value(v: float, decimals: int = 4) -> str:
     return f"{v:.{decimals}f}"
 
 
+#: Longest title line (characters) that clears Plotly's vertical toolbar on a 390-px phone at the app's font.
+TITLE_WIDTH = 44
+
+
 def wrap_text(text: str, width: int) -> str:
     """``text`` with ``<br>`` between words so that no line is longer than ``width`` characters (a longer word
     keeps its own line): titles of narrow panels that Plotly would otherwise clip at the figure's edge."""
     lines: list[str] = []
-    for word in text.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
+    for part in text.split("<br>"):
+        lines.append("")
+        for word in part.split(" "):
+            if not lines[-1]:
+                lines[-1] = word
+            elif len(lines[-1]) + 1 + len(word) <= width:
+                lines[-1] += " " + word
+            else:
+                lines.append(word)
     return "<br>".join(lines)
 
 
@@ -62,14 +70,21 @@ def base_layout(
 ) -> go.Figure:
     """Apply the app's common layout (font, margins, white background).
 
+    The title is wrapped at :data:`TITLE_WIDTH` characters, so that on a phone it stays clear of Plotly's
+    toolbar at the right edge; each extra line adds 18 px to the top margin.
+
     Args:
         top: top margin in px; defaults to room for the title. Matrices, whose
             column labels sit on top, pass more.
     """
+    extra = 0
+    if title:
+        title = wrap_text(title, TITLE_WIDTH)
+        extra = 18 * title.count("<br>")
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8)) if title else None,
         font=_FONT,
-        margin=dict(l=10, r=10, t=top if top is not None else (50 if title else 20), b=10),
+        margin=dict(l=10, r=10, t=(top if top is not None else (50 if title else 20)) + extra, b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
         # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles
@@ -347,6 +362,11 @@ def add_step_slider(
         ValueError: if the trace count does not match.
     """
     n_steps = len(step_labels)
+    if step_layouts is not None:  # step titles wrapped like base_layout's, with room for the longest
+        step_layouts = [{**s, "title.text": wrap_text(s["title.text"], TITLE_WIDTH)} if s.get("title.text") else s
+                        for s in step_layouts]
+        lines = max((s.get("title.text") or "").count("<br>") for s in step_layouts)
+        fig.update_layout(margin_t=max(fig.layout.margin.t or 0, 50 + 18 * lines))
     expected = always_visible + n_steps * traces_per_step
     if len(fig.data) != expected:
         raise ValueError(f"figure has {len(fig.data)} traces, expected {expected}")

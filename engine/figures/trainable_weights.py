@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
+    TITLE_WIDTH,
     WEIGHTS_SCALE,
     add_step_slider,
     base_layout,
@@ -139,7 +140,8 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
                 col=col,
             )
         titles.append(wrap_text(labels.step_title.format(d_k=d_k, var=float(row["var_scores"]),
-                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples), 60))
+                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples),
+                                TITLE_WIDTH))
     fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text=labels.score_axis, zeroline=True,
                      zerolinecolor="#999", row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], row=1, col=2)
