@@ -8,6 +8,7 @@ the top, column 0 on the left, values written in the cells.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,20 +46,27 @@ def format_value(v: float, decimals: int = 4) -> str:
     return f"{v:.{decimals}f}"
 
 
+#: Right margin (px) that holds Plotly's vertical toolbar.
+MODEBAR_MARGIN = 40
 #: Longest title line (characters) that clears Plotly's vertical toolbar on a 390-px phone at the app's font.
 TITLE_WIDTH = 44
 
 
 def wrap_text(text: str, width: int) -> str:
     """``text`` with ``<br>`` between words so that no line is longer than ``width`` characters (a longer word
-    keeps its own line): titles of narrow panels that Plotly would otherwise clip at the figure's edge."""
+    keeps its own line; a wide East Asian character counts as two): titles of narrow panels that Plotly would
+    otherwise clip at the figure's edge."""
+
+    def size(s: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
     lines: list[str] = []
     for part in text.split("<br>"):
         lines.append("")
         for word in part.split(" "):
             if not lines[-1]:
                 lines[-1] = word
-            elif len(lines[-1]) + 1 + len(word) <= width:
+            elif size(lines[-1]) + 1 + size(word) <= width:
                 lines[-1] += " " + word
             else:
                 lines.append(word)
@@ -84,7 +92,8 @@ def base_layout(
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8)) if title else None,
         font=_FONT,
-        margin=dict(l=10, r=10, t=(top if top is not None else (50 if title else 20)) + extra, b=10),
+        # the right margin holds Plotly's vertical toolbar, clear of the plot and of the panel titles
+        margin=dict(l=10, r=MODEBAR_MARGIN, t=(top if top is not None else (50 if title else 20)) + extra, b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
         # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles

@@ -25,6 +25,7 @@ from engine.figures.core import (
     heatmap_trace,
     matrix_axes,
     to_numpy,
+    wrap_text,
 )
 from engine.sections.positional_encodings import RopeRotation, Visibility
 
@@ -228,7 +229,8 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        text = f"<b>{name}</b>" + (f"<br>{subtitle}" if subtitle else "")
+        # wrapped: three panels side by side are a third of a phone's width each
+        text = f"<b>{wrap_text(name, 28)}</b>" + (f"<br>{wrap_text(subtitle, 28)}" if subtitle else "")
         annotations.append(dict(text=text, x=left, xref="paper",
                                 xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
