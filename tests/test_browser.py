@@ -248,7 +248,7 @@ def test_phone_width(browser, server, timeout_ms, info):
     page.close()
 
 
-def first_words(markdown: str, n: int = 4) -> str:
+def first_words(markdown: str, n: int = 8) -> str:
     """The first ``n`` words of a markdown paragraph as the browser shows them (no emphasis marks, no math)."""
     text = re.sub(r"\$[^$]*\$|[*_`]", "", markdown.split("\n\n")[0])
     return " ".join(text.split()[:n])

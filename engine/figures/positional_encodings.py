@@ -176,13 +176,14 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
         xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text=labels.count_axis, gridcolor="#eee"),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=labels.mask_title, xref="paper", x=0, xanchor="left", y=1, yref="paper", yanchor="bottom",
-                 showarrow=False),
-            dict(text=labels.count_title, xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
+            dict(text=wrap_text(labels.mask_title, 40), xref="paper", x=0, xanchor="left", y=1, yref="paper",
+                 yanchor="bottom", showarrow=False),
+            dict(text=wrap_text(labels.count_title, 14), xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
         ],
     ))
-    return base_layout(fig, None, 60 * T + 140, top=40)
+    lines = max(a.text.count("<br>") for a in fig.layout.annotations)  # wrapped titles: 18 px per extra line
+    return base_layout(fig, None, 60 * T + 140 + 18 * lines, top=40 + 18 * lines)
 
 
 def tables_figure(panels: dict[str, object], row_title: str, col_title: str, subtitle: str | None = None,

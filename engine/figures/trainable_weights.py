@@ -170,7 +170,8 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
         Two panels: var(W) and var(x·W); markers are measured, dashed lines the theory.
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=(labels.weights_panel, labels.projection_panel))
+                        # wrapped: on one line the right panel's title ran under the toolbar on a phone
+                        subplot_titles=(wrap_text(labels.weights_panel, 20), wrap_text(labels.projection_panel, 20)))
     for k, (init, part) in enumerate(table.groupby("init", sort=False)):
         color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
         for col, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
