@@ -97,7 +97,8 @@ class CountModels:
         self.pair_counts = pair_counts.astype(np.float64)  # (P,)
         self.context_counts = np.bincount(prev, minlength=vocab_size).astype(np.float64)  # (V,) n(a)
         self.target_counts = np.bincount(nxt, minlength=vocab_size).astype(np.float64)  # (V,) n(b) over tokens 1..n-1
-        self.followers = np.bincount(self.pair_codes // vocab_size, minlength=vocab_size).astype(np.float64)  # (V,) T(a)
+        # (V,) T(a): how many pairs start with each character
+        self.followers = np.bincount(self.pair_codes // vocab_size, minlength=vocab_size).astype(np.float64)
 
     def _pair_count(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         codes = a * self.vocab_size + b  # (m,) pair codes

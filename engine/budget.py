@@ -31,8 +31,9 @@ MB = 2**20
 # shipped model loaded) 519 MB, and 614 MB at the peak of a quick-preset training in it (+95 MB; the estimate
 # below says 173 MB, since its fixed 110 MB overhead is mostly paid once per process). One training runs at a
 # time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab plus any training estimated under
-# MAX_TRAINING_BYTES. Peak extra memory of single training steps in a fresh process (n_layer, n_embd, n_head, block, batch, vocab -> MB measured /
-# estimated below): (2,64,4,64,16,2500) 168/173 · (4,128,4,128,16,2500) 423/396 · (4,128,4,128,32,2500) 647/659 ·
+# MAX_TRAINING_BYTES. Peak extra memory of single training steps in a fresh process
+# (n_layer, n_embd, n_head, block, batch, vocab -> MB measured / estimated below):
+# (2,64,4,64,16,2500) 168/173 · (4,128,4,128,16,2500) 423/396 · (4,128,4,128,32,2500) 647/659 ·
 # (2,64,4,64,16,20000) 401/420 · (4,256,8,256,16,2500) 1273/1332 · (6,192,6,128,32,2500) 1289/1198 ·
 # (2,64,4,256,64,100) 910/870 · (8,256,8,128,16,100) 956/1019. So the quick preset (173 MB) fits, the course
 # model fits at batch 4 (202 MB) but not at 8 (270 MB), and the Lab's largest settings (8 x 256, block 256,

@@ -75,9 +75,12 @@ def configure_threads(n: int | None = None) -> int:
 
 
 def describe_device(device: torch.device) -> str:
-    """The device's name as shown beside the page (kept for ``ui/sidebar.py``), e.g. "CPU (2 threads)"."""
+    """The device's name, the same in every language: "CUDA (NVIDIA H200)", "Apple MPS" or "CPU".
+
+    The CPU thread count is ``torch.get_num_threads()``; the page words it in the reader's language.
+    """
     if device.type == "cuda":
         return f"CUDA ({torch.cuda.get_device_name(device)})"
     if device.type == "mps":
         return "Apple MPS"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    return "CPU"

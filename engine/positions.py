@@ -140,7 +140,9 @@ def rope_frequencies(head_dim: int, base: float = BASE) -> Tensor:
     return base ** (-2.0 * i / head_dim)
 
 
-def rope_cos_sin(positions: Tensor | int | range | list[int], head_dim: int, base: float = BASE) -> tuple[Tensor, Tensor]:
+def rope_cos_sin(
+    positions: Tensor | int | range | list[int], head_dim: int, base: float = BASE
+) -> tuple[Tensor, Tensor]:
     """The cos/sin cache of RoPE: angle m * theta_i for every position m and pair i.
 
     Args:
@@ -180,7 +182,8 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
     if cos.shape != (T, head_dim // 2) or sin.shape != cos.shape:
         raise ValueError(
-            f"cos/sin must be (T, head_dim // 2) = ({T}, {head_dim // 2}), got {tuple(cos.shape)} and {tuple(sin.shape)}"
+            f"cos/sin must be (T, head_dim // 2) = ({T}, {head_dim // 2}), "
+            f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
         )
     pairs = x.unflatten(-1, (head_dim // 2, 2))  # (..., T, hd) -> (..., T, hd/2, 2)
     a, b = pairs[..., 0], pairs[..., 1]  # each (..., T, hd/2): dimensions 2i and 2i+1

@@ -49,7 +49,7 @@ def char_counts(text: str) -> dict[str, int]:
     for start in range(0, len(text), _CHUNK):
         points = _code_points(text[start : start + _CHUNK])  # (chunk,)
         values, n = np.unique(points, return_counts=True)  # (distinct in chunk,) each, sorted
-        for v, c in zip(values.tolist(), n.tolist()):
+        for v, c in zip(values.tolist(), n.tolist(), strict=False):
             counts[chr(v)] = counts.get(chr(v), 0) + c
     return dict(sorted(counts.items()))
 
@@ -142,11 +142,10 @@ class CharTokenizer:
         if errors == "strict":
             unknown = self.unknown_chars(text)
             if unknown:
-                shown = " ".join(repr(c) for c in unknown[:20])
-                more = f" (and {len(unknown) - 20} more)" if len(unknown) > 20 else ""
                 raise ValueError(
-                    f"{len(unknown)} character(s) not in the vocabulary of {self.vocab_size}: "
-                    f"{shown}{more}; use errors='drop' to leave them out"
+                    f"{len(unknown)} character(s) not in the vocabulary of {self.vocab_size}, the first "
+                    f"{min(20, len(unknown))}: {' '.join(repr(c) for c in unknown[:20])}; "
+                    "use errors='drop' to leave them out"
                 )
         return [self.stoi[c] for c in text if c in self.stoi]
 

@@ -3,7 +3,6 @@
 import pytest
 
 from tests.plotly_json import ROOT, open_page
-
 from ui.nav import PAGES
 
 

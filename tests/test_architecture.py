@@ -162,7 +162,11 @@ def _exempt_ids(tree: ast.AST, calls: set[str], with_raise: bool) -> set[int]:
 
 
 #: Plotly's enumerated values and product names: words, but not sentences for a reader to translate.
-_NOT_SENTENCES = re.compile(r"(top|middle|bottom) (left|center|right)|.*sans-serif|Apple MPS")
+_NOT_SENTENCES = re.compile(r"(top|middle|bottom) (left|center|right)|.*sans-serif|Apple MPS|model name")
+#: A line of code shown as it ran, e.g. ``keys = keys.view(b, num_tokens, ...)``.
+_CODE_LINE = re.compile(r"[\w, ]+ = [\w.\[\]]+\(.*\)")
+#: Strings on a line ending with this comment are data keys (e.g. column names of a results file).
+_DATA_KEY = "# data key"
 #: Developer commands (benchmarks and the training command): what they print are log lines.
 _DEVELOPER_MODULES = ("engine/bench/", "engine/train.py")
 
@@ -170,13 +174,17 @@ _DEVELOPER_MODULES = ("engine/bench/", "engine/train.py")
 def _is_code(text: str) -> bool:
     """Code, paths, format specs and identifiers shown as they are (not sentences)."""
     stripped = text.strip()
-    return bool(_NOT_SENTENCES.fullmatch(stripped)) or (stripped.startswith(("torch.", "F.", "nn.", "x.", "m.", "<", "%{", "python -m", "```", ":material/"))
+    if _NOT_SENTENCES.fullmatch(stripped) or _CODE_LINE.fullmatch(stripped):
+        return True
+    return (stripped.startswith(("torch.", "F.", "nn.", "x.", "m.", "<", "%{", "python -m", "```", ":material/"))
             or bool(re.fullmatch(r"[\w.:/\-]+(\(.*\))?", stripped)))
 
 
 def phrases(path: Path, calls: set[str], with_raise: bool) -> list[str]:
     """The phrases of ``path`` that are neither docstrings nor under an exempt call."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
     skip = _docstring_ids(tree) | _exempt_ids(tree, calls, with_raise)
     found = []
     for node in ast.walk(tree):
@@ -188,6 +196,8 @@ def phrases(path: Path, calls: set[str], with_raise: bool) -> list[str]:
             text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
             skip |= {id(v) for v in node.values}
         else:
+            continue
+        if lines[node.lineno - 1].rstrip().endswith(_DATA_KEY):
             continue
         if _PHRASE.search(text) and not _is_code(text):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:70]!r}")

@@ -134,7 +134,8 @@ def all_variants(d_in=4, d_out=6, T=7, num_heads=3, dropout=0.0):
         ("SelfAttention_v1", A.SelfAttention_v1(d_in, d_out), False, False),
         ("SelfAttention_v2", A.SelfAttention_v2(d_in, d_out), False, False),
         ("CausalAttention", A.CausalAttention(d_in, d_out, T, dropout), True, True),
-        ("MultiHeadAttentionWrapper", A.MultiHeadAttentionWrapper(d_in, d_out // num_heads, T, dropout, num_heads), True, True),
+        ("MultiHeadAttentionWrapper",
+         A.MultiHeadAttentionWrapper(d_in, d_out // num_heads, T, dropout, num_heads), True, True),
         ("MultiHeadAttention", A.MultiHeadAttention(d_in, d_out, T, dropout, num_heads), True, True),
     ]
 
@@ -160,7 +161,7 @@ def test_later_token_never_changes_earlier_output(seed, changed):
     x = torch.randn(1, 7, 4)
     x2 = x.clone()
     x2[0, changed] += torch.randn(4) * 3
-    for name, module, needs_batch, causal in all_variants():
+    for name, module, _needs_batch, causal in all_variants():
         if not causal:
             continue
         out, out2 = module(x), module(x2)
@@ -188,7 +189,8 @@ def test_causal_variants_equal_sdpa():
     torch.testing.assert_close(ca(x), ref, atol=1e-6, rtol=0)
 
     wrapper = A.MultiHeadAttentionWrapper(8, 4, 9, 0.0, num_heads=2)
-    refs = [F.scaled_dot_product_attention(h.W_query(x), h.W_key(x), h.W_value(x), is_causal=True) for h in wrapper.heads]
+    refs = [F.scaled_dot_product_attention(h.W_query(x), h.W_key(x), h.W_value(x), is_causal=True)
+            for h in wrapper.heads]
     torch.testing.assert_close(wrapper(x), torch.cat(refs, dim=-1), atol=1e-6, rtol=0)
 
     mha = A.MultiHeadAttention(8, 8, 9, 0.0, num_heads=4)
@@ -226,7 +228,7 @@ def test_mask_on_another_device_is_refused():
 def test_dropout_only_in_training():
     torch.manual_seed(2)
     x = torch.randn(2, 6, 4)
-    for _, module, needs_batch, causal in all_variants(dropout=0.5):
+    for _, module, _needs_batch, causal in all_variants(dropout=0.5):
         if not causal:
             continue
         module.eval()

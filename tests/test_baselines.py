@@ -1,4 +1,7 @@
-"""Counting baselines (engine.baselines): unigram and Witten-Bell bigram cross-entropy, checked against a direct count."""
+"""Counting baselines (engine.baselines): unigram and Witten-Bell bigram cross-entropy.
+
+Checked against a direct count.
+"""
 
 import math
 from collections import Counter
@@ -17,7 +20,7 @@ def direct_bigram(train: list[int], vocab_size: int, a: int, b: int) -> float:
     """p(b | a) by the formula, with plain Python counting (the reference for the vectorised version)."""
     counts = Counter(train)
     p_uni = (counts[b] + 1) / (len(train) + vocab_size)
-    pairs = Counter(zip(train[:-1], train[1:]))
+    pairs = Counter(zip(train[:-1], train[1:], strict=False))
     n_a = sum(n for (x, _), n in pairs.items() if x == a)
     t_a = sum(1 for (x, _) in pairs if x == a)
     if n_a == 0:
@@ -33,7 +36,8 @@ def test_matches_direct_count(case):
     vocab_size, train, val = case
     models = CountModels(torch.tensor(train), vocab_size)
     expected_uni = -np.mean([math.log((Counter(train)[b] + 1) / (len(train) + vocab_size)) for b in val[1:]])
-    expected_bi = -np.mean([math.log(direct_bigram(train, vocab_size, a, b)) for a, b in zip(val[:-1], val[1:])])
+    pairs = zip(val[:-1], val[1:], strict=True)
+    expected_bi = -np.mean([math.log(direct_bigram(train, vocab_size, a, b)) for a, b in pairs])
     unigram, bigram = models.cross_entropy(np.array(val))
     assert unigram == pytest.approx(expected_uni, rel=1e-9)
     assert bigram == pytest.approx(expected_bi, rel=1e-9)

@@ -27,7 +27,7 @@ def parts(lang: str, page: str) -> list[tuple[str, str]]:
     text = (CONTENT / lang / f"{page}.md").read_text(encoding="utf-8")
     pieces = PART.split(text)
     assert not pieces[0].strip(), f"{lang}/{page}.md: text before the first part marker"
-    return [(name, body.strip()) for name, body in zip(pieces[1::2], pieces[2::2])]
+    return [(name, body.strip()) for name, body in zip(pieces[1::2], pieces[2::2], strict=False)]
 
 
 def without_code(text: str) -> str:

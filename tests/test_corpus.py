@@ -12,6 +12,8 @@ from engine.corpus import (
     DEFAULT_CORPUS,
     FORTUNES_DIR,
     MAX_BYTES,
+    MISSING_FORTUNES,
+    MISSING_TANG_ASSET,
     RECORD_SEPARATOR,
     TANG_ASSET,
     TANG_MIN_COUNT,
@@ -36,7 +38,7 @@ FORTUNE_BYTES = (
     "\x1b[32m《登鹳雀楼》\x1b[m\r\n\x1b[33m作者：王之涣\x1b[m\r\n白日依山尽，黄河入海流。\r\n欲穷千里目，更上一层楼。\r\n%\r\n"
     "\x1b[32m题目:《塞上》\x1b[m\n\x1b[33m作者:柳开\x1b[m\n鸣骹直上一千尺，\n%    \n"
     "\x1b[32m《静夜思》\x1b[m\n\x1b[33m作者：李白\x1b[m\n床前明月光，疑是地上霜。\n%\n"
-).encode("utf-8")
+).encode()
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,7 @@ def test_get_batch_errors(tang):
 def test_fallback_when_fortunes_missing(tmp_path):
     corpus = load_corpus("tang300", fortunes_dir=tmp_path / "missing")
     assert corpus.name == "pydoc_topics"
-    assert "fortunes-zh" in corpus.message and "tang300" in corpus.message
+    assert corpus.message == MISSING_FORTUNES
     assert len(corpus.records) > 10 and corpus.vocab_size < 200
     x, y = corpus.get_batch("val", 2, 64)
     assert x.shape == (2, 64)
@@ -209,7 +211,7 @@ def test_tang_vocabulary(tang_full):
 
 def test_tang_missing_asset_falls_back(tmp_path):
     corpus = load_corpus("tang", asset=tmp_path / "missing.jsonl.xz")
-    assert corpus.name == "pydoc_topics" and "engine.corpus build" in corpus.message
+    assert corpus.name == "pydoc_topics" and corpus.message == MISSING_TANG_ASSET
 
 
 def test_hash_split_and_min_count_on_small_records():

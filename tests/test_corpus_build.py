@@ -15,15 +15,17 @@ from engine.corpus.build import build, clean_poem, clean_poems, encode_asset, ma
 
 # Traditional characters, as in the package; poet.tang.200 must come before poet.tang.1000 (numeric order).
 FILE_200 = [
-    {"title": "登鸛雀樓", "author": "王之渙", "paragraphs": ["白日依山盡，黃河入海流。", "欲窮千里目，更上一層樓。"], "id": "a"},
+    {"title": "登鸛雀樓", "author": "王之渙", "paragraphs": ["白日依山盡，黃河入海流。", "欲窮千里目，更上一層樓。"],
+     "id": "a"},
     {"title": "缺字", "author": "甲", "paragraphs": ["綬吐芽猶嫩，冰□已鏤津。"], "id": "b"},
     {"title": "空", "author": "乙", "paragraphs": [], "id": "c"},
 ]
 FILE_1000 = [
-    {"title": "江行", "author": "丙", "paragraphs": ["水急客舟（一作「行」）疾，山花拂面香。", "[爽]節在重九，物華新雨餘。"],
-     "id": "d"},
+    {"title": "江行", "author": "丙",
+     "paragraphs": ["水急客舟（一作「行」）疾，山花拂面香。", "[爽]節在重九，物華新雨餘。"], "id": "d"},
     {"title": "組字", "author": "丁", "paragraphs": ["簪玉步河堤，妖韶援綠{𥫗/戢}。"], "id": "e"},
-    {"title": "登鸛雀樓", "author": "朱斌", "paragraphs": ["白日依山盡，黃河入海流。", "欲窮千里目，更上一層樓。"], "id": "f"},
+    {"title": "登鸛雀樓", "author": "朱斌", "paragraphs": ["白日依山盡，黃河入海流。", "欲窮千里目，更上一層樓。"],
+     "id": "f"},
     {"title": "注", "author": "戊", "paragraphs": ["春眠不覺曉，（敦煌本", "作「春」）處處聞啼鳥。"], "id": "g"},
     {"title": "題□", "author": "己", "paragraphs": ["明月松間照，清泉石上流。"], "id": "h"},
 ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
+from streamlit.testing.v1 import AppTest
 
 from ui.i18n import LANGUAGES, LOCALE_DIR, translations
 from ui.sidebar import browser_language
@@ -97,3 +98,16 @@ def test_no_process_wide_translation():
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr == "install":
                 assert not (isinstance(node.value, ast.Name) and node.value.id == "gettext"), path
+
+
+@pytest.mark.parametrize(("value", "lang"), [("fr", "fr"), ("de", "de"), ("en", "en"), ("Français", "en"),
+                                              ("[x](https://attacker.example)", "en"), ("", "en")])
+def test_the_link_chooses_the_language(value, lang):
+    """``?lang=fr`` opens the app in French; anything but a known code is ignored (English here)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["lang"] = value
+    at.run()
+    assert not at.exception
+    assert at.session_state["lang"] == lang
+    assert at.query_params["lang"] == lang
+    assert at.title[0].value == translations(lang).gettext("Attention, step by step")

@@ -117,7 +117,7 @@ def test_kv_cache_steps_describe_what_generate_does(T, monkeypatch):
     model.generate(prompt(1, T), new, temperature=0)
     steps = kv_cache_steps(T, new, BLOCK)
     assert len(steps) == len(calls) == new
-    for step, (before, computed, after) in zip(steps, calls):
+    for step, (before, computed, after) in zip(steps, calls, strict=False):
         assert (step.reused, step.computed) == (before, computed)
         assert after == step.reused + step.computed == min(step.seq_len, BLOCK)
         assert step.window_start == step.seq_len - min(step.seq_len, BLOCK)

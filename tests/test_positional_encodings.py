@@ -11,10 +11,10 @@ import torch
 from engine import chapter
 from engine import gpt as G
 from engine import positions as P
+from engine.checkpoint import save_checkpoint
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from engine.checkpoint import save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: faster on one thread (test process only)
 

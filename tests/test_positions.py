@@ -228,8 +228,8 @@ def test_new_encodings_keep_causality(pos_encoding):
 
 @pytest.mark.parametrize("pos_encoding", ["sinusoidal", "rope"])
 def test_checkpoint_round_trip_with_fixed_encodings(tmp_path, pos_encoding):
-    from engine.tokenizer import CharTokenizer
     from engine.checkpoint import load_checkpoint, save_checkpoint
+    from engine.tokenizer import CharTokenizer
 
     tokenizer = CharTokenizer("白日依山尽黄河入海流欲穷千里目更上一层楼")
     torch.manual_seed(0)

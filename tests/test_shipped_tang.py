@@ -1,13 +1,16 @@
-"""The model trained on the full Tang corpus (assets/models/course_tang): it loads, fits the corpus, and beats counting."""
+"""The model trained on the full Tang corpus (assets/models/course_tang).
+
+It loads, fits the corpus, and beats counting.
+"""
 
 from pathlib import Path
 
 import pytest
 
 from engine.baselines import corpus_baselines
+from engine.checkpoint import load_checkpoint
 from engine.corpus import load_corpus
 from engine.gpt import generate_text, preset
-from engine.checkpoint import load_checkpoint
 
 FOLDER = Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang"
 

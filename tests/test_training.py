@@ -19,9 +19,9 @@ from engine.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from engine.corpus import FORTUNES_DIR, corpus_from_bytes, load_corpus
+from engine.corpus import corpus_from_bytes
 from engine.device import configure_threads, default_threads, pick_device
-from engine.gpt import GPT, PRESETS, generate_text, preset
+from engine.gpt import GPT, preset
 from engine.training import Callbacks, TrainConfig, TrainingDivergedError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -35,7 +35,8 @@ def corpus():
     return corpus_from_bytes(TEXT.encode("utf-8"), "poems.txt")
 
 
-FAST = TrainConfig(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=5, eval_interval=10, eval_iters=2, device="cpu")
+FAST = TrainConfig(steps=30, batch_size=8, learning_rate=3e-3, warmup_steps=5, eval_interval=10, eval_iters=2,
+                   device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +235,8 @@ def test_broken_checkpoints_give_clear_errors(trained, tmp_path):
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"", "empty"), (b"short", "shorter than"), (b"\xff" * 64, "header length exceeds"), (b"garbage!" + b"{}" * 4, "header length")],
+    [(b"", "empty"), (b"short", "shorter than"), (b"\xff" * 64, "header length exceeds"),
+     (b"garbage!" + b"{}" * 4, "header length")],
 )
 def test_bad_bytes_give_clear_errors(data, message):
     with pytest.raises(CheckpointError, match=message):
@@ -270,16 +272,9 @@ def test_command_line_trains_prints_and_saves(tmp_path, capsys):
     assert ckpt.config.vocab_size == ckpt.tokenizer.vocab_size
 
 
-def test_shipped_model_loads_and_matches_the_corpus():
-    folder = SHIPPED_MODEL
-    assert folder == Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang300"
-    ckpt = load_checkpoint(folder)
-    assert ckpt.config == preset("course", vocab_size=ckpt.tokenizer.vocab_size)
-    assert ckpt.config.n_embd == PRESETS["course"].n_embd and not ckpt.model.training
-    assert ckpt.summary["steps_done"] == 1000 and ckpt.summary["corpus"] == "tang300"
-    assert ckpt.summary["command"].startswith("python -m engine.train --preset course --corpus tang300")
-    assert sum(f.stat().st_size for f in folder.iterdir()) < 10 * 2**20
-    text = generate_text(ckpt.model, ckpt.tokenizer, "白日", 12, temperature=0)
-    assert text.startswith("白日") and len(text) == 14 and not ckpt.tokenizer.unknown_chars(text)
-    if (FORTUNES_DIR / "tang300").is_file():
-        assert ckpt.tokenizer == load_corpus("tang300").tokenizer
+def test_the_app_ships_the_model_trained_on_the_full_corpus():
+    """``tests/test_shipped_tang.py`` checks that model itself (losses, baselines, samples)."""
+    assert SHIPPED_MODEL == Path(__file__).resolve().parents[1] / "assets" / "models" / "course_tang"
+    ckpt = load_checkpoint(SHIPPED_MODEL)
+    assert ckpt.summary["corpus"] == "tang" and not ckpt.model.training
+    assert sum(f.stat().st_size for f in SHIPPED_MODEL.iterdir()) < 10 * 2**20

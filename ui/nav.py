@@ -13,10 +13,10 @@ drawn, in the reader's language.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import streamlit as st
 
 from ui.i18n import N_, _
-
 
 #: The page shown at ``/``.
 DEFAULT_SLUG = "home"

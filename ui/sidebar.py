@@ -9,7 +9,7 @@ import streamlit as st
 import torch
 
 from engine.device import describe_device, pick_device
-from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _
+from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _, ngettext
 
 #: Each language's name in itself, as the selector shows it.
 LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
@@ -22,19 +22,27 @@ def browser_language(locale: str | None) -> str:
 
 
 def language_selector() -> str:
-    """The language selector, mirrored in the URL as ``lang``; the first visit follows the browser."""
-    default = browser_language(st.context.locale)
-    return st.sidebar.selectbox(
-        "Language · Langue · Sprache",
-        LANGUAGES,
-        format_func=LANGUAGE_NAMES.__getitem__,
-        index=LANGUAGES.index(default), key=LANG_KEY, bind="query-params",
-    )
+    """The language selector, mirrored in the URL as ``lang=fr|de|en``; the first visit follows the browser.
+
+    Streamlit's ``bind="query-params"`` would write the option's displayed name ("Français") into the
+    URL, so this one control keeps the code itself: the URL value is checked against the known codes
+    before it is used (anything else is ignored), and written back after each run.
+    """
+    if LANG_KEY not in st.session_state:
+        from_url = st.query_params.get(LANG_KEY)
+        st.session_state[LANG_KEY] = from_url if from_url in LANGUAGES else browser_language(st.context.locale)
+    lang = st.sidebar.selectbox("Language · Langue · Sprache", LANGUAGES, format_func=LANGUAGE_NAMES.__getitem__,
+                                key=LANG_KEY)
+    if st.query_params.get(LANG_KEY) != lang:
+        st.query_params[LANG_KEY] = lang
+    return lang
 
 
 def render_sidebar() -> None:
     """Show the compute device (CUDA, Apple MPS or CPU) and the library versions."""
     with st.sidebar:
         device = pick_device()
-        st.caption(_("Device: **{device}**").format(device=describe_device(device)))
+        threads = torch.get_num_threads()
+        st.caption(_("Device: **{device}**").format(device=describe_device(device)) + " · "
+                   + ngettext("{n} CPU thread", "{n} CPU threads", threads).format(n=threads))
         st.caption(f"PyTorch {torch.__version__} · Streamlit {st.__version__} · Python {platform.python_version()}")

@@ -298,7 +298,9 @@ def book_reference_available() -> bool:
 
 @torch.no_grad()
 def build_book_reference(split: A.MultiHeadAttention) -> nn.Module | None:
-    """The book's ``MultiHeadAttention`` (``llms_from_scratch.ch03``) with ``split``'s weights, or None if not installed.
+    """The book's ``MultiHeadAttention`` (``llms_from_scratch.ch03``) with ``split``'s weights.
+
+    Returns None when the package is not installed.
 
     Same sizes, dropout 0, qkv biases; W_query, W_key, W_value and out_proj are copied, so the output
     equals ``split``'s to float rounding. Returned in eval mode.
@@ -328,7 +330,9 @@ def outputs(modules: dict[str, nn.Module], x: Tensor) -> dict[str, Tensor]:
 
 
 def gradients(modules: dict[str, nn.Module], x: Tensor, grad_out: Tensor) -> dict[str, Tensor]:
-    """d(sum(out · grad_out))/dx for each variant: (B, T, C); equal across variants when they compute the same function."""
+    """d(sum(out · grad_out))/dx for each variant: (B, T, C).
+
+    Equal across variants when they compute the same function."""
     result = {}
     for name, m in modules.items():
         xi = x.clone().requires_grad_(True)
@@ -426,7 +430,8 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
     if book is not None:
         book_row = row(BOOK_REFERENCE, "the book's MultiHeadAttention (llms_from_scratch 1.0.19)")
         if REFERENCE in fwd:
-            book_row["split_over_book_forward"] = statistics.median(fwd[REFERENCE]) / statistics.median(fwd[BOOK_REFERENCE])
+            ours, book = statistics.median(fwd[REFERENCE]), statistics.median(fwd[BOOK_REFERENCE])
+            book_row["split_over_book_forward"] = ours / book
             book_row["split_over_book_forward_backward"] = (
                 statistics.median(bwd[REFERENCE]) / statistics.median(bwd[BOOK_REFERENCE]) if bwd else None
             )
@@ -441,7 +446,7 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
 
 def _paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
     """Median over rounds of ours[i] / theirs[i]."""
-    return statistics.median(a / b for a, b in zip(ours, theirs))
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=False))
 
 
 def machine_info() -> dict:
@@ -534,7 +539,8 @@ def format_table(data: dict) -> str:
     table = results_table(data)
     for size in data["sizes"]:
         lines += ["", f"input {size['label']}" + (f"  [{size['note']}]" if size.get("note") else "")]
-        lines.append(f"  {'variant':<12} {'forward ms':>11} {'× best':>7} {'(min)':>9} {'fwd+bwd ms':>11} {'× best':>7} "
+        lines.append(f"  {'variant':<12} {'forward ms':>11} {'× best':>7} {'(min)':>9} "
+                     f"{'fwd+bwd ms':>11} {'× best':>7} "
                      f"{'(min)':>9} {'max |diff|':>10}  what")
 
         def cell(v, fmt):
@@ -593,7 +599,8 @@ def main(argv: list[str]) -> int:
     """Command line: ``python -m engine.bench attention [--quick] [--json PATH] [--size B,T,C,H …]``."""
     parser = argparse.ArgumentParser(prog="python -m engine.bench attention", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small input only, 3 repeats (a few seconds)")
-    parser.add_argument("--json", default=str(DEFAULT_JSON), help=f"where to write the results (default {DEFAULT_JSON})")
+    parser.add_argument("--json", default=str(DEFAULT_JSON),
+                        help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--size", action="append", type=_parse_size, metavar="B,T,C,H",
                         help="input size to time instead of the defaults (repeatable)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default 7, quick 3)")

@@ -1,6 +1,6 @@
 """``python -m engine.bench generate``: text generation with and without the KV cache.
 
-Times ``GPT.generate`` on the shipped course model (``assets/models/course_tang300``) at one
+Times ``GPT.generate`` on the shipped course model (``assets/models/course_tang``) at one
 thread by default, in two settings:
 
 * ``within_block``: from a one-character prompt to block_size tokens, so the cache is reused at
@@ -26,13 +26,13 @@ import torch
 
 from engine.bench.attention import time_interleaved
 from engine.bench.machine import header_lines, machine_info, matmul_ceiling
-from engine.gpt import GPT, kv_cache_steps
 from engine.checkpoint import load_checkpoint
+from engine.gpt import GPT, kv_cache_steps
 
 #: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
 PRINTS_MACHINE = True
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang300"
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "course_tang"
 DEFAULT_JSON = Path("runs") / "bench_generate.json"
 
 
@@ -116,7 +116,8 @@ def main(argv: list[str]) -> int:
           f"{'k/v reused':>10} {'computed':>9}  same tokens")
     for name, r in settings.items():
         same = ", ".join(f"{mode} {'yes' if ok else 'NO'}" for mode, ok in r["same_tokens"].items())
-        print(f"{name:<14} {r['prompt_tokens']:>6} {r['new_tokens']:>5} {r['uncached_ms']:>12.1f} {r['cached_ms']:>10.1f} "
+        print(f"{name:<14} {r['prompt_tokens']:>6} {r['new_tokens']:>5} "
+              f"{r['uncached_ms']:>12.1f} {r['cached_ms']:>10.1f} "
               f"{r['speedup']:>7.2f}× {r['keys_reused']:>10} {r['keys_computed']:>9}  {same}")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)

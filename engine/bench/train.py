@@ -107,7 +107,7 @@ def scaling_exponent(seq_lens: list[int], seconds: list[float]) -> float | None:
     xs = [math.log(t) for t in seq_lens]
     ys = [math.log(s) for s in seconds]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / sum((x - mx) ** 2 for x in xs)
 
 
 def _setting_label(attn: float, resid: float) -> str:
@@ -130,7 +130,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--settings", default=None,
                    help="comma-separated attn:resid dropout pairs (default: the preset's rate for both, "
                         "attention-weight dropout off, both off)")
-    p.add_argument("--seq-lens", default="64,128,256", help="sequence lengths of the T-scaling fit (default 64,128,256)")
+    p.add_argument("--seq-lens", default="64,128,256",
+                   help="sequence lengths of the T-scaling fit (default 64,128,256)")
     p.add_argument("--manual", action="store_true", help="also time the manual attention path at block_size")
     p.add_argument("--steps", type=int, default=6, help="timed steps per row (median reported)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per row")
@@ -191,7 +192,7 @@ def main(argv: list[str]) -> int:
         scaling_rows.append({
             "attn_dropout": attn, "resid_dropout": resid, "batch_size": scaling_batch, "seq_lens": seq_lens,
             "step_ms": [1e3 * s for s in medians], "best_step_ms": [1e3 * s for s in bests],
-            "tokens_per_s": [scaling_batch * T / s for T, s in zip(seq_lens, medians)],
+            "tokens_per_s": [scaling_batch * T / s for T, s in zip(seq_lens, medians, strict=False)],
             "exponent": scaling_exponent(seq_lens, medians),
             # from the fastest step at each length: on a shared machine the least disturbed estimate
             "exponent_best": scaling_exponent(seq_lens, bests),
@@ -205,22 +206,25 @@ def main(argv: list[str]) -> int:
           "(a busy shared machine lowers every number)")
     print(f"preset {args.preset}: {base}")
     print(f"FLOPs per training token: {flops_per_token:,} (6 N_matmul + 12 n_layer T C)")
-    print(f"median of {args.steps} interleaved steps after {args.warmup} warm-up (best step in brackets), T = {base.block_size}")
+    print(f"median of {args.steps} interleaved steps after {args.warmup} warm-up (best step in brackets), "
+          f"T = {base.block_size}")
     print(f"{'path':6} {'dropout (attn / resid)':>24} {'batch':>5} {'step ms':>16} {'tokens/s':>9} {'GFLOP/s':>8} "
           f"{'% ceil':>6} {'best tok/s':>10} {'best % ceil':>11}")
     for r in rows:
         print(f"{r['path']:6} {_setting_label(r['attn_dropout'], r['resid_dropout']):>24} {r['batch_size']:5d} "
               f"{r['step_ms']:8.1f} ({r['best_step_ms']:5.0f}) {r['tokens_per_s']:9.0f} {r['gflops']:8.1f} "
               f"{r['pct_of_ceiling']:6.1f} {r['best_tokens_per_s']:10.0f} {r['best_pct_of_ceiling']:11.1f}")
-    print(f"\nT-scaling at batch {scaling_batch} (SDPA path): step time ~ T^exponent, least squares over T = {seq_lens}")
+    print(f"\nT-scaling at batch {scaling_batch} (SDPA path): step time ~ T^exponent, "
+          f"least squares over T = {seq_lens}")
     print("median step ms (best step ms); exponent from the medians (from the best steps)")
-    print(f"{'dropout (attn / resid)':>24} " + " ".join(f"{'ms @' + str(T):>16}" for T in seq_lens) + f" {'exponent':>15}")
+    columns = " ".join(f"{'ms @' + str(T):>16}" for T in seq_lens)
+    print(f"{'dropout (attn / resid)':>24} {columns} {'exponent':>15}")
 
     def fmt(value: float | None) -> str:
         return "—" if value is None else f"{value:.2f}"
 
     for r in scaling_rows:
-        cells = " ".join(f"{m:8.1f} ({b:5.0f})" for m, b in zip(r["step_ms"], r["best_step_ms"]))
+        cells = " ".join(f"{m:8.1f} ({b:5.0f})" for m, b in zip(r["step_ms"], r["best_step_ms"], strict=False))
         print(f"{_setting_label(r['attn_dropout'], r['resid_dropout']):>24} {cells} "
               f"{fmt(r['exponent']):>6} ({fmt(r['exponent_best'])})")
     out = Path(args.json)

@@ -34,6 +34,7 @@ to validation. Their vocabulary is every character of the text (no unknown token
 from __future__ import annotations
 
 import json
+import logging
 import lzma
 import re
 import zlib
@@ -63,12 +64,16 @@ FORTUNE_CORPORA = ("tang300", "song100")
 BUILTIN_CORPORA = (TANG_NAME,) + FORTUNE_CORPORA
 DEFAULT_CORPUS = TANG_NAME
 FALLBACK_NAME = "pydoc_topics"
+#: ``Corpus.message`` keys: why the fallback text is used (the page words them in the reader's language).
+MISSING_FORTUNES = "fortunes_zh_missing"
+MISSING_TANG_ASSET = "tang_asset_missing"
 MAX_ASSET_BYTES = 64 * 1024 * 1024  # a decompressed corpus asset above 64 MB is refused
 MAX_BYTES = 20 * 1024 * 1024  # uploads above 20 MB are refused
 RECORD_SEPARATOR = "\n\n"  # between record bodies in the training text
 VAL_EVERY = 10  # record i goes to validation when i % VAL_EVERY == VAL_EVERY - 1
 
 # CSI escape sequences such as "\x1b[32m" (green) and "\x1b[m" (reset): ESC [ params intermediates final.
+_log = logging.getLogger(__name__)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _LABEL_RE = re.compile(r"^(题目|作者)\s*[:：]\s*")
 
@@ -189,7 +194,8 @@ class Corpus:
             rest (and validation characters never seen in training) to one unknown token.
 
     Attributes:
-        name, records, message: as given; message is a note for the reader (e.g. why the
+        name, records, message: as given; message is a stable key (``MISSING_FORTUNES``,
+            ``MISSING_TANG_ASSET``) that the page words for the reader (e.g. why the
             fallback text is used), None when all is well.
         text: the record bodies joined by a blank line.
         tokenizer: the ``CharTokenizer`` (see ``min_count``).
@@ -236,8 +242,8 @@ class Corpus:
     def _split_texts(self) -> tuple[str, str]:
         if self.split == "hash":
             is_val = [is_val_by_hash(r.body) for r in self.records]
-            train = [r.body for r, v in zip(self.records, is_val) if not v]
-            val = [r.body for r, v in zip(self.records, is_val) if v]
+            train = [r.body for r, v in zip(self.records, is_val, strict=False) if not v]
+            val = [r.body for r, v in zip(self.records, is_val, strict=False) if v]
             return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
         if len(self.records) >= VAL_EVERY:
             train = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY != VAL_EVERY - 1]
@@ -391,24 +397,16 @@ def load_corpus(
     if name == TANG_NAME:
         path = Path(asset if asset is not None else TANG_ASSET)
         if not path.is_file():
-            return fallback_corpus(
-                message=(
-                    f"{path} was not found, so the Tang poems are not available. "
-                    "`python -m engine.corpus build` rebuilds it (needs npm and a network). "
-                    "Using English text from Python's pydoc_data.topics instead."
-                )
-            )
+            _log.warning("%s was not found, so the Tang poems are not available: `python -m engine.corpus build` "
+                         "rebuilds it (needs npm and a network). Using English text from pydoc_data.topics.", path)
+            return fallback_corpus(message=MISSING_TANG_ASSET)
         return Corpus(TANG_NAME, read_records_asset(path), split="hash", min_count=TANG_MIN_COUNT)
     path = Path(fortunes_dir if fortunes_dir is not None else FORTUNES_DIR) / name
     if not path.is_file():
-        return fallback_corpus(
-            message=(
-                f"{path} was not found, so the Chinese poems are not available. They come with the "
-                "'fortunes-zh' package: `sudo apt-get install fortunes-zh` on Debian/Ubuntu "
-                "(packages.txt installs it on Streamlit Community Cloud). Using English text from "
-                "Python's pydoc_data.topics instead."
-            )
-        )
+        _log.warning("%s was not found, so the Chinese poems are not available. They come with Debian's "
+                     "'fortunes-zh' package (packages.txt installs it on Streamlit Community Cloud). "
+                     "Using English text from pydoc_data.topics.", path)
+        return fallback_corpus(message=MISSING_FORTUNES)
     return _corpus_from_text(decode_text(path.read_bytes(), str(path)), name)
 
 

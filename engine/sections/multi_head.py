@@ -474,8 +474,13 @@ def split_check(d_out: int, num_heads: int) -> SplitCheck:
 
 
 #: Columns of :func:`bench_rows`: (stable key, column of ``engine.bench.attention.results_table``).
-BENCH_COLUMNS = (("variant", "variant"), ("forward_ms", "forward ms"), ("forward_ratio", "× fastest (fwd)"),
-                 ("forward_backward_ms", "forward+backward ms"), ("max_abs_diff", "max |out − split|"))
+BENCH_COLUMNS = (
+    ("variant", "variant"),
+    ("forward_ms", "forward ms"),  # data key
+    ("forward_ratio", "× fastest (fwd)"),
+    ("forward_backward_ms", "forward+backward ms"),  # data key
+    ("max_abs_diff", "max |out − split|"),
+)
 
 
 def bench_rows(table: pd.DataFrame, size_label: str) -> pd.DataFrame:
