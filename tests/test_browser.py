@@ -212,8 +212,15 @@ PHONE_CHECK_JS = """() => {
   out.mainOverflow = main ? main.scrollWidth - main.clientWidth : 0;
   document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
     const box = plot.getBoundingClientRect();
-    const bar = plot.querySelector('.modebar');
-    const barBox = bar ? bar.getBoundingClientRect() : null;
+    // the toolbar's box: the union of its buttons (its container spans more than the buttons)
+    let barBox = null;
+    plot.querySelectorAll('.modebar-btn').forEach((b) => {
+      const r = b.getBoundingClientRect();
+      if (r.width === 0) return;
+      barBox = barBox ? {left: Math.min(barBox.left, r.left), right: Math.max(barBox.right, r.right),
+                         top: Math.min(barBox.top, r.top), bottom: Math.max(barBox.bottom, r.bottom), width: 1}
+                      : {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width};
+    });
     const covered = [];
     plot.querySelectorAll('.gtitle, .g-gtitle text, .annotation-text').forEach((t) => {
       const tb = t.getBoundingClientRect();
@@ -248,10 +255,20 @@ def test_phone_width(browser, server, timeout_ms, info):
     page.close()
 
 
-def first_words(markdown: str, n: int = 8) -> str:
-    """The first ``n`` words of a markdown paragraph as the browser shows them (no emphasis marks, no math)."""
-    text = re.sub(r"\$[^$]*\$|[*_`]", "", markdown.split("\n\n")[0])
-    return " ".join(text.split()[:n])
+def translated_words(markdown: str, english: str, n: int = 5) -> str:
+    """The first ``n`` consecutive plain words of ``markdown`` (no markup, math or numbers) that the English
+    text does not have in that order: what only the translated page shows."""
+
+    def words(text: str) -> list[str]:
+        return re.sub(r"\$[^$]*\$|\[([^]]*)\]\([^)]*\)|[*_`]", r"\1", text).split()
+
+    english_text = " ".join(words(english))
+    found = words(markdown)
+    for i in range(len(found) - n + 1):
+        window = found[i:i + n]
+        if all(re.fullmatch(r"[^\W\d_]+[,.;:]?", w) for w in window) and " ".join(window) not in english_text:
+            return " ".join(window)
+    raise AssertionError("no translated words found")
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
@@ -259,9 +276,7 @@ def test_language_by_link(browser, server, timeout_ms, lang):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/dropout?lang={lang}")
     wait_ready(page, timeout_ms)
-    expected = first_words(load_parts("dropout", lang)["intro"])
-    english = first_words(load_parts("dropout", "en")["intro"])
-    assert expected != english, "the test needs a translated intro"
+    expected = translated_words(load_parts("dropout", lang)["intro"], load_parts("dropout", "en")["intro"])
     shown = " ".join(page.locator('[data-testid="stMain"]').inner_text().split())
     say(f"?lang={lang}: looking for {expected!r}")
     assert expected in shown
