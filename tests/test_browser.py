@@ -241,6 +241,11 @@ def test_phone_width(browser, server, timeout_ms, info):
     page.wait_for_timeout(1000)
     result = page.evaluate(PHONE_CHECK_JS)
     say(f"/{info.url_path} at 390 px: {len(result['charts'])} charts")
+    # the screenshot first, so that a failing page leaves one to look at
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": PHONE["width"], "height": 12_000})
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(SHOTS / f"phone-{info.url_path or 'home'}.png"))
     vw = result["vw"]
     assert result["scrollWidth"] <= vw + 1, f"the page scrolls sideways: {result['scrollWidth']} > {vw}"
     assert result["mainOverflow"] <= 1, f"the main area scrolls sideways by {result['mainOverflow']} px"
@@ -248,10 +253,6 @@ def test_phone_width(browser, server, timeout_ms, info):
         assert chart["left"] >= -1 and chart["right"] <= vw + 1, f"chart {chart['i']} overflows: {chart}"
         assert not chart["covered"], f"chart {chart['i']}: titles under the toolbar: {chart['covered']}"
     no_dialog_and_no_exception(page)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.set_viewport_size({"width": PHONE["width"], "height": 12_000})
-    page.wait_for_timeout(1500)
-    page.screenshot(path=str(SHOTS / f"phone-{info.url_path or 'home'}.png"))
     page.close()
 
 
