@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests.plotly_json import ROOT
-from tests.test_browser import CHROMIUM, free_port, start_server
+from tests.test_browser import CHROMIUM, free_port, say, start_server
 
 pytestmark = pytest.mark.browser
 
@@ -31,14 +31,23 @@ RESULTS = ROOT / "runs" / "load_test.json"
 
 
 class PeakRSS:
-    """Samples a process's resident memory (VmRSS) every 0.2 s in a thread; ``peak_mb`` is the largest seen."""
+    """Samples a process's resident memory (VmRSS) every 0.2 s in a thread; ``peak_mb`` is the largest seen.
+
+    Every ``HEARTBEAT_S`` it prints a progress line (elapsed time, current peak), so a long run is never silent.
+    """
+
+    HEARTBEAT_S = 30
 
     def __init__(self, pid: int):
         self.pid, self.peak_kb, self._stop = pid, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
+        start = last = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() - last >= self.HEARTBEAT_S:
+                last = time.monotonic()
+                say(f"still running after {last - start:.0f} s; server peak RSS so far {self.peak_mb:.0f} MB")
             try:
                 text = open(f"/proc/{self.pid}/status").read()
                 self.peak_kb = max(self.peak_kb, int(re.search(r"VmRSS:\s+(\d+)", text).group(1)))
@@ -88,9 +97,11 @@ async def train_in_lab(browser, base: str, seed: int, steps: int, timeout_s: flo
     """One reader: open the Lab with its settings in the URL, train, wait for the end; return what it saw."""
     context, page = await new_page(browser)
     await open_and_wait(page, f"{base}/lab?lab_steps={steps}&lab_seed={seed}{extra}")
+    say(f"lab reader seed {seed}: page open, training {steps} steps")
     await page.get_by_role("button", name="Train").click()
     done = page.get_by_text(re.compile(rf"done: {steps} steps in"))
     await done.wait_for(timeout=timeout_s * 1000)
+    say(f"lab reader seed {seed}: training done")
     await page.wait_for_timeout(1500)
     val = await page.get_by_text(re.compile(r"last evaluation \(step \d+\)")).first.inner_text()
     seed_shown = await page.get_by_label("seed").first.input_value()
@@ -111,6 +122,7 @@ async def move_slider_reader(browser, base: str, path: str, query: str) -> dict:
         await page.keyboard.press("ArrowRight")
         await page.wait_for_timeout(800)
     after = await slider.input_value()
+    say(f"essay reader /{path}: slider moved {before} → {after}")
     await no_exception(page)
     url = page.url
     await context.close()
@@ -119,6 +131,7 @@ async def move_slider_reader(browser, base: str, path: str, query: str) -> dict:
 
 def run_with_server(coro_factory):
     port = free_port()
+    say("starting a server")
     server = start_server(port)
     try:
         with PeakRSS(server.pid) as rss:

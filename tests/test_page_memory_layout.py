@@ -12,6 +12,11 @@ PAGE = "views/memory_layout.py"
 t = translations("en").gettext
 
 
+def plain(title: str | None) -> str:
+    """A chart title as one line: the figures wrap long titles with <br> (for phones)."""
+    return (title or "").replace("<br>", " ")
+
+
 def walk_figure(at, lang="en"):
     prefix = translations(lang).gettext("logical step ")
     return next(f for f in figures(at) if f["layout"].get("sliders") and
@@ -92,7 +97,7 @@ def test_transpose_walk_jumps(at):
     fig = walk_figure(at)
     assert walk_order(fig) == [0, 3, 1, 4, 2, 5]
     assert t("step {k}: element {where} → cell {cell}").format(k=1, where="(0, 1)", cell=3) \
-        in fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"]
+        in plain(fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"])
     table = explorer_table(at)
     assert table["is_contiguous"].tolist() == [True, False]
     assert memory(table)[1] == SHARED
@@ -187,7 +192,7 @@ def test_head_walk_default(at):
     fig = head_figure(at)
     steps = fig["layout"]["sliders"][0]["steps"]
     assert len(steps) == 8 and len(fig["data"]) == 16
-    titles = [s["args"][1]["title.text"] for s in steps]
+    titles = [plain(s["args"][1]["title.text"]) for s in steps]
     stage = t("{title} · shape {shape} · stride {stride} · {contiguity} · {storage}")
     assert titles[0] == stage.format(title="keys = W_key(x)", shape=(1, 4, 4), stride=(16, 4, 1),
                                      contiguity=t("contiguous"), storage=t("new storage"))
@@ -211,7 +216,7 @@ def test_head_walk_extremes(at, T, H, d_h):
     at.slider(key="ml_dh").set_value(d_h).run()
     assert not at.exception
     fig = head_figure(at)
-    title = fig["layout"]["sliders"][0]["steps"][0]["args"][1]["title.text"]
+    title = plain(fig["layout"]["sliders"][0]["steps"][0]["args"][1]["title.text"])
     assert f"(1, {T}, {H * d_h})" in title
     scores_heads = np.array([v for row in fig["data"][7]["z"] for v in row if v is not None], dtype=float)
     assert len(scores_heads) == H * T * T
@@ -232,7 +237,7 @@ def test_score_cost(at, B, H, d_h, dtype, at_1024):
     shown = {m.label: m.value for m in at.metric}
     assert shown[t("attn_scores at T = {T}").format(T=1024)] == at_1024
     title = t("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=B, heads=H, head_dim=d_h)
-    fig = next(f for f in figures(at) if f["layout"]["title"]["text"] == title)
+    fig = next(f for f in figures(at) if plain(f["layout"]["title"]["text"]) == title)
     scores = np.asarray(fig["data"][0]["y"], dtype=float)
     qkv = np.asarray(fig["data"][1]["y"], dtype=float)
     np.testing.assert_allclose(scores[1:] / scores[:-1], 4.0)

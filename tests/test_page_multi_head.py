@@ -14,6 +14,11 @@ PAGE = "views/multi_head.py"
 t = translations("en").gettext
 
 
+def plain(title: str | None) -> str:
+    """A chart title as one line: the figures wrap long titles with <br> (for phones)."""
+    return (title or "").replace("<br>", " ")
+
+
 def metrics(at):
     return {m.label: m.value for m in at.metric}
 
@@ -51,7 +56,7 @@ def test_chapter_numbers_green(at):
     assert any(t("qkv parameters with {n} heads").format(n=4) in b for b in green)
     assert metrics(at) == {t("qkv parameters"): "3,168", t("proj parameters"): "1,056", score_label(4, 5): "400 B"}
     title = t("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}").format(shape=(2, 6, 4))
-    wrapper = next(f for f in figures(at) if f["layout"]["title"]["text"] == title)
+    wrapper = next(f for f in figures(at) if plain(f["layout"]["title"]["text"]) == title)
     assert wrapper["data"][0]["text"][0] == ["-0.4519", "0.2216", "0.4772", "0.1063"]
 
 
@@ -87,13 +92,14 @@ def test_heads_figure_steps_through_heads(at):
     for trace in fig["data"]:
         z = np.array(trace["z"], dtype=float)
         assert z.shape == (5, 5)
-        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-6)
+        # heatmaps carry 4 decimals: a row of 5 rounded weights sums to 1 within 5 × 0.5e-4
+        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=2.5e-4)
         assert np.allclose(np.triu(z, 1), 0.0)
     assert not np.allclose(np.array(fig["data"][0]["z"], float), np.array(fig["data"][1]["z"], float))
     assert shapes(at)[t("input x")] == "(1, 5, 32)"
     assert shapes(at)[t("q cut into heads")] == "(1, 4, 5, 8)"
     assert shapes(at)[t("attention scores")] == "(1, 4, 5, 5)"
-    titles = [s["args"][1]["title.text"] for s in steps]
+    titles = [plain(s["args"][1]["title.text"]) for s in steps]
     assert titles == [t("attn_weights of head {h} / {H}").format(h=h, H=4) for h in range(4)]
     assert t("{x} → {heads} → scores {scores}").format(x=(1, 5, 32), heads=(1, 4, 5, 8), scores=(1, 4, 5, 5)) \
         in texts(at)
@@ -176,7 +182,7 @@ def test_shipped_benchmark_table(at):
         assert (table[t("max |out − split|")].astype(float) < 1e-4).all()
         assert any(x.startswith(t("**Input {size}**").format(size=size["label"])) for x in texts(at))
     titles = [t("Time per call · {size}").format(size=size["label"]) for size in data["sizes"]]
-    bars = [f for f in figures(at) if f["layout"]["title"]["text"] in titles]
+    bars = [f for f in figures(at) if plain(f["layout"]["title"]["text"]) in titles]
     assert len(bars) == len(data["sizes"]) and bars[0]["data"][0]["y"] == list(bench.VARIANTS)
 
 

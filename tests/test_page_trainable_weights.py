@@ -73,8 +73,10 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
 
 
 def test_projection_matrices_read_like_the_tensors(fresh):
+    # one figure per matrix, each in its own column (they stack on a phone)
+    for name in ("W_query", "W_key", "W_value"):
+        assert len(figure_with_title(fresh, name)["data"]) == 1
     fig = figure_with_title(fresh, "W_query")
-    assert len(fig["data"]) == 3
     w_query = fig["data"][0]
     assert len(w_query["text"]) == 3 and len(w_query["text"][0]) == 2  # (d_in, d_out) = (3, 2)
     assert fig["layout"]["yaxis"]["autorange"] == "reversed"

@@ -359,4 +359,5 @@ def test_score_matrices_figure_takes_its_words():
     fig = figures.score_matrices_figure({"first": scores.attn_scores, "second": scores.shifted}, labels, "Q", "H")
     assert len(fig.data) == 2 and fig.data[0].hovertemplate == "H<extra></extra>"
     assert fig.layout.yaxis.title.text == "Q" and fig.layout.yaxis2.title.text is None
-    assert np.allclose(np.asarray(fig.data[1].z, dtype=float), scores.shifted.numpy(), atol=1e-6)
+    # heatmaps carry 4 decimals (engine.figures.core.heatmap_trace)
+    assert np.allclose(np.asarray(fig.data[1].z, dtype=float), scores.shifted.numpy(), atol=5e-5)

@@ -37,9 +37,9 @@ def two_ways_cached() -> sections.TwoWays:
 
 
 @st.cache_data(show_spinner=False)
-def two_ways_figure_cached(panel_titles: tuple[str, ...]) -> dict:
-    """The two routes' figure as a Plotly dict, one per language."""
-    return figures.two_ways_figure(two_ways_cached(), TOKENS, panel_titles).to_plotly_json()
+def two_ways_figures_cached(panel_titles: tuple[str, ...]) -> list[dict]:
+    """The two routes' six panels as Plotly dicts, one set per language."""
+    return [fig.to_plotly_json() for fig in figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles)]
 
 
 @st.cache_data(show_spinner=False)
@@ -95,14 +95,18 @@ query_title, key_title = _("query (row)"), _("key (column)")
 # --- 1. two routes ------------------------------------------------------------------------------------
 page.prose("two_ways")
 result = two_ways_cached()
-st.plotly_chart(two_ways_figure_cached((
+two_ways_figures = two_ways_figures_cached((
     _("1 · softmax of all scores"),
     _("2 · × tril(ones): future weights zeroed"),
     _("3 · ÷ row sums: renormalised"),
     _("1 · scores queries @ keys.T"),
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
-)), key="cm_two_ways")
+))
+# one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
+for first in (0, 3):
+    for i, column in enumerate(st.columns(3), start=first):
+        column.plotly_chart(two_ways_figures[i], key=f"cm_two_ways_{i}")
 page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
 st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
 page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
@@ -128,64 +132,77 @@ page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
 page.prose("leakage")
-c1, c2 = st.columns(2)
-leak_token = c1.selectbox(_("Token to perturb"), TOKENS, index=TOKENS.index("starts"), key="cm_leak_token", bind="query-params")
-delta = c2.slider(_("Perturbation added to each coordinate"), -3.0, 3.0, step=0.1,
-                  value=1.0, key="cm_leak_delta", bind="query-params")
-t = TOKENS.index(leak_token)
-leak = sections.leakage_test(inputs, t, float(delta))
-st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
-    causal=_("with the causal mask"),
-    no_mask=_("without a mask"),
-    perturbed=_("perturbed"),
-    x_title=_("output row (query token)"),
-    y_title="max |Δ context_vec|",
-)), key="cm_leak_chart")
-LEAK_HEADERS = {
-    "token_index": _("token index"),
-    "token": _("token"),
-    "max_diff_causal": _("max |Δ| causal"),
-    "changed_causal": _("changed (causal)"),
-    "max_diff_full": _("max |Δ| no mask"),
-    "changed_full": _("changed (no mask)"),
-}
-st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS), hide_index=True,
-             key="cm_leak_table",
-             column_config={LEAK_HEADERS[c]: st.column_config.NumberColumn(format="%.3e")
-                            for c in ("max_diff_causal", "max_diff_full")})
-if not leak.changed_rows:
-    st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
-else:
-    st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
-        token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
-page.verdict(not leak.leaks,
-             _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
-             _("an earlier row changed: the mask leaks"))
+@st.fragment
+def leakage_section() -> None:
+    """Section 2: the token and perturbation controls redraw this section only."""
+    c1, c2 = st.columns(2)
+    leak_token = c1.selectbox(_("Token to perturb"), TOKENS, index=TOKENS.index("starts"), key="cm_leak_token",
+                              bind="query-params")
+    delta = c2.slider(_("Perturbation added to each coordinate"), -3.0, 3.0, step=0.1,
+                      value=1.0, key="cm_leak_delta", bind="query-params")
+    t = TOKENS.index(leak_token)
+    leak = sections.leakage_test(inputs, t, float(delta))
+    st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
+        causal=_("with the causal mask"),
+        no_mask=_("without a mask"),
+        perturbed=_("perturbed"),
+        x_title=_("output row (query token)"),
+        y_title="max |Δ context_vec|",
+    )), key="cm_leak_chart")
+    LEAK_HEADERS = {
+        "token_index": _("token index"),
+        "token": _("token"),
+        "max_diff_causal": _("max |Δ| causal"),
+        "changed_causal": _("changed (causal)"),
+        "max_diff_full": _("max |Δ| no mask"),
+        "changed_full": _("changed (no mask)"),
+    }
+    st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS), hide_index=True,
+                 key="cm_leak_table",
+                 column_config={LEAK_HEADERS[c]: st.column_config.NumberColumn(format="%.3e")
+                                for c in ("max_diff_causal", "max_diff_full")})
+    if not leak.changed_rows:
+        st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
+    else:
+        st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
+            token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
+    page.verdict(not leak.leaks,
+                 _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
+                 _("an earlier row changed: the mask leaks"))
+
+
+leakage_section()
 page.show_code(sections.leakage_test, A.CausalAttention)
 
 # --- 3. triu explorer -------------------------------------------------------------------------------------
 page.prose("triu")
-k = int(st.slider(_("diagonal k in torch.triu(torch.ones(6, 6), diagonal=k)"), -T, T, step=1,
-                  value=1, key="cm_triu_k", bind="query-params"))
-triu = sections.triu_explorer(T, k)
-c1, c2 = st.columns([3, 2])
-c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
-                                     title=_("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k),
-                                     row_title=query_title, col_title=key_title),
-                key="cm_triu_chart")
-with c2:
-    st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
-    if triu.kind == "causal":
-        st.success(_("k = 1: the causal mask — each token sees itself and the past."))
-    elif triu.kind == "fully_masked_rows":
-        st.warning(_("Rows with nothing visible: {rows}. Their softmax would be NaN (see section 5).").format(
-            rows=", ".join(TOKENS[i] for i in triu.fully_masked_rows)))
-    elif triu.kind == "hides_diagonal":
-        st.warning(_("The diagonal is hidden: a token cannot attend to itself."))
-    elif triu.kind == "leaks_future":
-        st.warning(ngettext("Each token may see up to {n} future token: information leaks.",
-                            "Each token may see up to {n} future tokens: information leaks.",
-                            triu.future_visible).format(n=triu.future_visible))
+@st.fragment
+def triu_section() -> None:
+    """Section 3: the diagonal slider redraws this section only."""
+    k = int(st.slider(_("diagonal k in torch.triu(torch.ones(6, 6), diagonal=k)"), -T, T, step=1,
+                      value=1, key="cm_triu_k", bind="query-params"))
+    triu = sections.triu_explorer(T, k)
+    c1, c2 = st.columns([3, 2])
+    c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
+                                         title=_("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k),
+                                         row_title=query_title, col_title=key_title),
+                    key="cm_triu_chart")
+    with c2:
+        st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
+        if triu.kind == "causal":
+            st.success(_("k = 1: the causal mask — each token sees itself and the past."))
+        elif triu.kind == "fully_masked_rows":
+            st.warning(_("Rows with nothing visible: {rows}. Their softmax would be NaN (see section 5).").format(
+                rows=", ".join(TOKENS[i] for i in triu.fully_masked_rows)))
+        elif triu.kind == "hides_diagonal":
+            st.warning(_("The diagonal is hidden: a token cannot attend to itself."))
+        elif triu.kind == "leaks_future":
+            st.warning(ngettext("Each token may see up to {n} future token: information leaks.",
+                                "Each token may see up to {n} future tokens: information leaks.",
+                                triu.future_visible).format(n=triu.future_visible))
+
+
+triu_section()
 page.show_code(sections.triu_explorer)
 
 # --- 4. register_buffer -----------------------------------------------------------------------------------
@@ -209,29 +226,35 @@ page.show_code(sections.CausalAttentionPlainMask, sections.CausalAttentionNonPer
 
 # --- 5. fully masked row ----------------------------------------------------------------------------------
 page.prose("nan")
-c1, c2 = st.columns(2)
-nan_token = c1.selectbox(_("Hide every position of the row of"), TOKENS,
-                         index=TOKENS.index("with"), key="cm_nan_row", bind="query-params")
-guard = c2.radio(_("Guard"), sections.GUARDS, format_func=lambda g: _(GUARD_LABELS[g]),
-                 index=0, key="cm_nan_guard", bind="query-params")
-row = TOKENS.index(nan_token)
-demo = sections.masked_row_demo(scores, row, guard)
-c1, c2 = st.columns([2, 3])
-c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
-                                     row_title=query_title, col_title=key_title), key="cm_nan_mask")
-with c2:
-    st.plotly_chart(figures.masked_row_figure(
-        demo.attn_weights, TOKENS, demo.nan_rows,
-        title=_("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard])),
-        nan_label="0/0 = NaN", row_title=query_title, col_title=key_title,
-    ), key="cm_nan_weights")
-if demo.nan_rows:
-    st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "
-              "0/0 = NaN. The figure writes nan in its cells and leaves them uncoloured; pick a guard to fix it.")
-            .format(row=row, token=nan_token), icon=":material/science:")
-else:
-    st.success(_("No NaN. Row {row} (“{token}”) = {values}").format(row=row, token=nan_token,
-                                                                   values=page.fmt_row(demo.row_weights)))
+@st.fragment
+def fully_masked_row() -> None:
+    """Section 5: the row and guard controls redraw this section only."""
+    c1, c2 = st.columns(2)
+    nan_token = c1.selectbox(_("Hide every position of the row of"), TOKENS,
+                             index=TOKENS.index("with"), key="cm_nan_row", bind="query-params")
+    guard = c2.radio(_("Guard"), sections.GUARDS, format_func=lambda g: _(GUARD_LABELS[g]),
+                     index=0, key="cm_nan_guard", bind="query-params")
+    row = TOKENS.index(nan_token)
+    demo = sections.masked_row_demo(scores, row, guard)
+    c1, c2 = st.columns([2, 3])
+    c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
+                                         row_title=query_title, col_title=key_title), key="cm_nan_mask")
+    with c2:
+        st.plotly_chart(figures.masked_row_figure(
+            demo.attn_weights, TOKENS, demo.nan_rows,
+            title=_("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard])),
+            nan_label="0/0 = NaN", row_title=query_title, col_title=key_title,
+        ), key="cm_nan_weights")
+    if demo.nan_rows:
+        st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "
+                  "0/0 = NaN. The figure writes nan in its cells and leaves them uncoloured; pick a guard to fix it.")
+                .format(row=row, token=nan_token), icon=":material/science:")
+    else:
+        st.success(_("No NaN. Row {row} (“{token}”) = {values}").format(row=row, token=nan_token,
+                                                                       values=page.fmt_row(demo.row_weights)))
+
+
+fully_masked_row()
 page.show_code(sections.masked_row_demo)
 
 page.check_yourself()

@@ -90,50 +90,64 @@ page.show_code(sections.dropout_pair, sections.dropout_sweep)
 
 # --- 2. mean over masks ---------------------------------------------------------------------------------
 page.prose("mean")
-p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, value=0.5, key="do_mean_p", bind="query-params")
-convergence_labels = figures.ConvergenceLabels(
-    error=_("max |mean − weights|, p = {p:.1f}"), guide=_("σ of the largest weight / √n"),
-    hover=_("{n} masks: {value}"), masks_axis=_("number of dropout masks averaged"),
-    error_axis=_("largest deviation from the weights"))
-with st.spinner(_("Averaging {n} dropout masks …").format(n=N_MASKS)):
-    expectation, convergence = expectation_and_figure(float(p_mean), convergence_labels)
-st.plotly_chart(convergence, key="do_convergence")
-st.markdown(_("After {n} masks: max |mean − weights| = **{error:.4f}** (σ of the largest weight / √n = "
-              "{sigma:.4f}); after 10 masks: {early:.4f}.").format(
-    n=expectation.masks, error=expectation.final_error, sigma=expectation.final_sigma,
-    early=expectation.error_after_10))
+@st.fragment
+def mean_section() -> None:
+    """Section 2: the rate of the average redraws this section only."""
+    p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, value=0.5, key="do_mean_p",
+                              bind="query-params")
+    convergence_labels = figures.ConvergenceLabels(
+        error=_("max |mean − weights|, p = {p:.1f}"), guide=_("σ of the largest weight / √n"),
+        hover=_("{n} masks: {value}"), masks_axis=_("number of dropout masks averaged"),
+        error_axis=_("largest deviation from the weights"))
+    with st.spinner(_("Averaging {n} dropout masks …").format(n=N_MASKS)):
+        expectation, convergence = expectation_and_figure(float(p_mean), convergence_labels)
+    st.plotly_chart(convergence, key="do_convergence")
+    st.markdown(_("After {n} masks: max |mean − weights| = **{error:.4f}** (σ of the largest weight / √n = "
+                  "{sigma:.4f}); after 10 masks: {early:.4f}.").format(
+        n=expectation.masks, error=expectation.final_error, sigma=expectation.final_sigma,
+        early=expectation.error_after_10))
+
+
+mean_section()
 page.show_code(sections.dropout_expectation)
 
 # --- 3. train vs eval -------------------------------------------------------------------------------------
 page.prose("modes")
-p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER_P,
-                           value=0.5, key="do_layer_p", bind="query-params")
-modes = sections.train_vs_eval(inputs, float(p_layer), seed)
-mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
-                                      row=_("{token} (Σ {sum:.2f})"))
-st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
-left, right = st.columns([2, 3])
-with left:
-    st.graphviz_chart(dropout_diagram(modes, float(p_layer)), width="stretch",
-                      alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
-                            "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
-                            "the weights go straight to the sum."))
-    st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                     "shape."))
-with right:
-    if modes.train_calls_differ:
-        st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
-                 color="blue")
-    else:
-        st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
-                 color="gray")
-    page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
-                 _("eval(): deterministic, and identical to the same layer with p = 0"),
-                 _("eval() output differs from the layer without dropout"))
-    st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=modes.max_abs_diff_eval_vs_p0))
+@st.fragment
+def modes_section() -> None:
+    """Section 3: the layer's rate redraws this section only (the seed above reruns the page)."""
+    p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER_P,
+                               value=0.5, key="do_layer_p", bind="query-params")
+    modes = sections.train_vs_eval(inputs, float(p_layer), seed)
+    mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
+                                          row=_("{token} (Σ {sum:.2f})"))
+    st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
+    left, right = st.columns([2, 3])
+    with left:
+        st.graphviz_chart(dropout_diagram(modes, float(p_layer)), width="stretch",
+                          alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
+                                "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
+                                "the weights go straight to the sum."))
+        st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
+        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                         "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                         "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                         "shape."))
+    with right:
+        if modes.train_calls_differ:
+            st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
+                     color="blue")
+        else:
+            st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
+                     color="gray")
+        page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
+                     _("eval(): deterministic, and identical to the same layer with p = 0"),
+                     _("eval() output differs from the layer without dropout"))
+        st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(
+            diff=modes.max_abs_diff_eval_vs_p0))
+
+
+modes_section()
 page.show_code(sections.train_vs_eval, A.CausalAttention)
 
 page.prose("gpt")

@@ -101,33 +101,40 @@ page.show_code(sections.chapter_operations, layout.index_map, sections.layout_ta
 
 # --- 2. explorer ---------------------------------------------------------------------------------------
 page.prose("explorer")
-c1, c2, c3, c4, c5 = st.columns([2, 4, 2, 1, 1])
-base_text = c1.text_input(_("starting shape"), value="2, 3", key="ml_base", bind="query-params")
-recipe = c2.selectbox(_("operation"), RECIPE_KEYS, format_func=lambda k: _(RECIPE_LABELS[k]),
-                      index=0, key="ml_recipe", bind="query-params")
-new_text = c3.text_input(_("new shape (view / reshape)"),
-                         value="3, 2", key="ml_new_shape", bind="query-params")
-d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0", bind="query-params"))
-d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1", bind="query-params"))
+@st.fragment
+def explorer_section() -> None:
+    """Section 2: the shapes, the operation and the dims redraw this section only."""
+    c1, c2, c3, c4, c5 = st.columns([2, 4, 2, 1, 1])
+    base_text = c1.text_input(_("starting shape"), value="2, 3", key="ml_base", bind="query-params")
+    recipe = c2.selectbox(_("operation"), RECIPE_KEYS, format_func=lambda k: _(RECIPE_LABELS[k]),
+                          index=0, key="ml_recipe", bind="query-params")
+    new_text = c3.text_input(_("new shape (view / reshape)"),
+                             value="3, 2", key="ml_new_shape", bind="query-params")
+    d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0", bind="query-params"))
+    d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1", bind="query-params"))
 
-base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
-if base_error is not None:
-    st.error(_("Starting shape: {reason}. Using the chapter's (2, 3).").format(reason=shape_message(base_error)))
-new_shape, new_error = sections.shape_or_default(new_text, (-1,))
-if new_error is not None:
-    st.error(_("New shape: {reason}. Using (-1,), which flattens.").format(reason=shape_message(new_error)))
+    base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
+    if base_error is not None:
+        st.error(_("Starting shape: {reason}. Using the chapter's (2, 3).").format(reason=shape_message(base_error)))
+    new_shape, new_error = sections.shape_or_default(new_text, (-1,))
+    if new_error is not None:
+        st.error(_("New shape: {reason}. Using (-1,), which flattens.").format(reason=shape_message(new_error)))
 
-walk_labels = figures.WalkLabels(
-    storage_title=_("storage: cells in memory order"), row_axis=_("row"), cell_axis=_("storage cell"),
-    cell=_("cell {cell}"), grid_hover=_("logical ({row}, {col}): {text}"), storage_hover=_("cell {cell}: {text}"),
-    step=_("step {k}: element {where} → cell {cell}"), slider_prefix=_("logical step "))
-run, walk_figure = explorer_cached(base_shape, recipe, new_shape, (d0, d1), walk_labels)
-st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
-for error in run.errors:
-    st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
-st.dataframe(layout_frame(run.table), hide_index=True, key="ml_explorer_table")
-st.plotly_chart(walk_figure, key="ml_walk")
-st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code, order=list(run.order)))
+    walk_labels = figures.WalkLabels(
+        storage_title=_("storage: cells in memory order"), row_axis=_("row"), cell_axis=_("storage cell"),
+        cell=_("cell {cell}"), grid_hover=_("logical ({row}, {col}): {text}"), storage_hover=_("cell {cell}: {text}"),
+        step=_("step {k}: element {where} → cell {cell}"), slider_prefix=_("logical step "))
+    run, walk_figure = explorer_cached(base_shape, recipe, new_shape, (d0, d1), walk_labels)
+    st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
+    for error in run.errors:
+        st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
+    st.dataframe(layout_frame(run.table), hide_index=True, key="ml_explorer_table")
+    st.plotly_chart(walk_figure, key="ml_walk")
+    st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code,
+                                                                              order=list(run.order)))
+
+
+explorer_section()
 page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, sections.parse_shape)
 
 # --- 3. view on a transposed tensor ---------------------------------------------------------------------
@@ -142,47 +149,62 @@ page.show_code(sections.view_versus_reshape, sections.attempt)
 
 # --- 4. the keys of multi-head attention ---------------------------------------------------------------
 page.prose("heads")
-c1, c2, c3 = st.columns(3)
-T = c1.slider(_("T (tokens)"), 1, sections.MAX_TOKENS, value=4, key='ml_T', bind="query-params")
-H = c2.slider(_("H (num_heads)"), 1, sections.MAX_HEADS, value=2, key='ml_H', bind="query-params")
-d_h = c3.slider(_("d_h (head_dim)"), 1, sections.MAX_HEAD_DIM, value=2, key="ml_dh", bind="query-params")
-head_labels = figures.HeadWalkLabels(
-    storage_title=_("storage in memory order · number = position in reading order"), head=_("head {h}"),
-    grid_hover=_("{row}, col {col}: head {head}, storage cell {cell}"),
-    storage_hover=_("cell {cell}: head {head}, reading position {position}"),
-    stage=_("{title} · shape {shape} · stride {stride} · {contiguity} · {storage}"),
-    contiguous=_("contiguous"), not_contiguous=_("NOT contiguous"),
-    same_storage=_("same storage as the step before"), new_storage=_("new storage"),
-    cells=_("cells {first}–{last}"), cell_axis=_("cell within the row"), slider_prefix=_("stage "))
-stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h), head_labels)
-st.plotly_chart(heads_figure, key="ml_heads_walk")
-st.dataframe(
-    stages_table.assign(shares_previous=stages_table["shares_previous"].map(
-        {True: _("same as the stage before"), False: _("new")})).rename(
-        columns={"stage": _("stage"), "shares_previous": _("storage")}),
-    hide_index=True, key="ml_stages_table")
+@st.fragment
+def heads_section() -> None:
+    """Section 4: T, H and d_h redraw this section only."""
+    c1, c2, c3 = st.columns(3)
+    T = c1.slider(_("T (tokens)"), 1, sections.MAX_TOKENS, value=4, key='ml_T', bind="query-params")
+    H = c2.slider(_("H (num_heads)"), 1, sections.MAX_HEADS, value=2, key='ml_H', bind="query-params")
+    d_h = c3.slider(_("d_h (head_dim)"), 1, sections.MAX_HEAD_DIM, value=2, key="ml_dh", bind="query-params")
+    head_labels = figures.HeadWalkLabels(
+        storage_title=_("storage in memory order · number = position in reading order"), head=_("head {h}"),
+        grid_hover=_("{row}, col {col}: head {head}, storage cell {cell}"),
+        storage_hover=_("cell {cell}: head {head}, reading position {position}"),
+        stage=_("{title} · shape {shape} · stride {stride} · {contiguity} · {storage}"),
+        contiguous=_("contiguous"), not_contiguous=_("NOT contiguous"),
+        same_storage=_("same storage as the step before"), new_storage=_("new storage"),
+        cells=_("cells {first}–{last}"), cell_axis=_("cell within the row"), slider_prefix=_("stage "))
+    stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h), head_labels)
+    st.plotly_chart(heads_figure, key="ml_heads_walk")
+    st.dataframe(
+        stages_table.assign(shares_previous=stages_table["shares_previous"].map(
+            {True: _("same as the stage before"), False: _("new")})).rename(
+            columns={"stage": _("stage"), "shares_previous": _("storage")}),
+        hide_index=True, key="ml_stages_table")
+
+
+heads_section()
 page.show_code(sections.key_head_walk)
 
 # --- 5. T² cost -------------------------------------------------------------------------------------------
 page.prose("cost")
-c1, c2, c3, c4 = st.columns(4)
-batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, value=8, key='ml_cost_B', bind="query-params"))
-heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, value=12, key='ml_cost_H', bind="query-params"))
-head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, value=64, key="ml_cost_dh", bind="query-params"))
-dtype_name = c4.selectbox("dtype", DTYPE_NAMES, index=DTYPE_NAMES.index("float32"), key="ml_cost_dtype", bind="query-params")
-cost_labels = figures.CostLabels(
-    title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=batch, heads=heads,
-                                                                          head_dim=head_dim),
-    scores="attn_scores", qkv="q, k, v", length_axis=_("T (tokens)"), bytes_axis=_("bytes"),
-    hover=_("T={T}: {size}"))
-cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], cost_labels)
-st.plotly_chart(cost_figure, key="ml_cost_chart")
-m1, m2, m3 = st.columns(3)
-m1.metric(_("attn_scores at T = {T}").format(T=sections.SHORT_T), layout.human_bytes(cost.scores_short))
-m2.metric(_("attn_scores at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.scores_long),
-          delta=_("× {factor:.0f} for × {tokens} tokens").format(factor=cost.growth, tokens=cost.token_growth),
-          delta_color="inverse")
-m3.metric(_("q, k, v at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.qkv_long))
+@st.fragment
+def cost_section() -> None:
+    """Section 5: B, H, d_h and the dtype redraw this section only."""
+    c1, c2, c3, c4 = st.columns(4)
+    batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, value=8, key='ml_cost_B', bind="query-params"))
+    heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, value=12, key='ml_cost_H',
+                                bind="query-params"))
+    head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, value=64, key="ml_cost_dh",
+                                   bind="query-params"))
+    dtype_name = c4.selectbox("dtype", DTYPE_NAMES, index=DTYPE_NAMES.index("float32"), key="ml_cost_dtype",
+                              bind="query-params")
+    cost_labels = figures.CostLabels(
+        title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=batch, heads=heads,
+                                                                              head_dim=head_dim),
+        scores="attn_scores", qkv="q, k, v", length_axis=_("T (tokens)"), bytes_axis=_("bytes"),
+        hover=_("T={T}: {size}"))
+    cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], cost_labels)
+    st.plotly_chart(cost_figure, key="ml_cost_chart")
+    m1, m2, m3 = st.columns(3)
+    m1.metric(_("attn_scores at T = {T}").format(T=sections.SHORT_T), layout.human_bytes(cost.scores_short))
+    m2.metric(_("attn_scores at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.scores_long),
+              delta=_("× {factor:.0f} for × {tokens} tokens").format(factor=cost.growth, tokens=cost.token_growth),
+              delta_color="inverse")
+    m3.metric(_("q, k, v at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.qkv_long))
+
+
+cost_section()
 page.show_code(sections.score_cost, sections.score_cost_table, sections.score_tensor_bytes)
 
 page.check_yourself()

@@ -171,105 +171,127 @@ st.markdown(_("`{code}` · context_vecs[0][0] = {row} · shape {shape}").format(
 page.chapter_check(_("split layer, first row"), split.context_vec[0, 0], chapter.MHA_SPLIT_FIRST_ROW, applies)
 
 page.prose("copy")
-c1, c2 = st.columns(2)
-copy_heads = c1.select_slider("num_heads", options=COPY_HEADS, value=2, key="mh_copy_heads", bind="query-params")
-copy_dim = c2.select_slider(_("head_dim (the wrapper's d_out)"), options=COPY_DIMS,
-                            value=2, key="mh_copy_dim", bind="query-params")
-compare = copy_cached(seed, int(copy_dim), int(copy_heads))
-st.markdown(_("max |wrapper − split| before the copy: **{before:.4e}** · after copying the wrapper's weights "
-              "(compared before out_proj): **{after:.2e}**").format(before=compare.max_abs_diff_before,
-                                                                     after=compare.max_abs_diff))
-page.verdict(compare.max_abs_diff < 1e-6,
-             _("after the copy the split layer's heads equal the wrapper's"),
-             _("after the copy the heads still differ"))
+@st.fragment
+def copy_section() -> None:
+    """The copy check: num_heads and head_dim redraw this block only (the seed above reruns the page)."""
+    c1, c2 = st.columns(2)
+    copy_heads = c1.select_slider("num_heads", options=COPY_HEADS, value=2, key="mh_copy_heads", bind="query-params")
+    copy_dim = c2.select_slider(_("head_dim (the wrapper's d_out)"), options=COPY_DIMS,
+                                value=2, key="mh_copy_dim", bind="query-params")
+    compare = copy_cached(seed, int(copy_dim), int(copy_heads))
+    st.markdown(_("max |wrapper − split| before the copy: **{before:.4e}** · after copying the wrapper's weights "
+                  "(compared before out_proj): **{after:.2e}**").format(before=compare.max_abs_diff_before,
+                                                                         after=compare.max_abs_diff))
+    page.verdict(compare.max_abs_diff < 1e-6,
+                 _("after the copy the split layer's heads equal the wrapper's"),
+                 _("after the copy the heads still differ"))
+
+
+copy_section()
 page.show_code(sections.split_output, sections.wrapper_vs_split, A.MultiHeadAttention, A.copy_wrapper_into_split)
 
 # --- 3. head by head ---------------------------------------------------------------------------------
 page.prose("heads")
-c1, c2, c3 = st.columns([2, 1, 2])
-typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), value=chapter.LESSON_LINE, key="mh_line", bind="query-params")
-n_embd = int(c2.selectbox(_("n_embd (= d_out)"), N_EMBD_CHOICES,
-                          index=N_EMBD_CHOICES.index(chapter.LESSON_N_EMBD), key="mh_n_embd", bind="query-params"))
-head_options = sections.divisors(n_embd)
-kept_heads = st.session_state.get("mh_heads", 4)
-if kept_heads not in head_options:  # a new n_embd that the kept head count does not divide: take the nearest divisor
-    st.session_state["mh_heads"] = sections.nearest_divisors(n_embd, int(kept_heads))[0]
-num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options,
-                                 value=sections.nearest_divisors(n_embd, 4)[0], key="mh_heads",
-                                 bind="query-params"))
+@st.fragment
+def heads_section() -> None:
+    """Section 3: the line, n_embd and num_heads redraw this section and its cost table only."""
+    c1, c2, c3 = st.columns([2, 1, 2])
+    typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), value=chapter.LESSON_LINE,
+                          key="mh_line", bind="query-params")
+    n_embd = int(c2.selectbox(_("n_embd (= d_out)"), N_EMBD_CHOICES,
+                              index=N_EMBD_CHOICES.index(chapter.LESSON_N_EMBD), key="mh_n_embd", bind="query-params"))
+    head_options = sections.divisors(n_embd)
+    kept_heads = st.session_state.get("mh_heads", 4)
+    # a new n_embd that the kept head count does not divide: take the nearest divisor
+    if kept_heads not in head_options:
+        st.session_state["mh_heads"] = sections.nearest_divisors(n_embd, int(kept_heads))[0]
+    num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options,
+                                     value=sections.nearest_divisors(n_embd, 4)[0], key="mh_heads",
+                                     bind="query-params"))
 
-used = sections.page_line(typed, MAX_LINE)
-if used.issue == "empty":
-    st.warning(_("The line is empty; showing the lesson's line “{line}” until you type one.").format(
-        line=chapter.LESSON_LINE))
-elif used.issue == "too_long":
-    st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
-        n=used.typed_length, limit=MAX_LINE))
-heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
-                                   query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "))
-run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
-T = len(run.tokens)
-head_dim = n_embd // num_heads
-left, right = st.columns([3, 2])
-with left:
-    st.plotly_chart(heads_figure, key="mh_heads_chart")
-with right:
-    st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
-        T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
-    shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
-    st.dataframe(shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")}), hide_index=True,
-                 key="mh_shapes")
-    st.markdown(_("{x} → {heads} → scores {scores}").format(
-        x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
-wrapper_column, split_column = st.columns(2)
-wrapper_column.graphviz_chart(heads_diagram(run, "wrapper"), width="content",
-                              alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
-split_column.graphviz_chart(heads_diagram(run, "split"), width="content",
-                            alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
-                                  "attends, joins the heads and applies out_proj."))
-st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
-st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                 "shape."))
+    used = sections.page_line(typed, MAX_LINE)
+    if used.issue == "empty":
+        st.warning(_("The line is empty; showing the lesson's line “{line}” until you type one.").format(
+            line=chapter.LESSON_LINE))
+    elif used.issue == "too_long":
+        st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
+            n=used.typed_length, limit=MAX_LINE))
+    heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
+                                       query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "))
+    run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
+    T = len(run.tokens)
+    head_dim = n_embd // num_heads
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(heads_figure, key="mh_heads_chart")
+    with right:
+        st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
+            T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
+        shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
+        st.dataframe(shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")}), hide_index=True,
+                     key="mh_shapes")
+        st.markdown(_("{x} → {heads} → scores {scores}").format(
+            x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
+    wrapper_column, split_column = st.columns(2)
+    wrapper_column.graphviz_chart(heads_diagram(run, "wrapper"), width="content",
+                                  alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
+    split_column.graphviz_chart(heads_diagram(run, "split"), width="content",
+                                alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
+                                      "attends, joins the heads and applies out_proj."))
+    st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
+    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                     "shape."))
 
-page.prose("cost")
-m1, m2, m3 = st.columns(3)
-m1.metric(_("qkv parameters"), f"{run.params.qkv:,}", help=_("3·n_embd² weights + 3·n_embd biases"))
-m2.metric(_("proj parameters"), f"{run.params.proj:,}", help=_("n_embd² weights + n_embd biases"))
-m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"), human_bytes(run.score_bytes))
-is_lesson_width = n_embd == chapter.LESSON_N_EMBD
-page.chapter_check(_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv, chapter.LESSON_QKV_PARAMS,
-                   is_lesson_width)
-page.chapter_check(_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
-                   chapter.LESSON_PROJ_PARAMS, is_lesson_width)
-lengths = (T, 128, 1024)
-costs = cost_cached(n_embd, lengths)
-cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
-                "proj_params": _("proj params")}
-cost_headers.update({f"scores_bytes_{n}": _("attn_scores bytes at T={T}").format(T=n) for n in lengths})
-st.dataframe(costs.rename(columns=cost_headers), hide_index=True, key="mh_cost_table",
-             column_config={c: st.column_config.NumberColumn(format="%d") for c in cost_headers.values()})
+    page.prose("cost")
+    m1, m2, m3 = st.columns(3)
+    m1.metric(_("qkv parameters"), f"{run.params.qkv:,}", help=_("3·n_embd² weights + 3·n_embd biases"))
+    m2.metric(_("proj parameters"), f"{run.params.proj:,}", help=_("n_embd² weights + n_embd biases"))
+    m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"),
+              human_bytes(run.score_bytes))
+    is_lesson_width = n_embd == chapter.LESSON_N_EMBD
+    page.chapter_check(_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv,
+                       chapter.LESSON_QKV_PARAMS,
+                       is_lesson_width)
+    page.chapter_check(_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
+                       chapter.LESSON_PROJ_PARAMS, is_lesson_width)
+    lengths = (T, 128, 1024)
+    costs = cost_cached(n_embd, lengths)
+    cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
+                    "proj_params": _("proj params")}
+    cost_headers.update({f"scores_bytes_{n}": _("attn_scores bytes at T={T}").format(T=n) for n in lengths})
+    st.dataframe(costs.rename(columns=cost_headers), hide_index=True, key="mh_cost_table",
+                 column_config={c: st.column_config.NumberColumn(format="%d") for c in cost_headers.values()})
+
+
+heads_section()
 page.show_code(sections.heads_on_line, sections.attention_steps, gpt.CausalSelfAttention, sections.param_counts,
                gpt.count_params)
 
 page.prose("try")
-c1, c2 = st.columns(2)
-try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1,
-                                value=32, key="mh_try_d_out", bind="query-params"))
-try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1,
-                                value=4, key="mh_try_heads", bind="query-params"))
-check = sections.split_check(try_d_out, try_heads)
-if check.error is None:
-    st.success(_("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.").format(
-        d_out=try_d_out, heads=try_heads, head_dim=check.head_dim))
-else:
-    st.error(_("MultiHeadAttention refuses this: {error}. `view(b, T, {heads}, head_dim)` would need "
-               "{heads} · head_dim = {d_out}, and {d_out} / {heads} = {ratio:.3g} is not a whole number. "
-               "Nearest head counts that work: {nearest}.").format(
-        error=check.error, heads=try_heads, d_out=try_d_out, ratio=check.ratio,
-        nearest=_("{a} or {b}").format(a=check.nearest[0], b=check.nearest[-1]) if len(check.nearest) > 1
-        else check.nearest[0]))
+@st.fragment
+def try_section() -> None:
+    """The d_out / num_heads check: its two inputs redraw this block only."""
+    c1, c2 = st.columns(2)
+    try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1,
+                                    value=32, key="mh_try_d_out", bind="query-params"))
+    try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1,
+                                    value=4, key="mh_try_heads", bind="query-params"))
+    check = sections.split_check(try_d_out, try_heads)
+    if check.error is None:
+        st.success(_("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.").format(
+            d_out=try_d_out, heads=try_heads, head_dim=check.head_dim))
+    else:
+        st.error(_("MultiHeadAttention refuses this: {error}. `view(b, T, {heads}, head_dim)` would need "
+                   "{heads} · head_dim = {d_out}, and {d_out} / {heads} = {ratio:.3g} is not a whole number. "
+                   "Nearest head counts that work: {nearest}.").format(
+            error=check.error, heads=try_heads, d_out=try_d_out, ratio=check.ratio,
+            nearest=_("{a} or {b}").format(a=check.nearest[0], b=check.nearest[-1]) if len(check.nearest) > 1
+            else check.nearest[0]))
+
+
+try_section()
 page.show_code(sections.split_check, sections.check_split)
 
 # --- 4. speed -------------------------------------------------------------------------------------------

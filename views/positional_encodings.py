@@ -114,8 +114,10 @@ page.header()
 # --- 1. the permutation experiment ---------------------------------------------------------------
 page.prose("permutation")
 c1, c2 = st.columns(2)
-n_embd = int(c1.selectbox(_("n_embd (4 heads)"), N_EMBD_CHOICES, index=N_EMBD_CHOICES.index(32), key="pe_n_embd", bind="query-params"))
-seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, index=SEEDS.index(0), key="pe_seed", bind="query-params"))
+n_embd = int(c1.selectbox(_("n_embd (4 heads)"), N_EMBD_CHOICES, index=N_EMBD_CHOICES.index(32), key="pe_n_embd",
+                          bind="query-params"))
+seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, index=SEEDS.index(0), key="pe_seed",
+                        bind="query-params"))
 with st.spinner(_("Running the permutation experiment for 1 … 6 layers …")):
     sweep = permutation(n_embd, seed)
 titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none:.1e}",
@@ -171,129 +173,153 @@ page.show_code(sections.causal_visibility, positions.visible_token_counts)
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
 page.prose("learned")
 page.prose("sinusoidal")
-c1, c2 = st.columns(2)
-block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
-                                  value=128, key="pe_block", bind="query-params"))
-width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width", bind="query-params"))
-untrained = untrained_table(block_size, width, seed)
-sin = sinusoidal_table(block_size, width)
-shipped = shipped_table(str(sections.SHIPPED_MODEL))
-trained = shipped.table if shipped is not None else None
-panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
-st.plotly_chart(figures.tables_figure(
-    {f"{_(TABLE_TITLES[name]).format(seed=seed)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
-     for name, p in panels.items()},
-    _("position"), _("dimension"), _("rows: position · columns: dimension")), key="pe_tables")
-st.plotly_chart(figures.tables_figure(
-    {_(SIMILARITY_TITLES[name]).format(seed=seed): p.similarity for name, p in panels.items()},
-    _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
-if shipped is None:
-    st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is shown. "
-              "Train one in the GPT lab with learned positions to compare.").format(name=sections.SHIPPED_MODEL.name))
-elif shipped.error is not None:
-    st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
-    st.code(shipped.error, language=None)
-elif trained is None:
-    st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
-        encoding=shipped.pos_encoding))
-st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
-if trained is not None and trained.neighbour_similarity is not None:
-    st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
-                  "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
-        std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
-        far=trained.far_distance, far_similarity=trained.far_similarity))
-elif trained is not None:
-    st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
-                                                                         shape=tuple(trained.table.shape)))
-st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
-              "{spread:.1e}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
-                                     spread=sin.diagonal_spread))
+@st.fragment
+def tables_section() -> None:
+    """Sections 3-4: block_size and n_embd redraw the tables only."""
+    c1, c2 = st.columns(2)
+    block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
+                                      value=128, key="pe_block", bind="query-params"))
+    width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width",
+                          bind="query-params"))
+    untrained = untrained_table(block_size, width, seed)
+    sin = sinusoidal_table(block_size, width)
+    shipped = shipped_table(str(sections.SHIPPED_MODEL))
+    trained = shipped.table if shipped is not None else None
+    panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
+    st.plotly_chart(figures.tables_figure(
+        {f"{_(TABLE_TITLES[name]).format(seed=seed)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
+         for name, p in panels.items()},
+        _("position"), _("dimension"), _("rows: position · columns: dimension")), key="pe_tables")
+    st.plotly_chart(figures.tables_figure(
+        {_(SIMILARITY_TITLES[name]).format(seed=seed): p.similarity for name, p in panels.items()},
+        _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
+    if shipped is None:
+        st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is shown. "
+                  "Train one in the GPT lab with learned positions to compare.").format(
+            name=sections.SHIPPED_MODEL.name))
+    elif shipped.error is not None:
+        st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
+        st.code(shipped.error, language=None)
+    elif trained is None:
+        st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
+            encoding=shipped.pos_encoding))
+    st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
+    if trained is not None and trained.neighbour_similarity is not None:
+        st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
+                      "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
+            std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
+            far=trained.far_distance, far_similarity=trained.far_similarity))
+    elif trained is not None:
+        st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
+                                                                             shape=tuple(trained.table.shape)))
+    st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
+                  "{spread:.1e}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
+                                         spread=sin.diagonal_spread))
+
+
+tables_section()
 page.show_code(sections.untrained_table, sections.learned_table, sections.shipped_learned_table,
                positions.sinusoidal_encoding, positions.sinusoidal_table, sections.describe_table,
                sections.position_similarity)
 
 # --- 5. RoPE rotation ----------------------------------------------------------------------------------
 page.prose("rope")
-c1, c2 = st.columns(2)
-head_dim = int(c1.slider("head_dim", 1, 64, step=1, value=16, key="pe_head_dim", bind="query-params",
-                         help=_("RoPE turns pairs of dimensions, so it needs an even head_dim.")))
-rope_ok = sections.rope_supported(head_dim)
-position = int(c2.slider(_("position m"), 0, 127, step=1, value=3, key="pe_position", bind="query-params",
-                         disabled=not rope_ok))
-if not rope_ok:
-    c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
-                 "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
-                 "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
-else:
-    rotation = rope_rotation(head_dim, seed)
-    st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
-                                              figures.RopePairLabels(
-        panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
-        earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
-    )), key="pe_rope_pairs")
-    pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
-                    "angle_deg": _("angle m·θ_i (°, mod 360)"), "wavelength": _("wavelength 2π/θ_i (positions)")}
-    pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
-    st.dataframe(pairs.style.format({pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
-                                     pair_columns["wavelength"]: "{:.1f}"}), hide_index=True, key="pe_pair_table")
-    st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
-        first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
-page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
-               positions.rope_frequencies)
-
-# --- 6. scores depend on the distance -----------------------------------------------------------------
-page.prose("scores")
-c1, c2, c3 = st.columns(3)
-encoding = c1.radio(_("encoding"), sections.SCORE_ENCODINGS, format_func=lambda k: _(SCORE_LABELS[k]),
-                    index=sections.SCORE_ENCODINGS.index("rope"), key="pe_score_mode", bind="query-params")
-scores_ok = encoding != "rope" or rope_ok
-T = int(c2.slider(_("positions T"), 2, 16, step=1, value=8, key='pe_score_T', bind="query-params", disabled=not scores_ok))
-shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
-                      disabled=not scores_ok))
-if not scores_ok:
-    st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
-                 "sinusoidal encoding."))
-else:
-    scores = score_matrices(encoding, head_dim, T, shift, seed)
-    labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1): [str(t) for t in range(T)],
-              _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift, last=shift + T - 1):
-                  [str(t + shift) for t in range(T)]}
-    st.plotly_chart(figures.score_matrices_figure(
-        dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
-        _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
-    st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = {diff:.1e}").format(
-        spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
-    if scores.distance_only:
-        st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
-                 icon=":material/check_circle:", color="green")
+@st.fragment
+def rope_and_scores() -> None:
+    """Sections 5-6: head_dim, the position and the score controls redraw these sections only."""
+    c1, c2 = st.columns(2)
+    head_dim = int(c1.slider("head_dim", 1, 64, step=1, value=16, key="pe_head_dim", bind="query-params",
+                             help=_("RoPE turns pairs of dimensions, so it needs an even head_dim.")))
+    rope_ok = sections.rope_supported(head_dim)
+    position = int(c2.slider(_("position m"), 0, 127, step=1, value=3, key="pe_position", bind="query-params",
+                             disabled=not rope_ok))
+    if not rope_ok:
+        c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
+                     "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
+                     "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
     else:
-        st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
+        rotation = rope_rotation(head_dim, seed)
+        st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
+                                                  figures.RopePairLabels(
+            panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
+            earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
+        )), key="pe_rope_pairs")
+        pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
+                        "angle_deg": _("angle m·θ_i (°, mod 360)"), "wavelength": _("wavelength 2π/θ_i (positions)")}
+        pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
+        st.dataframe(pairs.style.format({pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
+                                         pair_columns["wavelength"]: "{:.1f}"}), hide_index=True, key="pe_pair_table")
+        st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
+            first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
+    page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
+                   positions.rope_frequencies)
+
+    # --- 6. scores depend on the distance -----------------------------------------------------------------
+    page.prose("scores")
+    c1, c2, c3 = st.columns(3)
+    encoding = c1.radio(_("encoding"), sections.SCORE_ENCODINGS, format_func=lambda k: _(SCORE_LABELS[k]),
+                        index=sections.SCORE_ENCODINGS.index("rope"), key="pe_score_mode", bind="query-params")
+    scores_ok = encoding != "rope" or rope_ok
+    T = int(c2.slider(_("positions T"), 2, 16, step=1, value=8, key='pe_score_T', bind="query-params",
+                      disabled=not scores_ok))
+    shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
+                          disabled=not scores_ok))
+    if not scores_ok:
+        st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
+                     "sinusoidal encoding."))
+    else:
+        scores = score_matrices(encoding, head_dim, T, shift, seed)
+        labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1): [str(t) for t in range(T)],
+                  _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
+                                                                             last=shift + T - 1):
+                      [str(t + shift) for t in range(T)]}
+        st.plotly_chart(figures.score_matrices_figure(
+            dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
+            _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
+        st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = "
+                      "{diff:.1e}").format(
+            spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
+        if scores.distance_only:
+            st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
+                     icon=":material/check_circle:", color="green")
+        else:
+            st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
+
+
+rope_and_scores()
 page.show_code(sections.position_scores, sections.rope_score_matrix, sections.additive_score_matrix)
 
 # --- 7. past block_size ----------------------------------------------------------------------------------
 page.prose("past")
-past_T = int(st.slider(_("sequence length (block_size {block_size})").format(block_size=sections.PAST_BLOCK_SIZE),
-                       1, 64, step=1, value=24, key='pe_past_T', bind="query-params"))
-past = past_block(past_T)
-missing = past.missing_positions
-st.dataframe(pd.DataFrame({
-    "pos_encoding": [run.pos_encoding for run in past.runs],
-    _("ran"): [run.ran for run in past.runs],
-    _("logits shape"): [str(run.logits_shape) if run.ran else "" for run in past.runs],
-    _("what happened"): [
-        _("ran on {T} tokens").format(T=past.T) if run.ran else
-        _("no row for positions {first} … {last}: the learned table has {rows} rows").format(
-            first=missing.start, last=missing.stop - 1, rows=past.block_size)
-        for run in past.runs],
-}), hide_index=True, key="pe_past_table")
-if past.all_ran:
-    st.success(_("All four encodings ran on {T} tokens (within block_size {block_size}).").format(
-        T=past.T, block_size=past.block_size))
-else:
-    st.info(_("This is the demonstration: {T} tokens need positions up to {last}, and a learned table of block_size "
-              "{block_size} has no row past {end}. The model refuses the sequence with this error:").format(
-        T=past.T, last=past.T - 1, block_size=past.block_size, end=past.block_size - 1), icon=":material/school:")
-    st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None)
+@st.fragment
+def past_section() -> None:
+    """Section 7: the sequence length redraws this section only."""
+    past_T = int(st.slider(_("sequence length (block_size {block_size})").format(block_size=sections.PAST_BLOCK_SIZE),
+                           1, 64, step=1, value=24, key='pe_past_T', bind="query-params"))
+    past = past_block(past_T)
+    missing = past.missing_positions
+    st.dataframe(pd.DataFrame({
+        "pos_encoding": [run.pos_encoding for run in past.runs],
+        _("ran"): [run.ran for run in past.runs],
+        _("logits shape"): [str(run.logits_shape) if run.ran else "" for run in past.runs],
+        _("what happened"): [
+            _("ran on {T} tokens").format(T=past.T) if run.ran else
+            _("no row for positions {first} … {last}: the learned table has {rows} rows").format(
+                first=missing.start, last=missing.stop - 1, rows=past.block_size)
+            for run in past.runs],
+    }), hide_index=True, key="pe_past_table")
+    if past.all_ran:
+        st.success(_("All four encodings ran on {T} tokens (within block_size {block_size}).").format(
+            T=past.T, block_size=past.block_size))
+    else:
+        st.info(_("This is the demonstration: {T} tokens need positions up to {last}, and a learned table of "
+                  "block_size "
+                  "{block_size} has no row past {end}. The model refuses the sequence with this error:").format(
+            T=past.T, last=past.T - 1, block_size=past.block_size, end=past.block_size - 1), icon=":material/school:")
+        st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None)
+
+
+past_section()
 page.show_code(sections.run_past_block_size, positions.check_learned_positions, G.GPT.embed)
 
 # --- exercises -------------------------------------------------------------------------------------------

@@ -106,36 +106,42 @@ page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.co
 
 # --- 3. softmax numerics ----------------------------------------------------------------------------
 page.prose("numerics")
-c1, c2 = st.columns(2)
-scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
-                  value=1.0, key="sa_scale", bind="query-params")
-dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
-                          index=list(sections.DTYPES).index("float32"), key="sa_dtype", bind="query-params")
-numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
-st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.").format(
-    dtype=dtype_name, overflow=numerics.overflow, underflow=numerics.underflow))
-NUMERICS_HEADERS = {
-    "token": _("token"),
-    "scaled_score": _("scaled score"),
-    "exp_score": _("exp(score)"),
-    "naive_softmax": _("naive softmax"),
-    "stable_softmax": _("stable softmax"),
-    "torch_softmax": "torch.softmax",
-}
-table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
-st.dataframe(
-    table.style.format({NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS}, na_rep="nan"),
-    hide_index=True,
-    key="sa_numerics_table",
-)
-if numerics.naive_broken:
-    st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
-                      "Naive softmax: {broken} of {total} weights are nan or inf.",
-                      numerics.naive_broken).format(broken=numerics.naive_broken, total=len(TOKENS)))
-else:
-    st.success(_("Naive softmax: all {total} weights finite.").format(total=len(TOKENS)))
-st.caption(_("Stable softmax: all weights finite.") if numerics.stable_finite
-           else _("Stable softmax: some weights are not finite."))
+@st.fragment
+def numerics_section() -> None:
+    """Section 3: the scale and dtype redraw this section only (the query above reruns the page)."""
+    c1, c2 = st.columns(2)
+    scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
+                      value=1.0, key="sa_scale", bind="query-params")
+    dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
+                              index=list(sections.DTYPES).index("float32"), key="sa_dtype", bind="query-params")
+    numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
+    st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.").format(
+        dtype=dtype_name, overflow=numerics.overflow, underflow=numerics.underflow))
+    NUMERICS_HEADERS = {
+        "token": _("token"),
+        "scaled_score": _("scaled score"),
+        "exp_score": _("exp(score)"),
+        "naive_softmax": _("naive softmax"),
+        "stable_softmax": _("stable softmax"),
+        "torch_softmax": "torch.softmax",
+    }
+    table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
+    st.dataframe(
+        table.style.format({NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS}, na_rep="nan"),
+        hide_index=True,
+        key="sa_numerics_table",
+    )
+    if numerics.naive_broken:
+        st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
+                          "Naive softmax: {broken} of {total} weights are nan or inf.",
+                          numerics.naive_broken).format(broken=numerics.naive_broken, total=len(TOKENS)))
+    else:
+        st.success(_("Naive softmax: all {total} weights finite.").format(total=len(TOKENS)))
+    st.caption(_("Stable softmax: all weights finite.") if numerics.stable_finite
+               else _("Stable softmax: some weights are not finite."))
+
+
+numerics_section()
 page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
 
 # --- 4. Jacobians -----------------------------------------------------------------------------------

@@ -37,6 +37,16 @@ def init_figure_cached(labels: figures.InitLabels) -> dict:
     return figures.init_figure(init_comparison_cached(), labels).to_plotly_json()
 
 
+def matrix_columns(matrices: dict[str, object], key: str, **options) -> None:
+    """One heatmap figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone.
+
+    ``options`` go to :func:`engine.figures.trainable_weights.matrices_side_by_side`; the charts' keys are
+    ``{key}_0``, ``{key}_1``, ...
+    """
+    for i, (column, (title, matrix)) in enumerate(zip(st.columns(len(matrices)), matrices.items(), strict=True)):
+        column.plotly_chart(figures.matrices_side_by_side({title: matrix}, **options), key=f"{key}_{i}")
+
+
 def projection_diagram(inputs, steps: sections.TrainableWalkthrough) -> str:
     """Page 2's diagram, with the shapes of the walkthrough just run (they follow d_out)."""
     w = steps.projections
@@ -77,13 +87,9 @@ if not setup.projections:
 
 out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
 w = steps.projections
-st.plotly_chart(
-    figures.matrices_side_by_side(
-        {f"{name}  ({inputs.shape[1]}×{d_out})": matrix
-         for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
-        dims_in, out_cols, row_title=_("input dim"), height=280),
-    key="tw_projections",
-)
+matrix_columns({f"{name}  ({inputs.shape[1]}×{d_out})": matrix
+                for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
+               "tw_projections", row_labels=dims_in, col_labels=out_cols, row_title=_("input dim"), height=280)
 st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
 page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, setup.query)
 
@@ -147,64 +153,69 @@ page.show_code(sections.dk_sweep)
 
 # --- 3. the two classes -----------------------------------------------------------------------------
 page.prose("classes")
-seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
-                              value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
-outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
-st.plotly_chart(
-    figures.matrices_side_by_side(
-        {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
-         _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
-        TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"), height=380),
-    key="tw_v1_v2",
-)
-c1, c2 = st.columns(2)
-with c1:
-    page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, setup.projections)
-with c2:
-    page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
-                       sections.v2_is_chapter(seed_v2, d_out))
-page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
+@st.fragment
+def classes_and_exercise() -> None:
+    """Sections 3-5: the seed of SelfAttention_v2 redraws these sections only (d_out and the seed above rerun
+    the page)."""
+    seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
+                                  value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
+    outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
+    matrix_columns({_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
+                    _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
+                   "tw_v1_v2", row_labels=TOKENS, col_labels=out_cols, colorscale=SIGNED_SCALE, zmin=None,
+                   row_title=_("token"), height=380)
+    c1, c2 = st.columns(2)
+    with c1:
+        page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, setup.projections)
+    with c2:
+        page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
+                           sections.v2_is_chapter(seed_v2, d_out))
+    page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
 
-# --- 4. initialisations -----------------------------------------------------------------------------
-page.prose("init")
-init_table = init_comparison_cached()
-st.plotly_chart(init_figure_cached(figures.InitLabels(
-    weights_panel=_("variance of the weights W"),
-    projection_panel=_("variance of the projection x·W"),
-    measured=_("{init} (measured)"),
-    theory=_("{init} (theory)"),
-    theory_hover=_("theory"),
-)), key="tw_init_chart")
-INIT_HEADERS = {
-    "d_in": "d_in",
-    "init": _("init"),
-    "share_negative": _("share negative"),
-    "var_w": _("var(W) measured"),
-    "var_w_theory": _("var(W) theory"),
-    "var_xw": _("var(x·W) measured"),
-    "var_xw_theory": _("var(x·W) theory"),
-}
-st.dataframe(init_table.rename(columns=INIT_HEADERS), hide_index=True, key="tw_init_table",
-             column_config={INIT_HEADERS[c]: st.column_config.NumberColumn(format="%.4g")
-                            for c in sections.INIT_COLUMNS if c not in ("d_in", "init")})
-page.show_code(sections.init_comparison)
+    # --- 4. initialisations -----------------------------------------------------------------------------
+    page.prose("init")
+    init_table = init_comparison_cached()
+    st.plotly_chart(init_figure_cached(figures.InitLabels(
+        weights_panel=_("variance of the weights W"),
+        projection_panel=_("variance of the projection x·W"),
+        measured=_("{init} (measured)"),
+        theory=_("{init} (theory)"),
+        theory_hover=_("theory"),
+    )), key="tw_init_chart")
+    INIT_HEADERS = {
+        "d_in": "d_in",
+        "init": _("init"),
+        "share_negative": _("share negative"),
+        "var_w": _("var(W) measured"),
+        "var_w_theory": _("var(W) theory"),
+        "var_xw": _("var(x·W) measured"),
+        "var_xw_theory": _("var(x·W) theory"),
+    }
+    st.dataframe(init_table.rename(columns=INIT_HEADERS), hide_index=True, key="tw_init_table",
+                 column_config={INIT_HEADERS[c]: st.column_config.NumberColumn(format="%.4g")
+                                for c in sections.INIT_COLUMNS if c not in ("d_in", "init")})
+    page.show_code(sections.init_comparison)
 
-# --- 5. exercise 3.1 ----------------------------------------------------------------------------------
-page.prose("exercise")
-exercise = sections.exercise_3_1(inputs, d_out, seed, seed_v2)
-st.markdown(_("max |v1 − v2| before the copy: **{diff:.4e}**").format(diff=exercise.max_abs_diff_before))
-st.markdown(_("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**").format(
-    diff=exercise.max_abs_diff_after))
-if exercise.exactly_equal:
-    passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2: the difference is 0")
-else:
-    passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2, equal up to float "
-               "rounding (max |difference| = {diff:.1e})").format(diff=exercise.max_abs_diff_after)
-page.verdict(exercise.equal_after, passed, _("after the copy the outputs still differ"))
-if exercise.equal_after and not exercise.exactly_equal:
-    st.caption(_("Float rounding: v1 computes x @ W and v2 runs nn.Linear, which may add the same products in "
-                 "another order; float32 keeps about 7 significant digits, so the last bits can differ."))
-page.show_code(sections.exercise_3_1, A.copy_v2_into_v1)
+    # --- 5. exercise 3.1 ----------------------------------------------------------------------------------
+    page.prose("exercise")
+    exercise = sections.exercise_3_1(inputs, d_out, seed, seed_v2)
+    st.markdown(_("max |v1 − v2| before the copy: **{diff:.4e}**").format(diff=exercise.max_abs_diff_before))
+    st.markdown(_("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**").format(
+        diff=exercise.max_abs_diff_after))
+    if exercise.exactly_equal:
+        passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2: the difference "
+                   "is 0")
+    else:
+        passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2, equal up to float "
+                   "rounding (max |difference| = {diff:.1e})").format(diff=exercise.max_abs_diff_after)
+    page.verdict(exercise.equal_after, passed, _("after the copy the outputs still differ"))
+    if exercise.equal_after and not exercise.exactly_equal:
+        st.caption(_("Float rounding: v1 computes x @ W and v2 runs nn.Linear, which may add the same products in "
+                     "another order; float32 keeps about 7 significant digits, so the last bits can differ."))
+    page.show_code(sections.exercise_3_1, A.copy_v2_into_v1)
+
+
+classes_and_exercise()
 
 page.prose("two_weights")
 page.check_yourself()

@@ -97,6 +97,47 @@ def two_ways_figure(result: TwoWays, tokens: Sequence[str], panel_titles: Sequen
     return fig
 
 
+def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str]) -> list[go.Figure]:
+    """The six matrices of :func:`two_ways_figure` as six figures, one heatmap each, in the same order.
+
+    A page puts them in columns, which stack on a phone: in one 2 x 3 figure the panels' titles, ticks and
+    cell numbers overlapped at phone width.
+
+    Args:
+        result: the result of :func:`engine.sections.causal_mask.mask_two_ways`.
+        tokens: the T token labels.
+        panel_titles: the six titles in the reader's language, route 1 (mask after the softmax) then route 2.
+
+    Returns:
+        Six figures with one (T, T) heatmap each, row 0 on top, the panel title as the figure's title.
+
+    Raises:
+        ValueError: unless there are six panel titles.
+    """
+    if len(panel_titles) != 6:
+        raise ValueError(f"two_ways_panels needs 6 panel titles, got {len(panel_titles)}")
+    tokens = list(tokens)
+    matrices = (
+        (result.attn_weights, WEIGHTS_SCALE),
+        (result.masked_simple, WEIGHTS_SCALE),
+        (result.masked_simple_norm, WEIGHTS_SCALE),
+        (result.attn_scores, SIGNED_SCALE),
+        (result.masked_scores, SIGNED_SCALE),
+        (result.attn_weights_causal, WEIGHTS_SCALE),
+    )
+    out = []
+    for (matrix, scale), title in zip(matrices, panel_titles, strict=True):
+        zmin, zmax = (0.0, 1.0) if scale == WEIGHTS_SCALE else (None, None)
+        fig = attention_heatmap(matrix, tokens, tokens, title=title, colorscale=scale, zmin=zmin, zmax=zmax,
+                                height=380)
+        fig.update_traces(showscale=False)
+        fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
+        fig.update_yaxes(tickfont=dict(size=11))
+        fig.update_layout(margin=dict(t=90))
+        out.append(fig)
+    return out
+
+
 def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, labels: LeakageLabels) -> go.Figure:
     """Per output row, the largest change of the context vector when one token is perturbed.
 

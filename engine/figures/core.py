@@ -8,6 +8,7 @@ the top, column 0 on the left, values written in the cells.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +25,9 @@ SIGNED_SCALE = palette.SIGNED_SCALE
 PALETTE = palette.SERIES
 
 _FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13)
+#: Label positions of the 3-d vectors' tips, one per vector in turn: close tips (journey, starts) get labels on
+#: different sides instead of one blob.
+_LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
 
 
 def to_numpy(values) -> np.ndarray:
@@ -42,19 +46,54 @@ def format_value(v: float, decimals: int = 4) -> str:
     return f"{v:.{decimals}f}"
 
 
+#: Right margin (px) that holds Plotly's vertical toolbar.
+MODEBAR_MARGIN = 40
+#: Longest title line (characters) that clears Plotly's vertical toolbar on a 390-px phone at the app's font.
+TITLE_WIDTH = 44
+
+
+def wrap_text(text: str, width: int) -> str:
+    """``text`` with ``<br>`` between words so that no line is longer than ``width`` characters (a longer word
+    keeps its own line; a wide East Asian character counts as two): titles of narrow panels that Plotly would
+    otherwise clip at the figure's edge."""
+
+    def size(s: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+    lines: list[str] = []
+    for part in text.split("<br>"):
+        lines.append("")
+        for word in part.split(" "):
+            if not lines[-1]:
+                lines[-1] = word
+            elif size(lines[-1]) + 1 + size(word) <= width:
+                lines[-1] += " " + word
+            else:
+                lines.append(word)
+    return "<br>".join(lines)
+
+
 def base_layout(
     fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None
 ) -> go.Figure:
     """Apply the app's common layout (font, margins, white background).
 
+    The title is wrapped at :data:`TITLE_WIDTH` characters, so that on a phone it stays clear of Plotly's
+    toolbar at the right edge; each extra line adds 18 px to the top margin.
+
     Args:
         top: top margin in px; defaults to room for the title. Matrices, whose
             column labels sit on top, pass more.
     """
+    extra = 0
+    if title:
+        title = wrap_text(title, TITLE_WIDTH)
+        extra = 18 * title.count("<br>")
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8)) if title else None,
         font=_FONT,
-        margin=dict(l=10, r=10, t=top if top is not None else (50 if title else 20), b=10),
+        # the right margin holds Plotly's vertical toolbar, clear of the plot and of the panel titles
+        margin=dict(l=10, r=MODEBAR_MARGIN, t=(top if top is not None else (50 if title else 20)) + extra, b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
         # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles
@@ -100,7 +139,9 @@ def heatmap_trace(
     rows, cols = z.shape
     finite = np.isfinite(z)
     text = [[format_value(z[i, j], decimals) for j in range(cols)] for i in range(rows)]
-    z_drawn = np.where(finite, z, np.nan)  # non-finite cells become gaps, their text stays
+    # non-finite cells become gaps, their text stays; 4 decimals are what the cells and the hover show, and they
+    # keep the JSON sent on every rerun short
+    z_drawn = np.round(np.where(finite, z, np.nan), 4)
     row_labels = list(row_labels) if row_labels is not None else [str(i) for i in range(rows)]
     col_labels = list(col_labels) if col_labels is not None else [str(j) for j in range(cols)]
     customdata = np.array([[[row_labels[i], col_labels[j]] for j in range(cols)] for i in range(rows)], dtype=object)
@@ -110,6 +151,9 @@ def heatmap_trace(
         y=list(range(rows)),
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
+        # a fixed size that stays legible on a phone (Plotly's automatic size shrank to about 5 px) where the cells
+        # are wide enough for it; wider matrices keep the automatic size
+        textfont=dict(size=11) if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
         hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}: %{text}<extra></extra>",
@@ -268,7 +312,7 @@ def vectors_3d(
             z=[0, vec[2]],
             mode="lines+markers+text",
             text=["", name],
-            textposition="top center",
+            textposition=_LABEL_POSITIONS[i % len(_LABEL_POSITIONS)],
             line=dict(width=8 if is_hl else 4, color="#d62728" if is_hl else PALETTE[0]),
             marker=dict(size=[0, 5]),
             name=name,
@@ -327,6 +371,11 @@ def add_step_slider(
         ValueError: if the trace count does not match.
     """
     n_steps = len(step_labels)
+    if step_layouts is not None:  # step titles wrapped like base_layout's, with room for the longest
+        step_layouts = [{**s, "title.text": wrap_text(s["title.text"], TITLE_WIDTH)} if s.get("title.text") else s
+                        for s in step_layouts]
+        lines = max((s.get("title.text") or "").count("<br>") for s in step_layouts)
+        fig.update_layout(margin_t=max(fig.layout.margin.t or 0, 50 + 18 * lines))
     expected = always_visible + n_steps * traces_per_step
     if len(fig.data) != expected:
         raise ValueError(f"figure has {len(fig.data)} traces, expected {expected}")

@@ -152,8 +152,9 @@ def convergence_figure(expectation: Expectation, p: float, labels: ConvergenceLa
         x=table["masks"], y=table["sigma_over_sqrt_n"], mode="lines", name=labels.guide,
         line=dict(color=PALETTE[1], dash="dash"), hovertemplate=hover + "<extra>σ/√n</extra>",
     )
-    fig.update_xaxes(type="log", title_text=labels.masks_axis, gridcolor="#eee")
-    fig.update_yaxes(type="log", title_text=labels.error_axis, gridcolor="#eee")
+    # one label per decade, as powers of ten (Plotly's minor labels 2 and 5 crowded the axes)
+    fig.update_xaxes(type="log", title_text=labels.masks_axis, gridcolor="#eee", dtick=1, exponentformat="power")
+    fig.update_yaxes(type="log", title_text=labels.error_axis, gridcolor="#eee", dtick=1, exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return base_layout(fig, None, 380)
 

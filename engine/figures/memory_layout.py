@@ -293,7 +293,12 @@ def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int 
                         hovertemplate=hover + "<extra>" + name + "</extra>")
     lo = min(float(table[c].min()) for c in ("scores_bytes", "qkv_bytes"))
     hi = max(float(table[c].max()) for c in ("scores_bytes", "qkv_bytes"))
-    ticks = [1024.0**k for k in range(0, 6) if lo / 1024 <= 1024.0**k <= hi * 1024]
+    # powers of two 2^(step·k), the coarsest step that still gives at least four labels in the range (powers of
+    # 1024 alone left two labels on a narrow range)
+    for step in (10, 5, 2, 1):
+        ticks = [2.0**e for e in range(0, 61, step) if lo / 2 <= 2.0**e <= hi * 2]
+        if len(ticks) >= 4:
+            break
     fig.update_xaxes(type="log", title_text=labels.length_axis, gridcolor="#eee", tickmode="array",
                      tickvals=table["T"].tolist(), ticktext=[str(t) for t in table["T"]])
     fig.update_yaxes(type="log", title_text=labels.bytes_axis, gridcolor="#eee", tickmode="array", tickvals=ticks,

@@ -25,6 +25,7 @@ from engine.figures.core import (
     heatmap_trace,
     matrix_axes,
     to_numpy,
+    wrap_text,
 )
 from engine.sections.positional_encodings import RopeRotation, Visibility
 
@@ -175,13 +176,14 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
         xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text=labels.count_axis, gridcolor="#eee"),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=labels.mask_title, xref="paper", x=0, xanchor="left", y=1, yref="paper", yanchor="bottom",
-                 showarrow=False),
-            dict(text=labels.count_title, xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
+            dict(text=wrap_text(labels.mask_title, 40), xref="paper", x=0, xanchor="left", y=1, yref="paper",
+                 yanchor="bottom", showarrow=False),
+            dict(text=wrap_text(labels.count_title, 14), xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
         ],
     ))
-    return base_layout(fig, None, 60 * T + 140, top=40)
+    lines = max(a.text.count("<br>") for a in fig.layout.annotations)  # wrapped titles: 18 px per extra line
+    return base_layout(fig, None, 60 * T + 140 + 18 * lines, top=40 + 18 * lines)
 
 
 def tables_figure(panels: dict[str, object], row_title: str, col_title: str, subtitle: str | None = None,
@@ -228,7 +230,8 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        text = f"<b>{name}</b>" + (f"<br>{subtitle}" if subtitle else "")
+        # wrapped: three panels side by side are a third of a phone's width each
+        text = f"<b>{wrap_text(name, 28)}</b>" + (f"<br>{wrap_text(subtitle, 28)}" if subtitle else "")
         annotations.append(dict(text=text, x=left, xref="paper",
                                 xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates

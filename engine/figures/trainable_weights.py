@@ -11,7 +11,16 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, WEIGHTS_SCALE, add_step_slider, base_layout, heatmap_trace, matrix_axes
+from engine.figures.core import (
+    PALETTE,
+    TITLE_WIDTH,
+    WEIGHTS_SCALE,
+    add_step_slider,
+    base_layout,
+    heatmap_trace,
+    matrix_axes,
+    wrap_text,
+)
 from engine.sections.trainable_weights import DkSweep
 
 _UNSCALED = "q·k"
@@ -87,7 +96,9 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
         cols=3,
         column_widths=[0.5, 0.25, 0.25],
         horizontal_spacing=0.08,
-        subplot_titles=(labels.spread_panel, labels.w_max_panel, labels.grad_panel),
+        # the narrow panels' titles on several lines: on one line the third ran past the figure's right edge
+        subplot_titles=(wrap_text(labels.spread_panel, 40), wrap_text(labels.w_max_panel, 20),
+                        wrap_text(labels.grad_panel, 20)),
     )
     reach = max(max(abs(b.p1), abs(b.p99)) for b in sweep.unscaled.values())
     bar_labels = [labels.without_scale, labels.with_scale]
@@ -128,15 +139,16 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
                 row=1,
                 col=col,
             )
-        titles.append(labels.step_title.format(d_k=d_k, var=float(row["var_scores"]),
-                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples))
+        titles.append(wrap_text(labels.step_title.format(d_k=d_k, var=float(row["var_scores"]),
+                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples),
+                                TITLE_WIDTH))
     fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text=labels.score_axis, zeroline=True,
                      zerolinecolor="#999", row=1, col=1)
     fig.update_yaxes(range=[0, 1.15], row=1, col=2)
     fig.update_yaxes(range=[0, 0.3], row=1, col=3)
     fig.update_yaxes(gridcolor="#eee")
-    base_layout(fig, titles[d_ks.index(active_d_k)], 420)
-    fig.update_layout(margin=dict(t=90))
+    base_layout(fig, titles[d_ks.index(active_d_k)], 460)
+    fig.update_layout(margin=dict(t=130))
     return add_step_slider(
         fig,
         [str(d) for d in d_ks],
@@ -158,7 +170,8 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
         Two panels: var(W) and var(x·W); markers are measured, dashed lines the theory.
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=(labels.weights_panel, labels.projection_panel))
+                        # wrapped: on one line the right panel's title ran under the toolbar on a phone
+                        subplot_titles=(wrap_text(labels.weights_panel, 20), wrap_text(labels.projection_panel, 20)))
     for k, (init, part) in enumerate(table.groupby("init", sort=False)):
         color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
         for col, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
@@ -172,8 +185,9 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
                 name=labels.theory.format(init=init), legendgroup=init, showlegend=col == 1, row=1, col=col,
                 hovertemplate="d_in %{x}: %{y:.4g}<extra>" + labels.theory_hover + "</extra>",
             )
-    fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee")
-    fig.update_yaxes(type="log", gridcolor="#eee")
+    # one label per decade, as powers of ten: Plotly's own minor labels (2, 5) crowded at phone width
+    fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee", dtick=1, exponentformat="power")
+    fig.update_yaxes(type="log", gridcolor="#eee", dtick=1, exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
     return base_layout(fig, None, 400)
 

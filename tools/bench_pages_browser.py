@@ -1,0 +1,279 @@
+"""Browser page benchmark: first paint and input-to-redraw time of every server-side control, in Chromium.
+
+Started by ``python -m engine.bench pages --browser``. Starts ``streamlit run app.py`` (from
+``--app-root``, so an older checkout can be measured with this tool), visits every page once to warm
+the server, then per page:
+
+- **first paint**: a fresh browser tab opens the page's URL; milliseconds from navigation start
+  (``performance.timeOrigin``) until the first Plotly chart's SVG is visible;
+- **input to redraw**: for each visible slider, select slider, number input and selectbox in the page's
+  main area, ``--moves`` moves made as a reader makes them (arrow keys on a slider, the +/− buttons of a
+  number input, the keyboard in a selectbox); each time, from the input until the last change of any
+  chart's DOM, once the page has been still for ``QUIET_MS`` and the app reports no run in progress.
+  A control that changes no chart (it drives text or a table) is timed to the last change of the main
+  area outside the control, and marked ``text`` in the table.
+
+Prints a table with the machine and the load average before and after, and writes JSON.
+Needs Debian's ``chromium`` and the ``playwright`` package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ui.nav import PAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run", "--disable-quic"]
+#: The charts must be still this long (ms) before a redraw counts as finished.
+QUIET_MS = 600
+#: A move whose charts have not changed after this long (ms) changed no chart.
+NO_CHANGE_MS = 6000
+CHART = '[data-testid="stPlotlyChart"]'
+
+#: Installs one MutationObserver on the main area: the time of the last mutation inside a chart, and of the
+#: last one elsewhere outside the control being moved (its container is marked ``data-bench-moving``).
+OBSERVE_JS = """() => {
+  if (window.__bench) return;
+  window.__bench = {lastChart: 0, lastOther: 0};
+  const main = document.querySelector('[data-testid="stMain"]') || document.body;
+  new MutationObserver((records) => {
+    const now = performance.now();
+    for (const r of records) {
+      const t = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      if (!t || !t.closest || t.closest('[data-bench-moving]') || r.attributeName === 'data-bench-moving') continue;
+      const inChart = t.closest('[data-testid="stPlotlyChart"]');
+      const added = [...r.addedNodes].some(n => n.nodeType === 1 &&
+        (n.matches('[data-testid="stPlotlyChart"]') || n.querySelector('[data-testid="stPlotlyChart"]')));
+      if (inChart || added) window.__bench.lastChart = now; else window.__bench.lastOther = now;
+    }
+  }).observe(main, {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
+STATE_JS = """() => ({now: performance.now(), lastChart: window.__bench.lastChart, lastOther: window.__bench.lastOther,
+  running: !!document.querySelector('[data-testid="stStatusWidget"]')})"""
+
+#: Visible controls in the main area, each with a stable name (its key class, else its label).
+CONTROLS_JS = """() => {
+  const out = [];
+  const kinds = [['stSlider', 'slider'], ['stNumberInput', 'number'], ['stSelectbox', 'selectbox']];
+  for (const [testid, kind] of kinds) {
+    document.querySelectorAll(`[data-testid="stMain"] [data-testid="${testid}"]`).forEach((el, i) => {
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) return;
+      const c = el.closest('[class*="st-key-"]');
+      const key = c ? [...c.classList].find(k => k.startsWith('st-key-')).slice(7) : null;
+      const label = (el.querySelector('label') || {}).innerText || '';
+      out.push({kind, index: i, key, label: label.slice(0, 40)});
+    });
+  }
+  return out;
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(app_root: Path, port: int) -> subprocess.Popen:
+    """``streamlit run app.py`` in ``app_root`` on ``port``; returns once its health check answers."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+         "--server.address", "127.0.0.1"],
+        cwd=app_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(app_root)},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not become healthy within 120 s")
+
+
+def wait_idle(page, timeout_ms: float = 120_000) -> None:
+    """Until a chart is drawn and the app reports no run in progress."""
+    page.wait_for_selector(f"{CHART} .main-svg", state="visible", timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+
+
+def first_paint(context, url: str) -> float:
+    """Milliseconds from navigation start to the first chart's SVG visible, in a fresh tab."""
+    page = context.new_page()
+    page.goto(url, wait_until="commit")
+    page.wait_for_selector(f"{CHART} .main-svg", state="visible", timeout=120_000)
+    ms = page.evaluate("performance.now()")
+    page.close()
+    return ms
+
+
+def _move(page, control: dict, step: int) -> None:
+    """One reader's move of ``control``: forward on even steps, back on odd ones."""
+    testid = {"slider": "stSlider", "number": "stNumberInput", "selectbox": "stSelectbox"}[control["kind"]]
+    el = page.locator(f'[data-testid="stMain"] [data-testid="{testid}"]').nth(control["index"])
+    forward = step % 2 == 0
+    if control["kind"] == "slider":
+        thumb = el.locator('input[type="range"]').first
+        at_max = float(thumb.input_value()) >= float(thumb.get_attribute("max"))
+        thumb.focus()
+        page.keyboard.press("ArrowLeft" if forward == at_max else "ArrowRight")
+    elif control["kind"] == "number":
+        up = el.locator('[data-testid="stNumberInputStepUp"]')
+        down = el.locator('[data-testid="stNumberInputStepDown"]')
+        if up.count() and down.count():
+            (up if forward and up.is_enabled() or not down.is_enabled() else down).click()
+        else:  # a narrow input has no +/- buttons: the arrow keys step it, Enter commits
+            box = el.locator("input").first
+            box.focus()
+            page.keyboard.press("ArrowUp" if forward else "ArrowDown")
+            page.keyboard.press("Enter")
+    else:
+        el.locator("input").first.click()
+        page.keyboard.press("ArrowDown" if forward else "ArrowUp")
+        page.keyboard.press("Enter")
+
+
+def redraw_times(page, control: dict, moves: int) -> tuple[list[float], bool]:
+    """Input-to-redraw times (ms) of ``moves`` moves, and whether they are chart redraws.
+
+    A move's time runs to the last change inside a chart; a control that changed no chart in any move is
+    timed to the last change of anything else in the main area outside the control itself (its text,
+    tables), and ``False`` is returned with the times.
+    """
+    page.evaluate(OBSERVE_JS)
+    testid = {"slider": "stSlider", "number": "stNumberInput", "selectbox": "stSelectbox"}[control["kind"]]
+    page.locator(f'[data-testid="stMain"] [data-testid="{testid}"]').nth(control["index"]).evaluate(
+        "el => (el.closest('[data-testid=\"stElementContainer\"]') || el).setAttribute('data-bench-moving', '')")
+    charts: list[float | None] = []
+    others: list[float] = []
+    for step in range(moves):
+        t0 = page.evaluate("performance.now()")
+        _move(page, control, step)
+        while True:
+            page.wait_for_timeout(40)
+            s = page.evaluate(STATE_JS)
+            last = max(s["lastChart"], s["lastOther"])
+            if last > t0 and s["now"] - last > QUIET_MS and not s["running"]:
+                charts.append(s["lastChart"] - t0 if s["lastChart"] > t0 else None)
+                others.append(last - t0)
+                break
+            if last <= t0 and s["now"] - t0 > NO_CHANGE_MS and not s["running"]:
+                raise RuntimeError(f"{control} changed nothing in {NO_CHANGE_MS} ms")
+            if s["now"] - t0 > 120_000:
+                raise RuntimeError(f"{control} did not settle within 120 s")
+    page.evaluate("() => document.querySelector('[data-bench-moving]').removeAttribute('data-bench-moving')")
+    drawn = [t for t in charts if t is not None]
+    return (drawn, True) if drawn else (others, False)
+
+
+def measure(app_root: Path, slugs: list[str], moves: int, width: int, progress) -> dict:
+    """Start a server in ``app_root``, warm it, and measure the pages ``slugs``."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = start_server(app_root, port)
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=LAUNCH_ARGS)
+            infos = [i for i in PAGES if i.slug in slugs]
+            for info in infos:  # warm the server: imports, caches
+                ctx = browser.new_context(viewport={"width": width, "height": 900})
+                page = ctx.new_page()
+                page.goto(f"{base}/{info.url_path}")
+                wait_idle(page)
+                ctx.close()
+                progress(f"warmed /{info.url_path}")
+            for info in infos:
+                ctx = browser.new_context(viewport={"width": width, "height": 900})
+                paint = first_paint(ctx, f"{base}/{info.url_path}")
+                page = ctx.new_page()
+                page.goto(f"{base}/{info.url_path}")
+                wait_idle(page)
+                page.wait_for_timeout(500)
+                controls = []
+                for control in page.evaluate(CONTROLS_JS):
+                    try:
+                        times, chart = redraw_times(page, control, moves)
+                    except Exception as error:  # one control's failure must not lose the others
+                        progress(f"/{info.url_path} {control['key'] or control['label']}: skipped ({error})"[:300])
+                        page.goto(f"{base}/{info.url_path}")
+                        wait_idle(page)
+                        continue
+                    controls.append({**control, "drives_chart": chart, "times_ms": [round(t) for t in times],
+                                     "median_ms": round(statistics.median(times))})
+                    progress(f"/{info.url_path} {control['key'] or control['label']}: "
+                             f"{controls[-1]['median_ms']} ms")
+                rows.append({"url_path": info.url_path, "first_paint_ms": round(paint), "controls": controls})
+                progress(f"/{info.url_path}: first paint {paint:.0f} ms")
+                ctx.close()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    return {"pages": rows}
+
+
+def print_table(result: dict) -> None:
+    print(f"machine: {result['machine']}; load average before {result['load_before']}, after {result['load_after']}")
+    print(f"{'page':<22}{'first paint ms':>15}  {'control':<22}{'median ms':>10}  moves (ms)")
+    for row in result["pages"]:
+        first = True
+        empty = {"key": "-", "label": "", "median_ms": None, "times_ms": [], "drives_chart": True}
+        for c in row["controls"] or [empty]:
+            name = (c["key"] or c["label"])[:21]
+            med = "-" if c["median_ms"] is None else str(c["median_ms"])
+            moves = " ".join(str(t) for t in c["times_ms"]) + ("" if c.get("drives_chart", True) else "  (text)")
+            print(f"{row['url_path'] if first else '':<22}{str(row['first_paint_ms']) if first else '':>15}  "
+                  f"{name:<22}{med:>10}  {moves}")
+            first = False
+
+
+def main(argv: list[str]) -> int:
+    from tools.bench_pages import cpu_name
+
+    parser = argparse.ArgumentParser(prog="python -m engine.bench pages --browser", description=__doc__)
+    parser.add_argument("--moves", type=int, default=5, help="moves per control (the median is reported)")
+    parser.add_argument("--page", action="append", help="only these url paths (repeatable; home is '')")
+    parser.add_argument("--all", action="store_true", help="the Lab too (by default only the essay pages)")
+    parser.add_argument("--width", type=int, default=1440, help="viewport width in px")
+    parser.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
+    parser.add_argument("--json", default="runs/bench_pages_browser.json", help="where to write the results")
+    args = parser.parse_args(argv)
+    slugs = [i.slug for i in PAGES if (args.page is None or i.url_path in args.page)
+             and (args.all or args.page or i.group == "essay")]
+
+    def progress(line: str) -> None:
+        print(f"  [{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    result = measure(Path(args.app_root).resolve(), slugs, args.moves, args.width, progress)
+    result = {"machine": cpu_name(), "cores": os.cpu_count(), "app_root": str(Path(args.app_root).resolve()),
+              "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
+              "moves": args.moves, "width": args.width, **result}
+    print_table(result)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
