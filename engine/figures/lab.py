@@ -23,6 +23,7 @@ from engine.figures.core import (
     heatmap_trace,
     matrix_axes,
     to_numpy,
+    wrap_text,
 )
 
 TRAIN_COLOR = PALETTE[0]
@@ -160,6 +161,9 @@ def position_tables_figure(trained, untrained, text: Mapping[str, str], similari
     titles = [text["trained"], text["untrained"]]
     if similarity:
         titles += [text["sim_trained"], text["sim_untrained"]]
+    # two panels side by side: short title lines, so that on a phone the right one clears Plotly's toolbar
+    titles = [wrap_text(t, 18) for t in titles]
+    lines = max(t.count("<br>") for t in titles)
     fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     bound = float(max(np.abs(a).max(), np.abs(b).max(), 1e-6))
     for col, table in ((1, a), (2, b)):
@@ -176,7 +180,7 @@ def position_tables_figure(trained, untrained, text: Mapping[str, str], similari
                                      hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
             fig.update_yaxes(autorange="reversed", title_text=text["position"] if col == 1 else None, row=2, col=col)
             fig.update_xaxes(title_text=text["position"], row=2, col=col)
-    return base_layout(fig, None, 820 if similarity else 420, top=40)
+    return base_layout(fig, None, (820 if similarity else 420) + 18 * lines, top=40 + 18 * lines)
 
 
 def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 420,

@@ -173,17 +173,18 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                    showgrid=False),
         yaxis=dict(domain=[0, 0.86], autorange="reversed", tickmode="array", tickvals=list(range(T)), ticktext=rows,
                    showgrid=False),
-        xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], title_text=labels.count_axis, gridcolor="#eee"),
+        # the count panel's title sits under it, as its axis title: at its top right Plotly's toolbar would cover it
+        xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], gridcolor="#eee",
+                    title_text=wrap_text(labels.count_title, 14) + "<br>" + wrap_text(labels.count_axis, 14)),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
             dict(text=wrap_text(labels.mask_title, 40), xref="paper", x=0, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
-            dict(text=wrap_text(labels.count_title, 14), xref="paper", x=0.72, xanchor="left", y=1, yref="paper",
-                 yanchor="bottom", showarrow=False),
         ],
     ))
-    lines = max(a.text.count("<br>") for a in fig.layout.annotations)  # wrapped titles: 18 px per extra line
-    return base_layout(fig, None, 60 * T + 140 + 18 * lines, top=40 + 18 * lines)
+    lines = fig.layout.annotations[0].text.count("<br>")  # a wrapped title: 18 px per extra line
+    below = fig.layout.xaxis2.title.text.count("<br>")  # the count panel's title lines under it
+    return base_layout(fig, None, 60 * T + 140 + 18 * (lines + below), top=40 + 18 * lines)
 
 
 def tables_figure(panels: dict[str, object], row_title: str, col_title: str, subtitle: str | None = None,
