@@ -114,7 +114,10 @@ class GPTConfig:
 
     @property
     def resid_dropout_rate(self) -> float:
-        """Dropout probability on the embeddings and residual branches in training: ``resid_dropout``, else ``dropout``."""
+        """Dropout probability on the embeddings and residual branches in training.
+
+        ``resid_dropout`` if set, else ``dropout``.
+        """
         return float(self.dropout if self.resid_dropout is None else self.resid_dropout)
 
     def to_dict(self) -> dict:
@@ -249,7 +252,8 @@ class CausalSelfAttention(nn.Module):
         attn_scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
         if self.causal:
             # past block_size (sinusoidal, rope, none) the cached mask is too small: build one for T
-            mask = self.mask[:T, :T] if T <= self.mask.size(0) else torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+            mask = (self.mask[:T, :T] if T <= self.mask.size(0)
+                    else torch.ones(T, T, dtype=torch.bool, device=q.device).tril())
             attn_scores = attn_scores.masked_fill(~mask, float("-inf"))
         attn_weights = torch.softmax(attn_scores, dim=-1)  # (B, nh, T, T), rows sum to 1
         context_vec = self.attn_dropout(attn_weights) @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
@@ -307,7 +311,8 @@ class CausalSelfAttention(nn.Module):
             mask = self.mask[start:end, :end]  # (T, end), True where allowed
             context_vec = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # (B, nh, T, hs)
         T_out = context_vec.size(2)
-        y = context_vec.transpose(1, 2).contiguous().view(B, T_out, C)  # (B, nh, T', hs) -> (B, T', nh, hs) -> (B, T', C)
+        # (B, nh, T', hs) -> transpose -> (B, T', nh, hs) -> view -> (B, T', C)
+        y = context_vec.transpose(1, 2).contiguous().view(B, T_out, C)
         return self.proj(y)
 
 
@@ -700,7 +705,8 @@ def kv_cache_steps(prompt_len: int, max_new_tokens: int, block_size: int, causal
     """
     if prompt_len < 1 or block_size < 1 or max_new_tokens < 0:
         raise ValueError(
-            f"need prompt_len >= 1, block_size >= 1, max_new_tokens >= 0; got {prompt_len}, {block_size}, {max_new_tokens}"
+            "need prompt_len >= 1, block_size >= 1, max_new_tokens >= 0; "
+            f"got {prompt_len}, {block_size}, {max_new_tokens}"
         )
     rows, cached = [], 0
     for step in range(max_new_tokens):

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 LINES = ["白日依山尽，黄河入海流。", "欲穷千里目，更上一层楼。", "床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"]
 TEXT = "\n\n".join(LINES[i % 4] + "\n" + LINES[(i + 1) % 4] for i in range(24))
 OTHER_TEXT = TEXT.replace("月", "日")
-FAST = TrainConfig(steps=20, batch_size=8, learning_rate=3e-3, warmup_steps=2, eval_interval=10, eval_iters=2, device="cpu")
+FAST = TrainConfig(steps=20, batch_size=8, learning_rate=3e-3, warmup_steps=2, eval_interval=10, eval_iters=2,
+                   device="cpu")
 LONG = dataclasses.replace(FAST, steps=100_000, eval_interval=100_000)
 
 
@@ -364,7 +365,7 @@ def test_params_and_weights_id(trained):
     assert M.weights_id(model) != before
 
 
-# --- process-wide state ------------------------------------------------------------------------------------------------
+# --- process-wide state -----------------------------------------------------------------------------------------------
 
 
 def test_jobs_leave_the_thread_count_alone(corpus):
@@ -404,7 +405,7 @@ def test_training_does_not_disturb_chapter_style_seeding(corpus):
     assert all(torch.equal(d, expected) for d in draws)
 
 
-# --- jobs end with their reader ------------------------------------------------------------------------------------------
+# --- jobs end with their reader ---------------------------------------------------------------------------------------
 
 
 def wait_for_step(job, step, timeout=30):
@@ -467,7 +468,7 @@ def test_a_failing_liveness_check_keeps_the_job(corpus):
     assert finished(job).state == "done"
 
 
-# --- the Lab's rules ------------------------------------------------------------------------------------------------------
+# --- the Lab's rules --------------------------------------------------------------------------------------------------
 
 
 def test_head_choices():

@@ -1,30 +1,104 @@
-"""AppTest: page 8 (views/lab.py) trains, stops, generates, draws attention, handles bad uploads, keeps readers apart."""
+"""AppTest: page 8 (views/lab.py) trains, stops, generates, draws attention, handles bad uploads, keeps readers apart.
 
+The page's words are compared through the message catalog (:func:`msg`, :func:`pattern`): each
+assertion names the message id the page passes to ``_()`` and the values it fills in.
+"""
+
+import math
+import re
+import string
 import time
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from engine import budget
 from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
 from engine.corpus import DEFAULT_CORPUS, load_corpus
+from engine.device import describe_device, pick_device
 from engine.lab import experiments as X
 from engine.lab import models
 from engine.lab import settings as rules
-from tests.plotly_json import captions, figures, open_page, texts
+from tests.plotly_json import ROOT, captions, figures, open_page, texts
+from ui.i18n import translations
+from ui.lab_panels import plain
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PAGE = "views/lab.py"
 #: The "tiny" preset's sizes on the 313 Tang poems (a small corpus: tests that train pick it), and a short run.
-TINY = {"lab_corpus": "tang300", "lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head": 4, "lab_block": 16, "lab_dropout": 0.0, "lab_steps": 24,
-        "lab_batch": 8, "lab_lr": 3e-3}
+TINY = {"lab_corpus": "tang300", "lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head": 4, "lab_block": 16,
+        "lab_dropout": 0.0, "lab_steps": 24, "lab_batch": 8, "lab_lr": 3e-3}
 DEADLINE_S = 90
+MB = budget.MB
+
+# The message ids of views/lab.py and ui/lab_panels.py that the tests read back.
+SHIPPED_CAPTION = "The model shipped with the app"
+YOUR_MODEL = "Your model ({origin})"
+DONE = "done: {step} steps in {seconds:.1f} s"
+STOPPED = "stopped after {step} of {steps} steps ({seconds:.1f} s)"
+RUNNING = "step {step} / {steps} · {rate:,.0f} tokens/s · {eta}"
+NATS = "{nats:.3f} nats (perplexity {ppl:,.1f})"
+VERSUS = "val {val} · unigram {uni} · bigram {bi}: {verdict}."
+COUNTING = ("**What counting alone scores on this split** (a model must go below these to have learned "
+            "anything): unigram (character frequency) {uni}; bigram (the previous character) {bi}.")
+DEVICE = ("Training runs on **{device}** (CUDA, then Apple MPS, then CPU), one training at a time on this "
+          "server.")
+CONFIG = "n_layer {n_layer}, n_head {n_head}, n_embd {n_embd}, block_size {block}, {pos}"
+STEPS_ON = "{steps} steps on {corpus}"
+STOPPED_STEPS_ON = "{steps} steps (stopped) on {corpus}"
+GENERATED = "{mode} · {k} · seed {seed} · {n} new characters"
+NEXT_CHAR_TITLE = "What the model predicts after your prompt"
+LOOKED_TITLE = "Where attention looked from the last character"
+LAST_EVAL = "last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"
+UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {chars}"
+CURVES_TITLE = "val loss (solid) and train loss (dotted)"
+LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
+BY_POSITION = "{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+CORPUS_METRICS = ("characters", "records", "distinct characters", "train / val tokens", "vocabulary (tokens)",
+                  "validation coverage", "unknown tokens (val)", "unknown tokens (train)")
 
 
-def progress_text(at):
-    return " ".join(p.proto.text for p in at.get("progress"))
+def msg(msgid: str, lang: str = "en", **values) -> str:
+    """A message of the page as the reader sees it in ``lang``."""
+    return translations(lang).gettext(msgid).format(**values)
+
+
+def pattern(msgid: str, lang: str = "en", **values) -> re.Pattern:
+    """``msgid`` in ``lang`` as a regular expression: the given placeholders filled in, the others captured.
+
+    For messages holding a value the test cannot know (a time, a loss); the first occurrence of each
+    unknown placeholder becomes a named group.
+    """
+    parts, seen = [], set()
+    for literal, field, spec, _conversion in string.Formatter().parse(translations(lang).gettext(msgid)):
+        parts.append(re.escape(literal))
+        if field is None:
+            continue
+        if field in values:
+            parts.append(re.escape(format(values[field], spec)))
+        elif field in seen:
+            parts.append(".*?")
+        else:
+            seen.add(field)
+            parts.append(f"(?P<{field}>.*?)")
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def matching(items, msgid: str, lang: str = "en", **values) -> list[re.Match]:
+    """The matches of :func:`pattern` that cover a whole item of ``items``."""
+    rx = pattern(msgid, lang, **values)
+    return [m for m in map(rx.fullmatch, items) if m]
+
+
+def nats(value: float, lang: str = "en") -> str:
+    return msg(NATS, lang, nats=value, ppl=math.exp(min(value, 50.0)))
+
+
+def progress_texts(at) -> list[str]:
+    return [p.proto.text for p in at.get("progress")]
 
 
 def set_controls(at, values):
@@ -38,19 +112,56 @@ def set_controls(at, values):
     return at
 
 
-def train_until(at, word, deadline_s=DEADLINE_S):
-    """Reruns the page (as the polling fragment would) until the progress bar's text holds ``word``."""
+def train_until(at, msgid, deadline_s=DEADLINE_S):
+    """Reruns the page (as the polling fragment would) until a progress bar's text is the message ``msgid``."""
     deadline = time.monotonic() + deadline_s
-    while word not in progress_text(at):
-        assert time.monotonic() < deadline, f"no '{word}' after {deadline_s} s: {progress_text(at)!r}"
+    while not matching(progress_texts(at), msgid):
+        assert time.monotonic() < deadline, f"no '{msgid}' after {deadline_s} s: {progress_texts(at)!r}"
         time.sleep(0.2)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
     return at
 
 
-def model_caption(at):
-    return next(c for c in captions(at) if c.startswith(("Your model", "Shipped model")))
+def caption_prefixes(lang: str = "en", origins=("trained", "uploaded"), shipped=True) -> tuple[str, ...]:
+    """How the caption of the model in use begins: whose model it is, then ": "."""
+    whose = [msg(YOUR_MODEL, lang, origin=msg(o, lang)) for o in origins] + ([msg(SHIPPED_CAPTION, lang)] * shipped)
+    return tuple(w + ": " for w in whose)
+
+
+def model_caption(at, lang: str = "en"):
+    return next(c for c in captions(at) if c.startswith(caption_prefixes(lang)))
+
+
+def caption_parts(at, origin: str) -> list[str]:
+    """The " · "-separated parts of the caption of the reader's own model (``origin``: trained, uploaded)."""
+    caption = model_caption(at)
+    prefix = caption_prefixes(origins=(origin,), shipped=False)[0]
+    assert caption.startswith(prefix), caption
+    return caption.removeprefix(prefix).split(" · ")
+
+
+def shipped_caption(model: models.LabModel, lang: str = "en") -> str:
+    """The caption of the shipped model, from its config and summary."""
+    c, s = model.config, model.summary
+    parts = [msg(CONFIG, lang, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size,
+                 pos=c.pos_encoding),
+             msg("{params:,} parameters", lang, params=model.params),
+             msg("vocabulary {size}", lang, size=model.tokenizer.vocab_size),
+             msg(STEPS_ON, lang, steps=s["steps_done"], corpus=s["corpus"]),
+             msg("train loss {train:.3f}, val loss {val:.3f}", lang, train=s["final_train_loss"],
+                 val=s["final_val_loss"])]
+    return msg(SHIPPED_CAPTION, lang) + ": " + " · ".join(parts)
+
+
+def versus_captions(at, base, lang: str = "en") -> list[re.Match]:
+    """The captions that put a validation loss beside the counting baselines ``base``."""
+    return matching(captions(at), VERSUS, lang, uni=nats(base.unigram.val_nats, lang),
+                    bi=nats(base.bigram.val_nats, lang))
+
+
+def title(figure: dict) -> str:
+    return figure["layout"].get("title", {}).get("text", "")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +169,7 @@ def trained():
     """One session that trained the tiny model to the end (other sessions reuse it from the registry)."""
     at = set_controls(open_page(PAGE), TINY)
     at.button(key="lab_train").click().run()
-    return train_until(at.run(), "done")
+    return train_until(at.run(), DONE)
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +177,22 @@ def default_corpus():
     return load_corpus(DEFAULT_CORPUS)
 
 
-def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(default_corpus):
+@pytest.fixture(scope="module")
+def shipped():
+    return models.load_shipped(SHIPPED_MODEL) if SHIPPED_MODEL.exists() else None
+
+
+def corpus_metrics(at, lang: str = "en") -> dict[str, str]:
+    """The corpus section's metrics, keyed by their English message id."""
+    shown = {m.label: m.value for m in at.metric}
+    return {msgid: shown[msg(msgid, lang)] for msgid in CORPUS_METRICS}
+
+
+def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(default_corpus, shipped):
     at = open_page(PAGE)
     assert not at.exception
     assert at.radio(key="lab_corpus").value == DEFAULT_CORPUS
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = corpus_metrics(at)
     stats = default_corpus.vocab_stats
     assert metrics["vocabulary (tokens)"] == f"{default_corpus.vocab_size:,}"
     assert metrics["characters"] == f"{len(default_corpus.text):,}"
@@ -78,54 +200,72 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(defa
     assert metrics["validation coverage"] == f"{stats.val_coverage:.2%}"
     assert metrics["unknown tokens (val)"] == f"{stats.val_unk_rate:.2%}"
     base = corpus_baselines(default_corpus)
-    counting = next(t for t in texts(at) if t.startswith("**What counting alone scores"))
-    assert f"{base.unigram.val_nats:.3f} nats" in counting and f"{base.bigram.val_nats:.3f} nats" in counting
-    assert any("Training runs on **CPU" in c or "Training runs on **CUDA" in c for c in captions(at))
-    if SHIPPED_MODEL.exists():
+    assert msg(COUNTING, uni=nats(base.unigram.val_nats), bi=nats(base.bigram.val_nats)) in texts(at)
+    assert msg(DEVICE, device=describe_device(pick_device())) in captions(at)
+    if shipped is not None:
         assert at.radio(key="lab_use").value == "shipped"
-        assert model_caption(at).startswith("Shipped model (shipped)")
+        assert model_caption(at) == shipped_caption(shipped)
         poem = next(t for t in texts(at) if t.startswith("**白日**"))
         assert len(poem) > len("**白日**") + 20  # generation works without training
         assert any(f["layout"].get("sliders") for f in figures(at))
         # the shipped model beside the counting baselines of its corpus, its diagram, the next-character view
-        assert any(c.startswith("val ") and "bigram" in c for c in captions(at))
-        assert at.get("graphviz_chart") and "parameters" in at.get("graphviz_chart")[0].proto.spec
-        bars = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
-                    "What the model predicts after your prompt")
+        versus = versus_captions(at, base)
+        assert [m["val"] for m in versus] == [nats(shipped.summary["final_val_loss"])]
+        total = translations("en").ngettext("{n:,} parameter in all", "{n:,} parameters in all", shipped.params)
+        assert at.get("graphviz_chart") and total.format(n=shipped.params) in at.get("graphviz_chart")[0].proto.spec
+        bars = next(f for f in figures(at) if title(f) == msg(NEXT_CHAR_TITLE))
         assert len(bars["layout"]["sliders"]) == 2
-        assert any(f["layout"].get("title", {}).get("text") == "Where attention looked from the last character"
-                   for f in figures(at))
-        assert any("keys/values reused from the cache" == t["name"] for f in figures(at) for t in f["data"])
+        assert any(title(f) == msg(LOOKED_TITLE) for f in figures(at))
+        assert any(msg("keys/values reused from the cache") == t["name"] for f in figures(at) for t in f["data"])
     else:
-        assert any("No model yet" in i.value for i in at.info)
+        assert any(i.value == msg("No model yet: no trained model ships with this copy of the app. Train one above "
+                                  "(the quick preset takes about a minute) or load a checkpoint.") for i in at.info)
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_the_lab_opens_in_french_and_german_with_the_same_numbers(default_corpus, shipped, lang):
+    english = corpus_metrics(open_page(PAGE))
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert corpus_metrics(at, lang) == english
+    base = corpus_baselines(default_corpus)
+    counting = msg(COUNTING, lang, uni=nats(base.unigram.val_nats, lang), bi=nats(base.bigram.val_nats, lang))
+    assert counting in texts(at)
+    if shipped is not None:
+        assert model_caption(at, lang) == shipped_caption(shipped, lang)
+        assert [m["val"] for m in versus_captions(at, base, lang)] == [nats(shipped.summary["final_val_loss"], lang)]
+        assert any(title(f) == msg(NEXT_CHAR_TITLE, lang) for f in figures(at))
 
 
 def test_short_training_runs_to_the_end(trained):
     at = trained
-    assert "done: 24 steps" in progress_text(at)
+    assert matching(progress_texts(at), DONE, step=24)
     assert at.radio(key="lab_use").value == "own"
-    caption = model_caption(at)
-    assert caption.startswith("Your model (trained)") and "24 steps on tang300" in caption
-    assert "(stopped)" not in caption
-    live = next(f for f in figures(at) if f["layout"]["title"]["text"] == "Loss while training")
+    parts = caption_parts(at, "trained")
+    assert msg(STEPS_ON, steps=24, corpus="tang300") in parts
+    assert not matching(parts, STOPPED_STEPS_ON)
+    live = next(f for f in figures(at) if title(f) == msg("Loss while training"))
     names = [t["name"] for t in live["data"]]
-    assert names == ["batch loss", "train loss", "val loss"]
+    assert names == [msg("batch loss"), msg("train loss"), msg("val loss")]
     small = load_corpus("tang300")
     base = corpus_baselines(small)
     lines = sorted(shape["y0"] for shape in live["layout"]["shapes"])
     assert lines == pytest.approx(sorted([base.unigram.val_nats, base.bigram.val_nats]))
-    assert any(c.startswith("val ") and f"{base.bigram.val_nats:.3f} nats" in c for c in captions(at))
+    assert versus_captions(at, base)
     assert len(live["data"][0]["y"]) == 24 and list(live["data"][2]["x"])[-1] == 24
     val = np.asarray(live["data"][2]["y"], dtype=float)
     assert np.all(np.isfinite(val)) and val[-1] < val[0]
-    assert any(t.startswith("last evaluation (step 24)") for t in texts(at))
+    assert matching(texts(at), LAST_EVAL, step=24)
     assert not at.button(key="lab_train").disabled and not [b for b in at.button if b.key == "lab_stop"]
 
 
 def generate(at, **values):
     """Sets the generation form's controls and presses Generate."""
     for key, value in values.items():
-        widget = next(w for kind in ("slider", "number_input", "text_input") for w in getattr(at, kind) if w.key == key)
+        widget = next(w for kind in ("slider", "number_input", "text_input") for w in getattr(at, kind)
+                      if w.key == key)
         widget.set_value(value)
     at.button(key="lab_generate").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -138,30 +278,30 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
     poem = next(t for t in texts(at) if t.startswith("**白日**"))
     at.run()
     assert next(t for t in texts(at) if t.startswith("**白日**")) == poem  # greedy: the same text every time
-    assert any(c.startswith("greedy · top-k 20 · seed 0 · 64 new characters") for c in captions(at))
-    attention = next(f for f in figures(at)
-                     if f["layout"].get("title", {}).get("text", "").startswith("attn_weights"))
+    assert msg(GENERATED, mode=msg("greedy"), k=msg("top-k {k}", k=20), seed=0, n=64) in captions(at)
+    attention = next(f for f in figures(at) if title(f).startswith("attn_weights"))
     steps = attention["layout"]["sliders"][0]["steps"]
-    assert [s["label"] for s in steps] == [f"layer {l} · head {h}" for l in range(2) for h in range(4)]
+    assert [s["label"] for s in steps] == [msg("layer {layer} · head {head}", layer=layer, head=head)
+                                           for layer in range(2) for head in range(4)]
     for trace in attention["data"]:
         z = np.asarray(trace["z"], dtype=float)
         assert z.shape == (12, 12)
         np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-5)
         assert np.all(np.triu(z, 1) == 0)
     assert list(attention["layout"]["yaxis"]["ticktext"])[:2] == ["0:白", "1:日"]
-    positions = next(f for f in figures(at) if any("pos_emb after training" in a["text"]
+    positions = next(f for f in figures(at) if any(msg("pos_emb after training") in a["text"]
                                                    for a in f["layout"].get("annotations", [])))
     assert np.asarray(positions["data"][0]["z"]).shape == (16, 32)
-    assert any(t.startswith("mean cosine similarity of neighbouring positions") for t in texts(at))
+    assert matching(texts(at), "mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, "
+                               "before training **{untrained:.3f}** (seed {seed})")
     # the next character: greedy, so the highlighted bar is the most likely one and the first character written
-    bars = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
-                "What the model predicts after your prompt")
+    bars = next(f for f in figures(at) if title(f) == msg(NEXT_CHAR_TITLE))
     y = np.asarray(bars["data"][0]["x"], dtype=float)  # horizontal bars: probabilities on x
     first = models.generate(at.session_state["lab_own"], "白日", 1, temperature=0).new
     label = repr(first)[1:-1] if first.isspace() else first
-    assert y[0] == 1.0 and y[1:].sum() == 0.0 and bars["layout"]["annotations"][0]["text"] == "sampled: " + label
-    looked = next(f for f in figures(at) if f["layout"].get("title", {}).get("text") ==
-                  "Where attention looked from the last character")
+    assert y[0] == 1.0 and y[1:].sum() == 0.0
+    assert bars["layout"]["annotations"][0]["text"] == msg("sampled: {char}", char=label)
+    looked = next(f for f in figures(at) if title(f) == msg(LOOKED_TITLE))
     mean = np.asarray(looked["data"][0]["z"], dtype=float)
     assert mean.shape == (2, 2) and np.allclose(mean.sum(axis=1), 1.0, atol=1e-3)  # 2 layers over "白日"
 
@@ -169,16 +309,21 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
 def test_prompt_notes_for_unknown_and_long_prompts(trained):
     at = trained
     generate(at, lab_prompt="白日XYZ")
-    assert any("left out of the prompt: X Y Z" in w.value for w in at.warning)
+    assert msg(UNKNOWN_PROMPT, chars=plain("X Y Z")) in [w.value for w in at.warning]
     generate(at, lab_prompt="ABC")
-    assert any("starts from a newline" in i.value for i in at.info)
+    assert msg("Nothing of the prompt is in the vocabulary: the model starts from a {start}.",
+               start=msg("newline")) in [i.value for i in at.info]
     generate(at, lab_prompt="白日依山尽，黄河入海流。" * 3)
-    assert any("reads only the last 16 (its block_size), so the first 20 do not influence it" in i.value for i in at.info)
+    cropped = msg("The prompt has {known} known characters; the model reads only the last {block} (its block_size), "
+                  "so the first {cropped} do not influence it.", known=36, block=16, cropped=20)
+    assert cropped in [i.value for i in at.info]
     generate(at, lab_prompt="", lab_temp=2.0, lab_top_k=0, lab_length=300, lab_gen_seed=99_999)
-    assert any(c.startswith("temperature 2 · all characters · seed 99999 · 300 new characters") for c in captions(at))
+    assert msg(GENERATED, mode=msg("temperature {t:g}", t=2.0), k=msg("all characters"), seed=99_999,
+               n=300) in captions(at)
     assert not any(t.startswith("****") for t in texts(at))  # no empty bold prompt before the text
     at.text_input(key="lab_line").set_value("QQQ").run()
-    assert any("nothing to draw" in w.value for w in at.warning)
+    assert msg("No character of this line is in the model's vocabulary: nothing to draw.") in [w.value
+                                                                                               for w in at.warning]
     assert not at.exception
 
 
@@ -186,34 +331,37 @@ def test_stop_mid_training_keeps_a_model():
     at = set_controls(open_page(PAGE), {**TINY, "lab_steps": 5000, "lab_seed": 7})
     at.button(key="lab_train").click().run()
     deadline = time.monotonic() + DEADLINE_S
-    while not [b for b in at.button if b.key == "lab_stop"] or "step 0 " in progress_text(at):
-        assert time.monotonic() < deadline, progress_text(at)
+    while not [b for b in at.button if b.key == "lab_stop"] or not [
+            m for m in matching(progress_texts(at), RUNNING, steps=5000) if int(m["step"]) > 0]:
+        assert time.monotonic() < deadline, progress_texts(at)
         time.sleep(0.2)
         at.run()
     assert at.button(key="lab_train").disabled  # one training per reader at a time
     at.button(key="lab_stop").click().run()
-    train_until(at, "stopped after")
-    caption = model_caption(at)
-    assert caption.startswith("Your model (trained)") and "(stopped)" in caption
+    train_until(at, STOPPED)
+    assert matching(caption_parts(at, "trained"), STOPPED_STEPS_ON, corpus="tang300")
     assert any(t.startswith("**白日**") for t in texts(at))
     generate(at, lab_length=5)
-    assert any(c.endswith("· 5 new characters") for c in captions(at))  # generation works with the stopped model
+    # generation works with the stopped model
+    assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=msg("top-k {k}", k=20), seed=0,
+               n=5) in captions(at)
 
 
 def test_two_readers_never_see_each_others_models(trained):
     other = open_page(PAGE)
-    assert "your model" not in [o for r in other.radio if r.key == "lab_use" for o in r.options]
+    assert msg("your model") not in [o for r in other.radio if r.key == "lab_use" for o in r.options]
     assert "lab_own" not in other.session_state
-    assert not any(c.startswith("Your model") for c in captions(other))
+    assert not any(c.startswith(caption_prefixes(shipped=False)) for c in captions(other))
     # the same settings on the same text: the model comes from the registry, trained by no one else's choices
     set_controls(other, TINY)
     other.button(key="lab_train").click().run()
-    assert any("reusing it" in s.value for s in other.success)
+    assert msg("A model with exactly these settings on this text was trained before on this server: "
+               "reusing it.") in [s.value for s in other.success]
     assert model_caption(other) == model_caption(trained)
     # a different seed is a different model, and the first reader keeps hers
     set_controls(other, {"lab_seed": 99})
     other.button(key="lab_train").click().run()
-    train_until(other, "done")
+    train_until(other, DONE)
     first_id = trained.session_state["lab_own"].model_id
     assert other.session_state["lab_own"].model_id != first_id
     trained.run()
@@ -224,24 +372,29 @@ def upload_page():
     at = open_page(PAGE)
     at.radio(key="lab_corpus").set_value("upload").run()
     assert not at.exception
-    assert at.button(key="lab_train").disabled and any("no usable training text" in e.value for e in at.error)
+    assert at.button(key="lab_train").disabled
+    assert msg("There is no usable training text yet.") in [e.value for e in at.error]
     return at
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "the file is empty"),
-    (b"\x00\x01\x02binary", "looks binary"),
-    ("白日依山尽".encode("gbk"), "not UTF-8"),
-    (b"a" * (budget.MAX_TEXT_BYTES + 1), "over this server's limit of 2 MB"),
-    ("".join(chr(0x4E00 + i) for i in range(7000)).encode("utf-8"), "7,000 distinct characters"),
+@pytest.mark.parametrize("data, reason, values", [
+    (b"", "the file is empty.", {}),
+    (b"\x00\x01\x02binary", "the file holds NUL bytes, so it looks binary, not text.", {}),
+    ("白日依山尽".encode("gbk"), "it is not UTF-8 text; save it as UTF-8 and try again.", {}),
+    (b"a" * (budget.MAX_TEXT_BYTES + 1), "{value:.1f} MB is over this server's limit of {limit:.0f} MB.",
+     {"value": (budget.MAX_TEXT_BYTES + 1) / MB, "limit": 2}),
+    ("".join(chr(0x4E00 + i) for i in range(7000)).encode("utf-8"),
+     "it has {value:,} distinct characters; a model here may have at most {limit:,} (each one adds a row to the "
+     "embedding and a column to every prediction).", {"value": 7000, "limit": budget.MAX_VOCAB}),
 ])
-def test_bad_uploads_give_a_clear_message(data, message):
+def test_bad_uploads_give_a_clear_message(data, reason, values):
     at = upload_page()
     at.file_uploader(key="lab_upload").set_value(("poems.txt", data, "text/plain")).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any(message in e.value and e.value.startswith("This file cannot be used") for e in at.error)
+    expected = msg("This file cannot be used: {reason}", reason=msg(reason, **values))
+    assert expected in [e.value for e in at.error]
     assert at.button(key="lab_train").disabled
-    assert any(t.startswith("### 4. Generate") for t in texts(at))  # the rest of the page still runs
+    assert [b for b in at.button if b.key == "lab_rerun_experiment_causal"]  # the rest of the page still runs
 
 
 def test_good_upload_becomes_the_corpus():
@@ -249,11 +402,12 @@ def test_good_upload_becomes_the_corpus():
     at = upload_page()
     at.file_uploader(key="lab_upload").set_value(("moon.txt", text.encode("utf-8"), "text/plain")).run()
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = corpus_metrics(at)
     assert metrics["records"] == "30" and metrics["vocabulary (tokens)"] == str(len(set(text)))
     assert metrics["distinct characters"] == str(len(set(text))) and metrics["validation coverage"] == "100.00%"
     # 3 validation records of 12 characters (+ 2 blank-line separators): block_size 64 is too long
-    assert any("block_size 64 is longer than this text allows" in e.value and "at most 39" in e.value for e in at.error)
+    assert msg("block_size {value} is longer than this text allows: its shorter split allows at most {limit}.",
+               value=64, limit=39) in [e.value for e in at.error]
     assert at.button(key="lab_train").disabled
     at.selectbox(key="lab_block").set_value(32).run()
     assert not at.error and not at.button(key="lab_train").disabled
@@ -261,17 +415,19 @@ def test_good_upload_becomes_the_corpus():
 
 def test_checkpoint_upload(trained):
     at = open_page(PAGE)
-    at.file_uploader(key="lab_ckpt_upload").set_value(("broken.safetensors", b"not a checkpoint", "application/octet-stream")).run()
+    broken = ("broken.safetensors", b"not a checkpoint", "application/octet-stream")
+    at.file_uploader(key="lab_ckpt_upload").set_value(broken).run()
     assert not at.exception
-    assert any(e.value.startswith("This checkpoint cannot be loaded: the file is damaged") for e in at.error)
+    assert msg("This checkpoint cannot be loaded: {reason}",
+               reason=msg("the file is damaged or not a checkpoint.")) in [e.value for e in at.error]
     own = trained.session_state["lab_own"]
     data = checkpoint_to_bytes(own.model, own.tokenizer, own.summary)
     at.file_uploader(key="lab_ckpt_upload").set_value(("mine.safetensors", data, "application/octet-stream")).run()
     assert not at.exception
     assert at.radio(key="lab_use").value == "own"
-    assert model_caption(at).startswith("Your model (uploaded)")
+    assert msg(STEPS_ON, steps=24, corpus="tang300") in caption_parts(at, "uploaded")
     assert at.session_state["lab_own"].model_id == own.model_id
-    assert [b for b in at.get("download_button") if b.proto.label.startswith("Download this model")]
+    assert [b for b in at.get("download_button") if b.proto.label == msg("Download this model (.safetensors)")]
 
 
 def test_presets_and_head_choices():
@@ -297,27 +453,44 @@ def test_presets_and_head_choices():
 
 def test_experiment_results_are_shown_at_once():
     at = open_page(PAGE)
-    if X.load_results() is None:
-        assert any("No precomputed results" in i.value for i in at.info)
-        return
-    curves = [f for f in figures(at) if f["layout"].get("title", {}).get("text") == "val loss (solid) and train loss (dotted)"]
-    assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
-    tables = [d.value for d in at.dataframe if "val, last pos." in d.value.columns]
-    assert len(tables) == 3
-    assert list(tables[0]["run"]) == ["1 head of 128", "4 heads of 32 (course)", "8 heads of 16",
-                                      "unigram (counting)", "bigram (counting)"]
     results = X.load_results()
+    if results is None:
+        assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
+                   "below.") in [i.value for i in at.info]
+        return
+    curves = [f for f in figures(at) if title(f) == msg(CURVES_TITLE)]
+    assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
+    tables = [d.value for d in at.dataframe if msg("val, last pos.") in d.value.columns]
+    assert len(tables) == 3
+    run, val = msg("run"), msg("val")
+    assert list(tables[0][run]) == [msg(m) for m in ("1 head of 128", "4 heads of 32 (course)", "8 heads of 16",
+                                                     "unigram (counting)", "bigram (counting)")]
     base = corpus_baselines(load_corpus(results["corpus"]["name"]))
-    assert list(tables[0]["val"])[-2:] == pytest.approx([base.unigram.val_nats, base.bigram.val_nats])
+    assert list(tables[0][val])[-2:] == pytest.approx([base.unigram.val_nats, base.bigram.val_nats])
+    shown = "\n".join(texts(at))
     for table, name in zip(tables, X.EXPERIMENTS, strict=True):
         runs = results["experiments"][name]["runs"]
-        assert list(table["val"])[:len(runs)] == pytest.approx([r.get("fixed_val_loss_mean", r["final_val_loss"])
-                                                                 for r in runs])
-        assert list(table["val perplexity"]) == pytest.approx(np.exp(table["val"].to_numpy()).tolist())
-    if any(c["exceeds_noise"] is not None for e in results["experiments"].values() for c in e.get("comparisons", [])):
-        assert any("seed noise" in t for t in texts(at))
-    assert any("same parameter count for every head count" in t for t in texts(at))
-    assert any(c.startswith("Shipped results: `python -m engine.lab") for c in captions(at))
+        assert list(table[val])[:len(runs)] == pytest.approx([r.get("fixed_val_loss_mean", r["final_val_loss"])
+                                                               for r in runs])
+        assert list(table[msg("val perplexity")]) == pytest.approx(np.exp(table[val].to_numpy()).tolist())
+        names = dict(zip((r["key"] for r in runs), table[run], strict=False))
+        for c in results["experiments"][name].get("comparisons", []):
+            if c["exceeds_noise"] is None:
+                continue
+            verdict = msg("**more than the seed noise**") if c["exceeds_noise"] else msg("within the seed noise")
+            line = msg("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}", b=names[c["b"]],
+                       a=names[c["a"]], delta=c["delta_mean"], noise=c["noise"], verdict=verdict)
+            assert f"- {line}" in shown.split("\n"), line
+    assert any(msg("same parameter count for every head count") in t for t in texts(at))
+    s, machine = results["settings"], results["machine"]
+    expected = msg("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
+                   "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all",
+                   command=results["command"], steps=s["steps"], batch=s["batch_size"],
+                   block=s["base_model"]["block_size"], lr=s["learning_rate"], corpus=results["corpus"]["name"],
+                   cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
+                   minutes=results["total_wall_s"] / 60)
+    suffix = "" if results.get("complete") else msg(" · INCOMPLETE: the command did not finish")
+    assert expected + suffix in captions(at)
 
 
 def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
@@ -328,27 +501,33 @@ def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
     assert at.button(key="lab_rerun_experiment_causal").disabled  # while it runs
     deadline = time.monotonic() + DEADLINE_S
     while "causal" not in (at.session_state["lab_exp_live"] if "lab_exp_live" in at.session_state else {}):
-        assert time.monotonic() < deadline, progress_text(at)
+        assert time.monotonic() < deadline, progress_texts(at)
         time.sleep(0.5)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-    assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(at)
-    lines = [t for t in texts(at) if "at the last position" in t]
-    assert [t.split(":")[0] for t in lines] == ["causal mask (course)", "no causal mask", "no causal mask, RoPE"]
+    assert msg(LIVE_RERUN, steps=10, batch=8, corpus="tang300") in captions(at)
+    lines = matching(texts(at), BY_POSITION)
+    assert [m["run"] for m in lines] == [msg("causal mask (course)"), msg("no causal mask"),
+                                         msg("no causal mask, RoPE")]
     other = open_page(PAGE)
     other.radio(key="lab_corpus").set_value("tang300").run()
     other.number_input(key="lab_rerun_steps").set_value(10).run()
     other.button(key="lab_rerun_experiment_causal").click().run()
-    assert "Your live rerun: 10 steps of batch 8 on tang300." in captions(other)  # from the cache, at once
+    assert msg(LIVE_RERUN, steps=10, batch=8, corpus="tang300") in captions(other)  # from the cache, at once
 
 
 def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
     at = set_controls(open_page(PAGE), {"lab_n_layer": 8, "lab_n_embd": 256, "lab_n_head": 8, "lab_block": 256,
                                         "lab_batch": 64, "lab_steps": 5000})
     errors = [e.value for e in at.error]
-    assert any("would need about" in e and "at most 240 MB" in e for e in errors), errors
-    assert any("would take about" in e for e in errors), errors
-    assert any("MB of memory (limit 240 MB)" in c for c in captions(at))
+    assert matching(errors, "This training would need about {value:,.0f} MB of memory; one reader's training may use "
+                            "at most {limit:,.0f} MB on this server. Lower the batch size, block_size, n_embd or "
+                            "n_layer.", limit=240), errors
+    assert matching(errors, "This training would take about {value}; a training may run at most {limit}. Lower the "
+                            "steps or the model's size."), errors
+    assert matching(captions(at), "{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · "
+                                  "evaluation every {every} steps · about {memory:,.0f} MB of memory (limit "
+                                  "{limit:,.0f} MB) and {time} of training (limit {cap})", limit=240)
     assert at.button(key="lab_train").disabled
     set_controls(at, {"lab_n_layer": 2, "lab_n_embd": 64, "lab_n_head": 4, "lab_block": 64, "lab_batch": 16,
                       "lab_steps": 400})
@@ -358,6 +537,6 @@ def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
 def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
     at = trained
     generate(at, lab_prompt="白日![x](http://evil.example/a.png)[link](http://evil.example)", lab_length=3)
-    warning = next(w.value for w in at.warning if "left out of the prompt" in w.value)
+    warning = matching([w.value for w in at.warning], UNKNOWN_PROMPT)[0]["chars"]
     assert "[" in warning and "(" in warning  # the dropped characters are listed ...
     assert all(warning[i - 1] == "\\" for i, c in enumerate(warning) if c in "[]()!")  # ... each escaped

@@ -33,8 +33,8 @@ POLL_S = 1.0
 
 
 def corpus_label(name: str) -> str:
-    return {"tang": _("All Tang poems (tang, about 56 000)"), "tang300": _("313 Tang poems (tang300)"), "song100": _("Song ci (song100)"),
-            "upload": _("upload a UTF-8 text file")}[name]
+    return {"tang": _("All Tang poems (tang, about 56 000)"), "tang300": _("313 Tang poems (tang300)"),
+            "song100": _("Song ci (song100)"), "upload": _("upload a UTF-8 text file")}[name]
 
 
 # --- cached resources -------------------------------------------------------------------------------------------
@@ -271,7 +271,8 @@ quick = gpt.PRESETS["quick"]
 c1, c2, c3, c4 = st.columns(4)
 n_layer = int(c1.slider("n_layer", *rules.N_LAYERS, step=1,
                         value=quick.n_layer, key="lab_n_layer", bind="query-params"))
-n_embd = int(c2.selectbox("n_embd", rules.N_EMBDS, index=rules.N_EMBDS.index(quick.n_embd), key="lab_n_embd", bind="query-params"))
+n_embd = int(c2.selectbox("n_embd", rules.N_EMBDS, index=rules.N_EMBDS.index(quick.n_embd),
+                          key="lab_n_embd", bind="query-params"))
 pos_encoding = c3.selectbox(_("position encoding"), gpt.POS_ENCODINGS,
                             index=gpt.POS_ENCODINGS.index(quick.pos_encoding), key="lab_pos", bind="query-params")
 heads = rules.head_choices(n_embd, pos_encoding)
@@ -303,7 +304,8 @@ quick_training = rules.PRESET_TRAINING["quick"]
 steps = int(c1.number_input(_("steps"), *rules.STEPS, step=50,
                             value=quick_training["steps"], key="lab_steps", bind="query-params"))
 batch_size = int(c2.selectbox(_("batch size"), rules.BATCH_SIZES,
-                              index=rules.BATCH_SIZES.index(quick_training["batch_size"]), key="lab_batch", bind="query-params"))
+                              index=rules.BATCH_SIZES.index(quick_training["batch_size"]),
+                              key="lab_batch", bind="query-params"))
 learning_rate = float(c3.select_slider(_("peak learning rate"), rules.LEARNING_RATES,
                                        value=quick_training["learning_rate"], key="lab_lr", bind="query-params"))
 
@@ -492,7 +494,8 @@ page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate, models.
 
 # --- 5. look inside ---------------------------------------------------------------------------------------------------
 page.prose("inside")
-line = st.text_input(_("a line to read"), value=chapter.LESSON_LINE + "，黄河入海流。", key="lab_line", bind="query-params")
+line = st.text_input(_("a line to read"), value=chapter.LESSON_LINE + "，黄河入海流。",
+                     key="lab_line", bind="query-params")
 if current is not None:
     max_len = figures.attention_line_length(current.config.n_layer, current.config.n_head)
     attn_text = {"title": "attn_weights", "step": _("layer {layer} · head {head}"),
