@@ -323,7 +323,7 @@ def test_visibility_figure_marks_the_same_sets():
     assert heat.text[1][:2] == ["白/山", "日/依"] and heat.text[1][2] == ""
     assert [t.endswith(" · S") for t in fig.layout.yaxis.ticktext] == [False, False, False, True, True]
     assert list(bars.x) == [1, 2, 3, 4, 5] and heat.hovertemplate.startswith("H %{x}")
-    assert [a.text for a in fig.layout.annotations] == ["M", "C"] and fig.layout.xaxis2.title.text == "A"
+    assert [a.text for a in fig.layout.annotations] == ["M"] and fig.layout.xaxis2.title.text == "C<br>A"
 
 
 def test_tables_figure_panels_read_like_tables():
