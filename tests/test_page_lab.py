@@ -161,7 +161,8 @@ def versus_captions(at, base, lang: str = "en") -> list[re.Match]:
 
 
 def title(figure: dict) -> str:
-    return figure["layout"].get("title", {}).get("text", "")
+    """A figure's title as one line (long titles are wrapped with <br> for phones)."""
+    return figure["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 @pytest.fixture(scope="module")
@@ -286,10 +287,10 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
     for trace in attention["data"]:
         z = np.asarray(trace["z"], dtype=float)
         assert z.shape == (12, 12)
-        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=5e-4)  # cells are sent with 4 decimals
         assert np.all(np.triu(z, 1) == 0)
     assert list(attention["layout"]["yaxis"]["ticktext"])[:2] == ["0:白", "1:日"]
-    positions = next(f for f in figures(at) if any(msg("pos_emb after training") in a["text"]
+    positions = next(f for f in figures(at) if any(msg("pos_emb after training") in a["text"].replace("<br>", " ")
                                                    for a in f["layout"].get("annotations", [])))
     assert np.asarray(positions["data"][0]["z"]).shape == (16, 32)
     assert matching(texts(at), "mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, "

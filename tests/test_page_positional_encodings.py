@@ -9,9 +9,9 @@ from engine import chapter
 from engine import diagrams as D
 from engine import gpt as G
 from engine import positions as P
+from engine.checkpoint import save_checkpoint
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from engine.checkpoint import save_checkpoint
 from tests.plotly_json import ROOT, badges, figures, open_page, texts
 from ui.i18n import translations
 

@@ -107,7 +107,7 @@ def cold_start(url_path: str = "self-attention") -> dict:
                 break
             except OSError:
                 if time.perf_counter() - start > 120:
-                    raise RuntimeError("server did not start within 120 s")
+                    raise RuntimeError("server did not start within 120 s") from None
                 time.sleep(0.05)
         healthy = time.perf_counter() - start
         with sync_playwright() as p:

@@ -31,6 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tools.bench_pages import cpu_name
 from ui.nav import PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,8 +247,6 @@ def print_table(result: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from tools.bench_pages import cpu_name
-
     parser = argparse.ArgumentParser(prog="python -m engine.bench pages --browser", description=__doc__)
     parser.add_argument("--moves", type=int, default=5, help="moves per control (the median is reported)")
     parser.add_argument("--page", action="append", help="only these url paths (repeatable; home is '')")

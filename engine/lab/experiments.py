@@ -70,7 +70,7 @@ READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
 #: Key and formula of the rule that says whether two runs differ by more than the seed noise.
 NOISE_RULE = {"key": "welch_2se",
               "formula": "abs(mean_a - mean_b) > 2 * sqrt(std_a**2 / n_a + std_b**2 / n_b)",
-              "std": "sample standard deviation over seeds (ddof 1)",
+              "std": "sample standard deviation over seeds (ddof 1)",  # data key
               "loss": "fixed_val_loss"}
 #: Validation windows of the fixed evaluation (:func:`loss_by_position`, seed 7): batches of 16.
 FIXED_EVAL_BATCHES = 40
@@ -422,9 +422,9 @@ def print_table(results: dict) -> None:
             print(f"  {r['key']:<14} {r.get('n_seeds', 1):5d} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} "
                   f"{r['wall_s']:7.1f}")
         for c in exp.get("comparisons", []):
-            verdict = {True: "exceeds the seed noise", False: "within the seed noise",
-                       None: "no spread"}[c["exceeds_noise"]]
-            print(f"    {c['b']} - {c['a']}: {c['delta_mean']:+.4f} (noise {c['noise']}) {verdict}")
+            print(f"    {c['b']} - {c['a']}: {c['delta_mean']:+.4f} (noise {c['noise']}) "
+                  + {True: "exceeds the seed noise", False: "within the seed noise", None: "no spread"}[
+                      c["exceeds_noise"]])
 
 
 def main(argv: list[str] | None = None) -> int:
