@@ -178,7 +178,7 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                     title_text=wrap_text(labels.count_title, 14) + "<br>" + wrap_text(labels.count_axis, 14)),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=wrap_text(labels.mask_title, 40), xref="paper", x=0, xanchor="left", y=1, yref="paper",
+            dict(text=wrap_text(labels.mask_title, 30), xref="paper", x=0, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
         ],
     ))
@@ -231,13 +231,15 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        # wrapped: three panels side by side are a third of a phone's width each
-        text = f"<b>{wrap_text(name, 28)}</b>" + (f"<br>{wrap_text(subtitle, 28)}" if subtitle else "")
+        # wrapped: three panels side by side are a third of a phone's width each (about 14 characters)
+        chars = 40 // n
+        text = f"<b>{wrap_text(name, chars)}</b>" + (f"<br>{wrap_text(subtitle, chars)}" if subtitle else "")
         annotations.append(dict(text=text, x=left, xref="paper",
                                 xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
     fig = go.Figure(traces, layout=dict(annotations=annotations, margin=dict(b=60), **layout))
-    base_layout(fig, None, height, top=70)
+    lines = max(a["text"].count("<br>") for a in annotations)  # the tallest wrapped title: 18 px a line
+    base_layout(fig, None, height + 18 * lines, top=34 + 18 * lines)
     fig.update_layout(margin=dict(b=60))
     return fig
 
@@ -311,17 +313,18 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
         left = c * (width + gap)
         frame = dict(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False)
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", **frame)
-        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.8], anchor=f"x{suffix}", scaleanchor=f"x{suffix}", scaleratio=1,
-                                        **frame)
+        layout[f"yaxis{suffix}"] = dict(domain=[0.3, 1], anchor=f"x{suffix}", scaleanchor=f"x{suffix}",
+                                        scaleratio=1, **frame)
         annotations.append(dict(
             text=labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
                                      angle=math.degrees(position * theta[i]) % 360),
-            xref="paper", x=left + width / 2, xanchor="center", y=0.84, yref="paper", yanchor="bottom",
+            # under its panel: above it, on a phone, Plotly's toolbar would cover the last panels' titles
+            xref="paper", x=left + width / 2, xanchor="center", y=0.27, yref="paper", yanchor="top",
             showarrow=False, font=dict(size=11),
         ))
     # one constructor call with axis domains: make_subplots and per-panel updates are slow on every rerun
     fig = go.Figure(traces, layout=dict(annotations=annotations, **layout))
-    return base_layout(fig, None, 300, top=20)
+    return base_layout(fig, None, 340, top=20)
 
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
@@ -341,7 +344,10 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     """
     n = len(matrices)
     limit = max(float(np.abs(to_numpy(m)).max()) for m in matrices.values()) or 1.0
-    fig = make_subplots(rows=1, cols=n, subplot_titles=list(matrices), horizontal_spacing=0.12 / max(n - 1, 1))
+    # short title lines: on a phone the right panel's title would reach under Plotly's toolbar
+    titles = [wrap_text(name, 18) for name in matrices]
+    lines = max(t.count("<br>") for t in titles)
+    fig = make_subplots(rows=1, cols=n, subplot_titles=titles, horizontal_spacing=0.12 / max(n - 1, 1))
     for c, (name, matrix) in enumerate(matrices.items(), start=1):
         labels = list(position_labels[name])
         trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
@@ -351,6 +357,6 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         matrix_axes(fig, labels, labels, row_title if c == 1 else None, None, row=1, col=c)
     fig.update_annotations(yshift=30)
     T = len(next(iter(position_labels.values())))
-    base_layout(fig, None, max(320, 34 * T + 160))
-    fig.update_layout(margin=dict(t=110))
+    base_layout(fig, None, max(320, 34 * T + 160) + 18 * lines)
+    fig.update_layout(margin=dict(t=110 + 18 * lines))
     return fig
