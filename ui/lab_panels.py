@@ -416,3 +416,12 @@ def show_causal_details(shown: dict) -> None:
 def plain(text: str) -> str:
     """``text`` with Markdown's special characters escaped, so a prompt from a link is shown, never rendered."""
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+
+
+def compact(n: int) -> str:
+    """A count short enough for a metric tile: 3.27 M, 357 k, 980."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f} M"
+    if n >= 10_000:
+        return f"{n / 1e3:.0f} k"
+    return f"{n:,}"

@@ -238,7 +238,9 @@ if corpus is not None:
     m1.metric(_("characters"), f"{len(corpus.text):,}")
     m2.metric(_("records"), f"{len(corpus.records):,}")
     m3.metric(_("distinct characters"), f"{stats.distinct_chars:,}")
-    m4.metric(_("train / val tokens"), f"{len(corpus.train_ids):,} / {len(corpus.val_ids):,}")
+    n_train, n_val = len(corpus.train_ids), len(corpus.val_ids)
+    m4.metric(_("train / val tokens"), f"{panels.compact(n_train)} / {panels.compact(n_val)}",
+              help=f"{n_train:,} / {n_val:,}")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(_("vocabulary (tokens)"), f"{stats.vocab_size:,}")
     m2.metric(_("validation coverage"), f"{stats.val_coverage:.2%}",
