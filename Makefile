@@ -36,6 +36,9 @@ $(VENV)/.app: requirements.txt
 $(VENV)/.dev: $(VENV)/.app requirements-dev.txt
 	$(call apt_install,$(APT_TEST))
 	$(PY) -m pip install -q -r requirements-dev.txt
+	# The book's MultiHeadAttention, the attention benchmark's reference: its metadata asks for tensorflow and
+	# jupyterlab, but the module the benchmark uses (ch03) needs torch only.
+	$(PY) -m pip install -q --no-deps llms-from-scratch==1.0.19
 	touch $@
 
 run: $(VENV)/.app
