@@ -229,29 +229,50 @@ PHONE_CHECK_JS = """() => {
     });
     out.charts.push({i, left: box.left, right: box.right, width: box.width, covered});
   });
+  out.diagrams = [...document.querySelectorAll('[data-testid="stGraphVizChart"] svg')].map((svg) => {
+    const b = svg.getBoundingClientRect();
+    return {left: b.left, right: b.right, width: b.width};
+  });
   return out;
 }"""
 
 
 @pytest.mark.parametrize("info", PAGES, ids=[p.url_path or "home" for p in PAGES])
 def test_phone_width(browser, server, timeout_ms, info):
+    check_phone_width(browser, server, timeout_ms, info, "en")
+
+
+#: Pages with a diagram, whose translated labels are longer than the English ones.
+DIAGRAM_PAGES = [p for p in PAGES if p.slug not in ("memory_layout", "glossary")]
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+@pytest.mark.parametrize("info", DIAGRAM_PAGES, ids=[p.url_path or "home" for p in DIAGRAM_PAGES])
+def test_phone_width_translated(browser, server, timeout_ms, info, lang):
+    """The diagrams and figures fit a phone in French and German too (German compounds are long)."""
+    check_phone_width(browser, server, timeout_ms, info, lang)
+
+
+def check_phone_width(browser, server, timeout_ms, info, lang: str) -> None:
     page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
-    page.goto(f"{server}/{info.url_path}")
+    page.goto(f"{server}/{info.url_path}?lang={lang}")
     wait_ready(page, timeout_ms)
     page.wait_for_timeout(1000)
     result = page.evaluate(PHONE_CHECK_JS)
-    say(f"/{info.url_path} at 390 px: {len(result['charts'])} charts")
+    say(f"/{info.url_path}?lang={lang} at 390 px: {len(result['charts'])} charts")
     # the screenshot first, so that a failing page leaves one to look at
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": PHONE["width"], "height": 12_000})
     page.wait_for_timeout(1500)
-    page.screenshot(path=str(SHOTS / f"phone-{info.url_path or 'home'}.png"))
+    page.screenshot(path=str(SHOTS / f"phone-{info.url_path or 'home'}-{lang}.png"))
     vw = result["vw"]
     assert result["scrollWidth"] <= vw + 1, f"the page scrolls sideways: {result['scrollWidth']} > {vw}"
     assert result["mainOverflow"] <= 1, f"the main area scrolls sideways by {result['mainOverflow']} px"
     for chart in result["charts"]:
         assert chart["left"] >= -1 and chart["right"] <= vw + 1, f"chart {chart['i']} overflows: {chart}"
         assert not chart["covered"], f"chart {chart['i']}: titles under the toolbar: {chart['covered']}"
+    for i, diagram in enumerate(result["diagrams"]):
+        assert diagram["width"] > 0 and diagram["left"] >= -1 and diagram["right"] <= vw + 1, f"diagram {i}: {diagram}"
     no_dialog_and_no_exception(page)
     page.close()
 

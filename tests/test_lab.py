@@ -604,7 +604,8 @@ def test_last_attention_and_kv_cache_figures():
     text = {"title": "", "layer": "L", "key": "K", "mean": "mean", "head": "h{head}", "layer_label": "l{layer}"}
     fig = LF.last_attention_figure(w, tuple("白日依山尽"), text)
     assert len(fig.data) == 3 and [s.label for s in fig.layout.sliders[0].steps] == ["mean", "h0", "h1"]
-    torch.testing.assert_close(torch.tensor(fig.data[0].z, dtype=torch.float32), w.mean(1), atol=1e-5, rtol=0)
+    z = torch.tensor(fig.data[0].z, dtype=torch.float32)
+    torch.testing.assert_close(z, w.mean(1), atol=5e-5, rtol=0)  # the figure sends 4 decimals
     with pytest.raises(ValueError):
         LF.last_attention_figure(w, tuple("白日"), text)
     steps = kv_cache_steps(prompt_len=3, max_new_tokens=20, block_size=16)

@@ -319,7 +319,10 @@ def next_char_figure(
     k_active = int(np.argmin([abs(r - p).sum() for r in by_k]))
     fig.update_layout(sliders=[slider(t_labels, by_t, text["temperature"], t_active, 15),
                                slider(k_labels, by_k, text["top_k"], k_active, 100)], bargap=0.15)
-    base_layout(fig, text["title"] or None, top + plot_h + bottom, top=top)
+    # narrower than other titles: this figure's x axis sits on top, under the title, beside the toolbar
+    title = wrap_text(text["title"], 34) if text["title"] else None
+    top += 18 * (title.count("<br>") if title else 0)
+    base_layout(fig, title, top + plot_h + bottom, top=top)
     fig.update_layout(margin=dict(b=bottom))
     return fig
 
