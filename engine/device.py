@@ -7,6 +7,8 @@ tools call :func:`configure_threads` once, at start-up, and nothing else sets it
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import threading
 
@@ -72,6 +74,43 @@ def configure_threads(n: int | None = None) -> int:
             _configured = default_threads() if n is None else n
             torch.set_num_threads(_configured)
         return _configured
+
+
+#: glibc's ``mallopt`` parameter for the number of malloc arenas.
+_M_ARENA_MAX = -8
+#: Arenas kept by :func:`limit_malloc_arenas`. Streamlit runs every reader in a thread of its own, and glibc gives
+#: threads arenas of their own (up to 8 per core), each holding freed memory: measured on the Lab page with the
+#: shipped model and a quick-preset training, the server's peak fell from 783 MB to 706 MB with 2 arenas.
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Caps glibc's malloc arenas for the whole process (once, at start-up, like the thread count).
+
+    Returns:
+        True when the C library took the setting; False elsewhere (macOS, musl), where nothing changes.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_ARENA_MAX, arenas))
+
+
+def release_free_memory() -> bool:
+    """Hands the C heap's free pages back to the system (glibc ``malloc_trim``); False where unavailable.
+
+    Loading the full Tang corpus and counting its baselines leave ~50 MB of freed but still resident heap; the
+    page calls this once after each such load.
+    """
+    name = ctypes.util.find_library("c")
+    try:
+        return bool(ctypes.CDLL(name).malloc_trim(0)) if name else False
+    except (OSError, AttributeError):
+        return False
 
 
 def describe_device(device: torch.device) -> str:

@@ -20,6 +20,7 @@ from engine import budget
 from engine.baselines import Baselines, corpus_baselines
 from engine.checkpoint import CheckpointError
 from engine.corpus import BUILTIN_CORPORA, Corpus
+from engine.device import release_free_memory
 from engine.figures import lab as LF
 from engine.lab.jobs import ExperimentJob, Snapshot, TrainingJob
 from engine.lab.models import LabModel, UploadResult, corpus_fingerprint
@@ -46,7 +47,9 @@ def owner_alive() -> Callable[[], bool] | None:
 # --- baselines -------------------------------------------------------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _baselines(name: str, fingerprint: str, _corpus: Corpus) -> Baselines:
-    return corpus_baselines(_corpus)
+    baselines = corpus_baselines(_corpus)
+    release_free_memory()  # the counting's transient arrays
+    return baselines
 
 
 def baselines_for(corpus: Corpus | None) -> Baselines | None:

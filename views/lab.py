@@ -13,7 +13,7 @@ import streamlit as st
 from engine import budget, chapter, diagrams, gpt
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_bytes
 from engine.corpus import MISSING_TANG_ASSET, load_corpus
-from engine.device import describe_device, pick_device
+from engine.device import describe_device, pick_device, release_free_memory
 from engine.figures import lab as figures
 from engine.lab import experiments as lab_experiments
 from engine.lab import models
@@ -46,7 +46,9 @@ def runner() -> LabRunner:
 
 @st.cache_resource(show_spinner=False)
 def builtin_corpus(name: str):
-    return load_corpus(name)
+    corpus = load_corpus(name)
+    release_free_memory()  # the load's transient buffers: about 50 MB for the full Tang corpus
+    return corpus
 
 
 @st.cache_resource(show_spinner=False)
@@ -239,8 +241,7 @@ if corpus is not None:
     m2.metric(_("records"), f"{len(corpus.records):,}")
     m3.metric(_("distinct characters"), f"{stats.distinct_chars:,}")
     n_train, n_val = len(corpus.train_ids), len(corpus.val_ids)
-    m4.metric(_("train / val tokens"), f"{panels.compact(n_train)} / {panels.compact(n_val)}",
-              help=f"{n_train:,} / {n_val:,}")
+    m4.metric(_("train / val tokens"), f"{panels.compact(n_train)} / {panels.compact(n_val)}")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(_("vocabulary (tokens)"), f"{stats.vocab_size:,}")
     m2.metric(_("validation coverage"), f"{stats.val_coverage:.2%}",

@@ -32,7 +32,7 @@ DEFAULT_SEED = 1337
 #: shipped experiment results; ~200 MB estimated, batch 8 would be ~265 MB). The quick run takes 1 to 6 minutes on
 #: this project's shared 2-core CPU.
 PRESET_TRAINING = {
-    "quick": {"steps": 400, "batch_size": 16, "learning_rate": 2e-3},
+    "quick": {"steps": 400, "batch_size": 8, "learning_rate": 2e-3},
     "course": {"steps": 1000, "batch_size": 4, "learning_rate": 1e-3},
 }
 #: Batch size and step range of the experiments' live reruns.
