@@ -13,9 +13,15 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def open_page(script: str, timeout: float = 60) -> AppTest:
-    """Run ``script`` (a path relative to the repository root, e.g. "views/home.py") and return the AppTest."""
-    return AppTest.from_file(str(ROOT / script), default_timeout=timeout).run()
+def open_page(script: str, timeout: float = 60, lang: str | None = None) -> AppTest:
+    """Run ``script`` (a path relative to the repository root, e.g. "views/home.py") and return the AppTest.
+
+    ``lang`` ("fr", "de", "en") opens it in that language, as the sidebar's selector would.
+    """
+    at = AppTest.from_file(str(ROOT / script), default_timeout=timeout)
+    if lang is not None:
+        at.session_state["lang"] = lang
+    return at.run()
 
 _DTYPES = {"f8": np.float64, "f4": np.float32, "i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16,
            "i4": np.int32, "u4": np.uint32, "i8": np.int64, "u8": np.uint64}

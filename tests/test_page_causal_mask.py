@@ -1,13 +1,12 @@
 """AppTest: page 3 (views/causal_mask.py) checks the chapter's matrices and drives every control."""
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine import chapter
 from engine.diagrams import shape_text
 from engine.sections import causal_mask as sections
-from tests.plotly_json import ROOT, badges, figures, open_page, texts
+from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/causal_mask.py"
@@ -58,9 +57,7 @@ def test_chapter_matrices_checked_green(fresh):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red")
@@ -220,8 +217,6 @@ def test_diagram_shows_both_routes_with_the_run_shapes(fresh):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_diagram_builds_in_french_and_german(fresh, lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert diagram(other).count("cluster_") == diagram(fresh).count("cluster_")

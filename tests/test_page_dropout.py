@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine import chapter
 from engine.diagrams import shape_text
 from engine.sections import dropout as sections
-from tests.plotly_json import ROOT, badges, figures, texts
+from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/dropout.py"
@@ -128,9 +127,7 @@ def test_train_vs_eval(at, p):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_other_languages_same_checks(lang):
-    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    app.session_state["lang"] = lang
-    app.run()
+    app = open_page(PAGE, 60, lang=lang)
     assert not app.exception
     assert len(badges(app, "green")) == 3 and not badges(app, "red")
     slider = slider_figure(app)["layout"]["sliders"][0]
@@ -163,8 +160,6 @@ def test_diagram_follows_the_layer_rate_to_its_extremes(at, p):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_diagram_builds_in_french_and_german(lang):
-    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    app.session_state["lang"] = lang
-    app.run()
+    app = open_page(PAGE, 60, lang=lang)
     assert not app.exception
     assert "p = 0.5" in diagram(app)

@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine import budget
 from engine.baselines import corpus_baselines
@@ -21,7 +20,7 @@ from engine.device import describe_device, pick_device
 from engine.lab import experiments as X
 from engine.lab import models
 from engine.lab import settings as rules
-from tests.plotly_json import ROOT, captions, figures, open_page, texts
+from tests.plotly_json import captions, figures, open_page, texts
 from ui.i18n import translations
 from ui.lab_panels import plain
 
@@ -226,9 +225,7 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(defa
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_the_lab_opens_in_french_and_german_with_the_same_numbers(default_corpus, shipped, lang):
     english = corpus_metrics(open_page(PAGE))
-    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    at.session_state["lang"] = lang
-    at.run()
+    at = open_page(PAGE, 60, lang=lang)
     assert not at.exception, [e.value for e in at.exception]
     assert corpus_metrics(at, lang) == english
     base = corpus_baselines(default_corpus)

@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.sections import memory_layout as sections
-from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
+from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/memory_layout.py"
@@ -246,9 +246,7 @@ def test_score_cost(at, B, H, d_h, dtype, at_1024):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_other_languages_same_checks(lang):
-    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    app.session_state["lang"] = lang
-    app.run()
+    app = open_page(PAGE, 60, lang=lang)
     assert not app.exception
     assert len(badges(app, "green")) == 5 and not badges(app, "red")
     assert walk_order(walk_figure(app, lang)) == [0, 1, 2, 3, 4, 5]

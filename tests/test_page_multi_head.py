@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine.bench import attention as bench
 from engine.layout import human_bytes
 from engine.sections import multi_head as sections
-from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, texts
+from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/multi_head.py"
@@ -201,9 +200,7 @@ def test_live_measurement(at, monkeypatch):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_other_languages_same_checks(lang):
-    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    app.session_state["lang"] = lang
-    app.run()
+    app = open_page(PAGE, 60, lang=lang)
     assert not app.exception
     assert len(badges(app, "green")) == 6 and not badges(app, "red")
     assert len(heads_figure(app, lang)["data"]) == 4
@@ -260,8 +257,6 @@ def test_diagram_builds_at_the_extremes(at, n_embd, heads):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_diagram_builds_in_french_and_german(lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert run_shapes(32, 4)["q_heads"] in both(other)

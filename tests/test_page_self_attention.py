@@ -1,12 +1,11 @@
 """AppTest: page 1 (views/self_attention.py) shows the chapter's numbers and follows its controls."""
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine.diagrams import shape_text
 from engine.sections import self_attention as sections
-from tests.plotly_json import ROOT, badges, captions, figures, texts
+from tests.plotly_json import badges, captions, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/self_attention.py"
@@ -30,9 +29,7 @@ def test_chapter_numbers_shown_green(at):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(at, "green"))
     assert not badges(other, "red") and not badges(other, "gray")
@@ -142,8 +139,6 @@ def test_diagram_shows_the_run_of_the_selected_query(at, token):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_diagram_builds_in_french_and_german(lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert "attn_weights" in diagram(other)

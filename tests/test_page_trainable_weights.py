@@ -4,13 +4,12 @@ import re
 
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine import chapter
 from engine.diagrams import shape_text
 from engine.sections import trainable_weights as sections
-from tests.plotly_json import ROOT, badges, captions, figures, open_page, texts
+from tests.plotly_json import badges, captions, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/trainable_weights.py"
@@ -63,9 +62,7 @@ def test_chapter_numbers_shown_green(fresh):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red") and not badges(other, "gray")
@@ -210,8 +207,6 @@ def test_diagram_follows_d_out_to_its_extremes(at, d_out):
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_diagram_builds_in_french_and_german(lang):
-    other = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    other.session_state["lang"] = lang
-    other.run()
+    other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert all(s in diagram(other) for s in expected_shapes(2, "journey"))
