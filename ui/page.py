@@ -79,8 +79,15 @@ def prose(part: str) -> None:
     _markdown(*part_text(current().slug, part, current_language()))
 
 
+#: The prose's Markdown tables scroll inside themselves on a phone (German compounds make wide columns) instead of
+#: making the whole page scroll sideways.
+_TABLE_CSS = ("<style>[data-testid='stMain'] [data-testid='stMarkdownContainer'] table "
+              "{display: block; overflow-x: auto; max-width: 100%;}</style>")
+
+
 def header() -> None:
     """The current page's title, the chapter section it accompanies, and the ``intro`` part of its prose."""
+    st.html(_TABLE_CSS)
     info = current()
     st.title(info.page_heading())
     st.caption(_("Accompanies: {section}").format(section=_(info.section)))

@@ -178,7 +178,7 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                     title_text=wrap_text(labels.count_title, 14) + "<br>" + wrap_text(labels.count_axis, 14)),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=wrap_text(labels.mask_title, 30), xref="paper", x=0, xanchor="left", y=1, yref="paper",
+            dict(text=wrap_text(labels.mask_title, 20), xref="paper", x=0, xanchor="left", y=1, yref="paper",
                  yanchor="bottom", showarrow=False),
         ],
     ))
@@ -234,8 +234,11 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         # wrapped: three panels side by side are a third of a phone's width each (about 14 characters)
         chars = 40 // n
         text = f"<b>{wrap_text(name, chars)}</b>" + (f"<br>{wrap_text(subtitle, chars)}" if subtitle else "")
-        annotations.append(dict(text=text, x=left, xref="paper",
-                                xanchor="left", y=1.0, yref="paper", yanchor="bottom", showarrow=False, align="left"))
+        # the last panel's title ends at the plot's right edge: past it, in the margin, sits Plotly's toolbar
+        last = c == n - 1 and n > 1
+        annotations.append(dict(text=text, x=left + width if last else left, xref="paper",
+                                xanchor="right" if last else "left", y=1.0, yref="paper", yanchor="bottom",
+                                showarrow=False, align="right" if last else "left"))
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
     fig = go.Figure(traces, layout=dict(annotations=annotations, margin=dict(b=60), **layout))
     lines = max(a["text"].count("<br>") for a in annotations)  # the tallest wrapped title: 18 px a line
