@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from engine.device import configure_threads, limit_malloc_arenas
+from engine.device import configure_malloc, configure_threads
 from ui.i18n import _
 from ui.nav import build_navigation
 from ui.sidebar import language_selector, render_sidebar
@@ -11,7 +11,7 @@ from ui.sidebar import language_selector, render_sidebar
 def run() -> None:
     """Choose the language, set up the page, draw the shared sidebar, run the selected page."""
     configure_threads()  # once per process (later calls change nothing): cores - 1, the rest for the server
-    limit_malloc_arenas()  # readers are threads; fewer malloc arenas keep the server inside 690 MB
+    configure_malloc()  # readers are threads: fewer malloc arenas, big blocks returned at once
     language_selector()
     st.set_page_config(page_title=_("Attention, step by step"), page_icon=":material/hub:", layout="wide")
     page = build_navigation()
