@@ -145,15 +145,15 @@ def test_plain_mask_variant_computes_the_same_function():
 def test_figures(scores):
     tokens = list(A.CHAPTER_TOKENS)
     titles = tuple(f"panel {i}" for i in range(6))
-    fig = figures.two_ways_figure(sections.mask_two_ways(scores, d_k=2), tokens, titles)
-    assert len(fig.data) == 6
-    assert [a.text for a in fig.layout.annotations] == list(titles)
+    panels = figures.two_ways_panels(sections.mask_two_ways(scores, d_k=2), tokens, titles)
+    assert len(panels) == 6 and all(len(f.data) == 1 for f in panels)
+    assert [f.layout.title.text for f in panels] == list(titles)
     with pytest.raises(ValueError):
-        figures.two_ways_figure(sections.mask_two_ways(scores, d_k=2), tokens, titles[:5])
+        figures.two_ways_panels(sections.mask_two_ways(scores, d_k=2), tokens, titles[:5])
     # -inf cells of the masked scores are written out, not drawn
-    masked = fig.data[4]
+    masked = panels[4].data[0]
     assert masked.text[0][1] == "-inf" and math.isnan(masked.z[0][1])
-    assert list(fig.layout.yaxis.ticktext) == tokens and fig.layout.yaxis.autorange == "reversed"
+    assert list(panels[4].layout.yaxis.ticktext) == tokens and panels[4].layout.yaxis.autorange == "reversed"
     labels = figures.LeakageLabels("causal", "full", "here", "row", "change")
     leak = figures.leakage_figure(sections.leakage_test(A.chapter_inputs(), 2, 1.0), tokens, 2, labels)
     assert len(leak.data) == 2 and list(leak.data[0].text[:2]) == ["0", "0"]

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
@@ -47,58 +46,9 @@ class LeakageLabels:
     y_title: str
 
 
-def two_ways_figure(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str]) -> go.Figure:
-    """Both masking routes as a 2 x 3 grid of heatmaps.
-
-    Top row (mask after the softmax): all weights, weights times ``tril``,
-    renormalised. Bottom row (mask before the softmax): the
-    scores, the scores with -inf above the diagonal, their softmax.
-
-    Args:
-        result: the result of :func:`engine.sections.causal_mask.mask_two_ways`.
-        tokens: the T token labels.
-        panel_titles: the six panel titles in the reader's language, top row then bottom row.
-
-    Returns:
-        A figure with 6 heatmap traces, row 0 of every matrix on top.
-
-    Raises:
-        ValueError: unless there are six panel titles.
-    """
-    if len(panel_titles) != 6:
-        raise ValueError(f"two_ways_figure needs 6 panel titles, got {len(panel_titles)}")
-    tokens = list(tokens)
-    matrices = (
-        (result.attn_weights, WEIGHTS_SCALE),
-        (result.masked_simple, WEIGHTS_SCALE),
-        (result.masked_simple_norm, WEIGHTS_SCALE),
-        (result.attn_scores, SIGNED_SCALE),
-        (result.masked_scores, SIGNED_SCALE),
-        (result.attn_weights_causal, WEIGHTS_SCALE),
-    )
-    panels = [(matrix, title, tokens, scale) for (matrix, scale), title in zip(matrices, panel_titles, strict=True)]
-    fig = make_subplots(
-        rows=2, cols=3, subplot_titles=[p[1] for p in panels], horizontal_spacing=0.07, vertical_spacing=0.2
-    )
-    for i, (matrix, _, row_labels, scale) in enumerate(panels):
-        r, c = divmod(i, 3)
-        zmin, zmax = (0.0, 1.0) if scale == WEIGHTS_SCALE else (None, None)
-        fig.add_trace(
-            heatmap_trace(matrix, row_labels, tokens, colorscale=scale, zmin=zmin, zmax=zmax, showscale=False),
-            row=r + 1,
-            col=c + 1,
-        )
-        matrix_axes(fig, row_labels, tokens, row=r + 1, col=c + 1)
-    fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
-    fig.update_yaxes(tickfont=dict(size=11))
-    fig.update_annotations(font=dict(size=13), yshift=58)
-    base_layout(fig, None, 900)
-    fig.update_layout(margin=dict(t=110, l=10, r=10, b=10))
-    return fig
-
-
 def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str]) -> list[go.Figure]:
-    """The six matrices of :func:`two_ways_figure` as six figures, one heatmap each, in the same order.
+    """The two routes' six matrices (route 1: softmax, × tril, ÷ row sums; route 2: scores, −∞ mask, softmax) as
+    six figures, one heatmap each.
 
     A page puts them in columns, which stack on a phone: in one 2 x 3 figure the panels' titles, ticks and
     cell numbers overlapped at phone width.
