@@ -1,0 +1,88 @@
+"""Process start-up for the app, once per process: threads, the C heap, and the objects that live as long as it.
+
+Streamlit collects garbage after every script run (``gc.collect(2)``, its ``runner.postScriptGC`` option) so that
+a reader's cyclic garbage (Plotly figures point back to their parents) is freed at once. A full collection walks
+every object the process tracks, and after importing PyTorch, Plotly, pandas and the engine that is about
+250 000 objects: 140 ms on a quiet 2-core AMD EPYC, 400-600 ms while another process trains. The browser waits
+for it: the collection holds the interpreter lock, so the server cannot send the run's last messages until it
+ends, and every slider move paid it.
+
+:func:`prepare_process` imports the modules the pages use, collects once, then moves every object alive at that
+moment into the permanent generation (``gc.freeze``, Python 3.7+). Later collections skip them: the
+post-script collection falls to a few milliseconds, and what a reader's run leaves behind is still collected
+after each run. Measured with ``python -m engine.bench pages --browser`` (README, "Performance").
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import pkgutil
+import threading
+from dataclasses import dataclass
+
+import engine
+from engine.device import configure_malloc, configure_threads
+
+#: Engine modules that are only commands (``python -m engine.train``), never imported by a page.
+COMMANDS = ("engine.train",)
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What :func:`prepare_process` did (the first call's values; later calls return the same object).
+
+    Attributes:
+        threads: PyTorch intra-op threads now in force.
+        malloc_configured: whether glibc took the arena and mmap-threshold settings.
+        modules: engine modules imported, sorted.
+        frozen: objects moved to the permanent generation by ``gc.freeze`` (``gc.get_freeze_count()``).
+    """
+
+    threads: int
+    malloc_configured: bool
+    modules: tuple[str, ...]
+    frozen: int
+
+
+_lock = threading.Lock()
+_startup: Startup | None = None
+
+
+def page_modules() -> tuple[str, ...]:
+    """Names of every engine module a page may import: the package walked, commands (``__main__``,
+    :data:`COMMANDS`) left out. Imports each package on the way (``pkgutil.walk_packages``)."""
+    names = []
+    for info in pkgutil.walk_packages(engine.__path__, "engine."):
+        name = info.name
+        if name.endswith(".__main__") or name in COMMANDS:
+            continue
+        names.append(name)
+    return tuple(sorted(names))
+
+
+def prepare_process() -> Startup:
+    """Once per process, before the first page runs: threads, C heap, page modules imported, objects frozen.
+
+    Call it from ``app.py`` on every run; only the first call does anything (a lock keeps two first readers
+    from doing it twice), so no reader's request changes process-wide state after start-up.
+
+    Returns:
+        The :class:`Startup` of the first call.
+
+    Raises:
+        ImportError: if an engine module cannot be imported (a broken install; the app could not run anyway).
+    """
+    global _startup
+    with _lock:
+        if _startup is None:
+            threads = configure_threads()  # cores - 1, the rest for the server
+            malloc = configure_malloc()  # readers are threads: fewer malloc arenas, big blocks returned at once
+            modules = page_modules()
+            for name in modules:
+                importlib.import_module(name)
+            gc.collect()
+            gc.freeze()
+            _startup = Startup(threads=threads, malloc_configured=malloc, modules=modules,
+                               frozen=gc.get_freeze_count())
+        return _startup

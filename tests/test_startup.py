@@ -1,0 +1,71 @@
+"""Process start-up (engine.startup): once per process, every page module imported, long-lived objects frozen."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.startup import page_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import gc, json, sys, weakref
+from engine.startup import prepare_process
+first = prepare_process()
+second = prepare_process()
+
+class Node:
+    pass
+
+a, b = Node(), Node()
+a.other, b.other = b, a  # a reference cycle made after the freeze: still garbage the collector must find
+probe = weakref.ref(a)
+del a, b
+gc.collect()
+missing = [m for m in first.modules if m not in sys.modules]
+print(json.dumps({"same": first is second, "frozen": first.frozen, "missing": missing,
+                  "cycle_collected": probe() is None, "threads": first.threads}))
+"""
+
+
+def run_probe() -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_prepare_process_runs_once_imports_the_page_modules_and_freezes():
+    result = run_probe()
+    assert result["same"], "a second call must return the first call's result and change nothing"
+    assert result["missing"] == []
+    assert result["frozen"] > 10_000  # torch, plotly, pandas and the engine: hundreds of thousands of objects
+    assert result["cycle_collected"], "garbage made after the freeze must still be collected"
+    assert result["threads"] >= 1
+
+
+def engine_imports(path: Path) -> set[str]:
+    """Engine modules a view imports (``import engine.x``, ``from engine.x import y``, ``from engine import x``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("engine.")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "engine":
+            if node.module == "engine":
+                names |= {f"engine.{a.name}" for a in node.names}
+            else:
+                names.add(node.module)
+    return names
+
+
+def test_every_engine_module_a_page_imports_is_imported_at_start_up():
+    modules = set(page_modules())
+    for path in sorted((ROOT / "views").glob("*.py")) + sorted((ROOT / "ui").glob("*.py")):
+        for name in engine_imports(path):
+            if name in modules:
+                continue
+            # ``from engine.figures import vectors_3d`` names a function of a module that is imported
+            assert name.rsplit(".", 1)[0] in modules, f"{path.name} imports {name}, not imported at start-up"
+    assert "engine.training" in modules
+    assert "engine.train" not in modules and not any(m.endswith("__main__") for m in modules)
