@@ -42,7 +42,7 @@ $(VENV)/.dev: $(VENV)/.app requirements-dev.txt
 	touch $@
 
 run: $(VENV)/.app
-	$(VENV)/bin/streamlit run app.py
+	$(VENV)/bin/streamlit run serve.py
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -59,9 +59,9 @@ def free_port() -> int:
 
 
 def start_server(port: int) -> subprocess.Popen:  # also used by tests/test_load.py
-    """Start ``streamlit run app.py`` on ``port`` and wait until its health endpoint answers."""
+    """Start ``streamlit run serve.py`` on ``port`` and wait until its health endpoint answers."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.headless", "true", "--server.address", "127.0.0.1"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

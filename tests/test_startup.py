@@ -69,3 +69,30 @@ def test_every_engine_module_a_page_imports_is_imported_at_start_up():
             assert name.rsplit(".", 1)[0] in modules, f"{path.name} imports {name}, not imported at start-up"
     assert "engine.training" in modules
     assert "engine.train" not in modules and not any(m.endswith("__main__") for m in modules)
+
+
+SERVE_PROBE = """
+import asyncio, json, threading
+import serve
+from engine import startup
+
+async def main():
+    async with serve.lifespan(serve.app):
+        pass
+
+asyncio.run(main())
+worker = next(t for t in threading.enumerate() if t.name == "prepare-process")
+worker.join(timeout=300)
+print(json.dumps({"prepared": startup._startup is not None, "alive": worker.is_alive()}))
+"""
+
+
+def test_serve_is_an_asgi_app_streamlit_run_finds_and_its_start_up_prepares_the_process():
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(ROOT / "serve.py")
+    assert found.is_asgi_app and found.import_string.endswith(":app")
+    out = subprocess.run([sys.executable, "-c", SERVE_PROBE], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"prepared": True, "alive": False}

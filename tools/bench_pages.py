@@ -76,60 +76,11 @@ def measure_page(script: str, repeats: int) -> dict:
     }
 
 
-def cold_start(url_path: str = "self-attention") -> dict:
-    """Seconds from ``streamlit run`` to the server's health check, and to a page rendered in headless Chromium.
-
-    Needs Debian's ``chromium`` and the ``playwright`` package; returns an empty dict without them.
-    """
-    import shutil
-    import socket
-    import subprocess
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        return {}
-    from playwright.sync_api import sync_playwright
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        import urllib.request
-
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                if time.perf_counter() - start > 120:
-                    raise RuntimeError("server did not start within 120 s") from None
-                time.sleep(0.05)
-        healthy = time.perf_counter() - start
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu",
-                                                                        "--disable-background-networking"])
-            page = browser.new_page()
-            page.goto(f"http://127.0.0.1:{port}/{url_path}")
-            page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=120_000)
-            served = time.perf_counter() - start
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-    return {"page": url_path, "server_healthy_s": round(healthy, 2), "first_page_rendered_s": round(served, 2)}
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench pages", description=__doc__)
     parser.add_argument("--repeats", type=int, default=7, help="warm runs and slider changes per page")
     parser.add_argument("--json", default="runs/bench_pages.json", help="where to write the results")
     parser.add_argument("--page", action="append", help="only these url paths (repeatable)")
-    parser.add_argument("--no-cold", action="store_true", help="skip the cold-start measurement")
     args = parser.parse_args(argv)
     rows = []
     for info in PAGES:
@@ -144,13 +95,9 @@ def main(argv: list[str]) -> int:
         slider = "-" if r["slider_rerun_median_ms"] is None else f"{r['slider_rerun_median_ms']:.1f}"
         print(f"{r['url_path']:<22}{r['first_run_ms']:>14.1f}{r['warm_run_median_ms']:>13.1f}{slider:>11}"
               f"{r['chart_json_kb']:>15.1f}  {r['slider_key'] or '-'}")
-    cold = {} if args.no_cold else cold_start()
-    if cold:
-        print(f"cold start: server healthy after {cold['server_healthy_s']:.2f} s, "
-              f"/{cold['page']} rendered in Chromium after {cold['first_page_rendered_s']:.2f} s")
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": cpu_name(), "pages": rows, "cold_start": cold}, indent=2))
+    out.write_text(json.dumps({"machine": cpu_name(), "pages": rows}, indent=2))
     print(f"wrote {out}")
     return 0
 

@@ -4,8 +4,11 @@ Started by ``python -m engine.bench pages --browser``. Starts ``streamlit run ap
 ``--app-root``, so an older checkout can be measured with this tool), visits every page once to warm
 the server, then per page:
 
-- **first paint**: a fresh browser tab opens the page's URL; milliseconds from navigation start
-  (``performance.timeOrigin``) until the first Plotly chart's SVG is visible;
+- **cold server**: the first page is opened once right after the server answers its health check (the
+  first reader after a deploy or a restart: imports and first-run caches);
+- **first paint** and **first chart**: ``--loads`` fresh browser contexts (a reader's first visit, nothing
+  cached) open the page's URL; milliseconds from navigation start (``performance.timeOrigin``) until the
+  page's first words (title or prose) are visible, and until its first Plotly chart's SVG is; medians;
 - **input to redraw**: for each visible slider, select slider, number input and selectbox in the page's
   main area, ``--moves`` moves made as a reader makes them (arrow keys on a slider, the +/− buttons of a
   number input, the keyboard in a selectbox); each time, from the input until the last change of any
@@ -89,9 +92,11 @@ def free_port() -> int:
 
 
 def start_server(app_root: Path, port: int) -> subprocess.Popen:
-    """``streamlit run app.py`` in ``app_root`` on ``port``; returns once its health check answers."""
+    """``streamlit run serve.py`` (``app.py`` in a checkout without it) in ``app_root`` on ``port``; returns once
+    its health check answers."""
+    entry = "serve.py" if (app_root / "serve.py").exists() else "app.py"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", entry, "--server.port", str(port), "--server.headless", "true",
          "--server.address", "127.0.0.1"],
         cwd=app_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(app_root)},
@@ -113,14 +118,22 @@ def wait_idle(page, timeout_ms: float = 120_000) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
 
 
-def first_paint(context, url: str) -> float:
-    """Milliseconds from navigation start to the first chart's SVG visible, in a fresh tab."""
+#: The page's first words: its title or a paragraph of prose in the main area.
+TEXT = '[data-testid="stMain"] :is([data-testid="stHeading"], [data-testid="stMarkdown"])'
+
+
+def open_timed(context, url: str) -> tuple[float, float]:
+    """(first paint, first chart): milliseconds from navigation start until the page's first words, and
+    until its first chart's SVG, are visible, in a new tab of ``context``."""
     page = context.new_page()
     page.goto(url, wait_until="commit")
+    page.wait_for_selector(TEXT, state="visible", timeout=120_000)
+    paint = page.evaluate("performance.now()")
     page.wait_for_selector(f"{CHART} .main-svg", state="visible", timeout=120_000)
-    ms = page.evaluate("performance.now()")
+    chart = page.evaluate("performance.now()")
+    wait_idle(page)
     page.close()
-    return ms
+    return paint, chart
 
 
 def _move(page, control: dict, step: int) -> None:
@@ -182,28 +195,39 @@ def redraw_times(page, control: dict, moves: int) -> tuple[list[float], bool]:
     return (drawn, True) if drawn else (others, False)
 
 
-def measure(app_root: Path, slugs: list[str], moves: int, width: int, progress) -> dict:
-    """Start a server in ``app_root``, warm it, and measure the pages ``slugs``."""
+def measure(app_root: Path, slugs: list[str], moves: int, width: int, loads: int, progress) -> dict:
+    """Start a server in ``app_root``, time its first page (cold), warm it, and measure the pages ``slugs``."""
     from playwright.sync_api import sync_playwright
 
     port = free_port()
+    up = time.monotonic()
     server = start_server(app_root, port)
+    started_ms = (time.monotonic() - up) * 1000
     base = f"http://127.0.0.1:{port}"
     rows = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=LAUNCH_ARGS)
             infos = [i for i in PAGES if i.slug in slugs]
-            for info in infos:  # warm the server: imports, caches
+            cold = None
+            for info in infos:  # the first request after start-up is the cold one; the rest warm the server
                 ctx = browser.new_context(viewport={"width": width, "height": 900})
-                page = ctx.new_page()
-                page.goto(f"{base}/{info.url_path}")
-                wait_idle(page)
+                paint, chart = open_timed(ctx, f"{base}/{info.url_path}")
                 ctx.close()
+                if cold is None:
+                    cold = {"url_path": info.url_path, "server_start_ms": round(started_ms),
+                            "first_paint_ms": round(paint), "first_chart_ms": round(chart)}
+                    progress(f"cold server: /{info.url_path} first paint {paint:.0f} ms, first chart {chart:.0f} ms")
                 progress(f"warmed /{info.url_path}")
             for info in infos:
+                paints, charts = [], []
+                for _ in range(loads):  # a reader's first visit: a fresh browser context, nothing cached
+                    ctx = browser.new_context(viewport={"width": width, "height": 900})
+                    paint, chart = open_timed(ctx, f"{base}/{info.url_path}")
+                    paints.append(paint)
+                    charts.append(chart)
+                    ctx.close()
                 ctx = browser.new_context(viewport={"width": width, "height": 900})
-                paint = first_paint(ctx, f"{base}/{info.url_path}")
                 page = ctx.new_page()
                 page.goto(f"{base}/{info.url_path}")
                 wait_idle(page)
@@ -221,19 +245,28 @@ def measure(app_root: Path, slugs: list[str], moves: int, width: int, progress) 
                                      "median_ms": round(statistics.median(times))})
                     progress(f"/{info.url_path} {control['key'] or control['label']}: "
                              f"{controls[-1]['median_ms']} ms")
-                rows.append({"url_path": info.url_path, "first_paint_ms": round(paint), "controls": controls})
-                progress(f"/{info.url_path}: first paint {paint:.0f} ms")
+                rows.append({"url_path": info.url_path, "first_paint_ms": round(statistics.median(paints)),
+                             "first_chart_ms": round(statistics.median(charts)),
+                             "first_paints_ms": [round(t) for t in paints],
+                             "first_charts_ms": [round(t) for t in charts], "controls": controls})
+                progress(f"/{info.url_path}: first paint {rows[-1]['first_paint_ms']} ms, "
+                         f"first chart {rows[-1]['first_chart_ms']} ms")
                 ctx.close()
             browser.close()
     finally:
         server.terminate()
         server.wait(timeout=20)
-    return {"pages": rows}
+    return {"cold": cold, "pages": rows}
 
 
 def print_table(result: dict) -> None:
     print(f"machine: {result['machine']}; load average before {result['load_before']}, after {result['load_after']}")
-    print(f"{'page':<22}{'first paint ms':>15}  {'control':<22}{'median ms':>10}  moves (ms)")
+    cold = result["cold"]
+    print(f"cold server (first request after start-up, /{cold['url_path']}): first paint {cold['first_paint_ms']} ms, "
+          f"first chart {cold['first_chart_ms']} ms (the server answered its health check {cold['server_start_ms']} ms "
+          "after launch)")
+    print(f"first visit, warm server: median of {result['loads']} fresh browser contexts")
+    print(f"{'page':<22}{'paint ms':>9}{'chart ms':>9}  {'control':<22}{'median ms':>10}  moves (ms)")
     for row in result["pages"]:
         first = True
         empty = {"key": "-", "label": "", "median_ms": None, "times_ms": [], "drives_chart": True}
@@ -241,8 +274,9 @@ def print_table(result: dict) -> None:
             name = (c["key"] or c["label"])[:21]
             med = "-" if c["median_ms"] is None else str(c["median_ms"])
             moves = " ".join(str(t) for t in c["times_ms"]) + ("" if c.get("drives_chart", True) else "  (text)")
-            print(f"{row['url_path'] if first else '':<22}{str(row['first_paint_ms']) if first else '':>15}  "
-                  f"{name:<22}{med:>10}  {moves}")
+            paint = str(row["first_paint_ms"]) if first else ""
+            chart = str(row["first_chart_ms"]) if first else ""
+            print(f"{row['url_path'] if first else '':<22}{paint:>9}{chart:>9}  {name:<22}{med:>10}  {moves}")
             first = False
 
 
@@ -251,6 +285,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--moves", type=int, default=5, help="moves per control (the median is reported)")
     parser.add_argument("--page", action="append", help="only these url paths (repeatable; home is '')")
     parser.add_argument("--all", action="store_true", help="the Lab too (by default only the essay pages)")
+    parser.add_argument("--loads", type=int, default=3, help="fresh-context loads per page (median reported)")
     parser.add_argument("--width", type=int, default=1440, help="viewport width in px")
     parser.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
     parser.add_argument("--json", default="runs/bench_pages_browser.json", help="where to write the results")
@@ -262,10 +297,10 @@ def main(argv: list[str]) -> int:
         print(f"  [{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
     load_before = [round(x, 2) for x in os.getloadavg()]
-    result = measure(Path(args.app_root).resolve(), slugs, args.moves, args.width, progress)
+    result = measure(Path(args.app_root).resolve(), slugs, args.moves, args.width, args.loads, progress)
     result = {"machine": cpu_name(), "cores": os.cpu_count(), "app_root": str(Path(args.app_root).resolve()),
               "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
-              "moves": args.moves, "width": args.width, **result}
+              "moves": args.moves, "loads": args.loads, "width": args.width, **result}
     print_table(result)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
