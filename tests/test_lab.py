@@ -1,7 +1,9 @@
 """engine.lab: registry keys, session isolation, concurrency limit, jobs, uploads, generation, attention maps."""
 
 import dataclasses
+import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -619,3 +621,83 @@ def test_last_attention_and_kv_cache_figures():
                                                      "step": "s", "loss": "l"}, baselines={"uni": 6.0, "bi": 5.5})
     assert sorted(s.y0 for s in chart.layout.shapes) == [5.5, 6.0]
     assert {a.text for a in chart.layout.annotations} == {"uni", "bi"}
+
+
+def test_shipped_dropout_measurement_is_the_course_presets_training_and_its_choice():
+    loss = S.dropout_loss()
+    assert loss is not None, "assets/lab_dropout.json is missing: see engine.lab.experiments (--experiments dropout)"
+    data = json.loads(S.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
+    assert data["complete"] and data["corpus"]["name"] == "tang" and len(loss.seeds) >= 3
+    course = S.PRESET_TRAINING["course"]
+    assert (loss.steps, loss.batch_size, loss.learning_rate) == (course["steps"], course["batch_size"],
+                                                                 course["learning_rate"])
+    shipped = {r["key"]: r for r in data["experiments"]["dropout"]["runs"]}
+    for run in loss.runs:
+        r = shipped[run.key]
+        assert (run.val_loss_mean, run.val_loss_std, run.tokens_per_s) == (
+            r["fixed_val_loss_mean"], r["fixed_val_loss_std"], r["step_tokens_per_s_mean"])
+        assert r["steps_done"] == course["steps"] and r["n_seeds"] == len(loss.seeds)
+    # the preset follows the measurement: dropout only where it lowers the loss beyond the seed noise
+    rates = (preset("course").attn_dropout_rate, preset("course").resid_dropout_rate)
+    if loss.dropout_helps:
+        assert any(loss.lowers_loss[r.key] for r in loss.runs if (r.attn_dropout, r.resid_dropout) == rates)
+    else:
+        assert rates == (0.0, 0.0)
+
+
+def _dropout_file(tmp_path, change) -> Path:
+    data = json.loads(S.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
+    change(data)
+    path = tmp_path / "dropout.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _set(keys, value):
+    def change(data):
+        target = data
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize("change", [
+    _set(("format",), "lab-experiments/0"),
+    _set(("experiments",), {}),
+    lambda d: d["experiments"]["dropout"]["runs"].pop(1),
+    _set(("experiments", "dropout", "runs", 0, "config", "resid_dropout"), 0.2),
+    _set(("experiments", "dropout", "runs", 2, "n_seeds"), 1),
+    _set(("experiments", "dropout", "runs", 0, "fixed_val_loss_mean"), "low"),
+    _set(("experiments", "dropout", "runs", 0, "fixed_val_loss_std"), float("nan")),
+    _set(("experiments", "dropout", "runs", 1, "step_tokens_per_s_mean"), None),
+    _set(("experiments", "dropout", "comparisons"), []),
+    _set(("experiments", "dropout", "comparisons", 0, "exceeds_noise"), None),
+    _set(("machine",), "a laptop"),
+], ids=["format", "no experiment", "run missing", "other rate", "one seed", "text loss", "nan spread",
+        "no speed", "no comparisons", "no verdict", "machine"])
+def test_dropout_loss_refuses_a_malformed_file(tmp_path, change):
+    with pytest.raises(ValueError):
+        S.dropout_loss(_dropout_file(tmp_path, change))
+
+
+def test_dropout_loss_reads_the_noise_rules_verdict(tmp_path):
+    assert S.dropout_loss(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError):
+        S.dropout_loss(tmp_path / "bad.json")
+
+    def lower_both(data):
+        both = next(c for c in data["experiments"]["dropout"]["comparisons"] if c["b"] == "dropout_both"
+                    and c["a"] == "dropout_0")
+        both.update(delta_mean=-0.5, exceeds_noise=True)
+
+    loss = S.dropout_loss(_dropout_file(tmp_path, lower_both))
+    assert loss.lowers_loss["dropout_both"] and loss.dropout_helps
+
+    def raise_both(data):
+        for c in data["experiments"]["dropout"]["comparisons"]:
+            if c["a"] == "dropout_0":
+                c.update(delta_mean=0.5, exceeds_noise=True)  # worse beyond the noise: not a reason to keep dropout
+
+    assert not S.dropout_loss(_dropout_file(tmp_path, raise_both)).dropout_helps

@@ -7,10 +7,12 @@ import threading
 
 import pytest
 import torch
+from torch import nn
 
 from engine.corpus import corpus_from_bytes
 from engine.gpt import GPT, POS_ENCODINGS, config_params, preset
 from engine.lab import experiments as X
+from engine.lab import settings as rules
 from engine.lab.jobs import wait_until_finished
 from engine.lab.runner import LabRunner
 from engine.training import TrainConfig
@@ -237,3 +239,50 @@ def test_the_command_runs_as_a_module(tmp_path):
     done = subprocess.run([sys.executable, "-m", "engine.lab.experiments", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "python -m engine.lab.experiments" in done.stdout
+
+
+#: What the dropout experiment's runs claim: {key: (attention-weight dropout, residual dropout)}.
+DROPOUT_CLAIMS = {"dropout_0": (0.0, 0.0), "dropout_resid": (0.0, 0.1), "dropout_both": (0.1, 0.1)}
+
+
+@pytest.mark.parametrize("base_dropout", [0.0, 0.1, 0.3])
+def test_dropout_runs_set_the_rates_they_claim_whatever_the_preset(base_dropout):
+    runs = X.PRESET_EXPERIMENTS["dropout"].runs
+    assert {run.key: None for run in runs}.keys() == DROPOUT_CLAIMS.keys() == rules.DROPOUT_RUNS.keys()
+    assert rules.DROPOUT_RUNS == DROPOUT_CLAIMS
+    assert "dropout" not in X.EXPERIMENTS and X.ALL_EXPERIMENTS["dropout"] is X.PRESET_EXPERIMENTS["dropout"]
+    base = preset("course", dropout=base_dropout)
+    others = {k: v for k, v in base.to_dict().items() if "dropout" not in k}
+    for run in runs:
+        config = run.config(base)
+        attn, resid = DROPOUT_CLAIMS[run.key]
+        assert (config.attn_dropout_rate, config.resid_dropout_rate) == (attn, resid)
+        assert {k: v for k, v in config.to_dict().items() if "dropout" not in k} == others  # the course model
+        model = GPT(run.config(preset("tiny", dropout=base_dropout)))
+        attention = [block.attn for block in model.blocks]
+        assert all(a.dropout == attn and a.attn_dropout.p == attn for a in attention)
+        weight_dropouts = {id(a.attn_dropout) for a in attention}
+        assert {m.p for m in model.modules() if isinstance(m, nn.Dropout) and id(m) not in weight_dropouts} == {resid}
+
+
+def test_dropout_command_records_speed_and_is_read_by_the_lab(tmp_path, capsys):
+    out = tmp_path / "dropout.json"
+    assert X.main(["--out", str(out), "--steps", "2", "--batch-size", "1", "--experiments", "dropout", "--seeds", "3,4",
+                   "--corpus", "tang300", "--eval-batches", "1", "--device", "cpu"]) == 0
+    data = X.load_results(out)
+    assert list(data["experiments"]) == ["dropout"] and data["complete"]
+    runs = data["experiments"]["dropout"]["runs"]
+    assert [r["key"] for r in runs] == list(DROPOUT_CLAIMS)
+    for r in runs:
+        per_seed = [s["step_tokens_per_s"] for s in r["seed_results"]]
+        assert len(per_seed) == 2 and all(v > 0 for v in per_seed)
+        assert math.isclose(r["step_tokens_per_s_mean"], X.mean_std(per_seed)[0], rel_tol=1e-4)
+        # the optimizer steps alone are never slower than the whole run, evaluations included
+        assert all(s["step_tokens_per_s"] >= s["tokens_per_s"] for s in r["seed_results"])
+    loss = rules.dropout_loss(out)
+    assert (loss.steps, loss.batch_size, loss.seeds, loss.corpus) == (2, 1, (3, 4), "tang300")
+    for r in runs:
+        read = loss.run(r["key"])
+        assert (read.val_loss_mean, read.val_loss_std, read.tokens_per_s) == (
+            r["fixed_val_loss_mean"], r["fixed_val_loss_std"], r["step_tokens_per_s_mean"])
+    assert "steps tok/s" in capsys.readouterr().out

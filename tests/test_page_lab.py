@@ -17,6 +17,7 @@ from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
 from engine.corpus import DEFAULT_CORPUS, load_corpus
 from engine.device import describe_device, pick_device
+from engine.gpt import PRESETS
 from engine.lab import experiments as X
 from engine.lab import models
 from engine.lab import settings as rules
@@ -56,6 +57,17 @@ UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {ch
 CURVES_TITLE = "val loss (solid) and train loss (dotted)"
 LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
 BY_POSITION = "{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+DROPOUT_CELL = "{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s"
+DROPOUT_MEASURED = ("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
+                    "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
+                    "the training steps ({cpu}, threads: {threads}): no dropout {none}; residual dropout {resid:g} "
+                    "only {resid_only}; dropout {both:g} everywhere {everywhere}.")
+DROPOUT_HELPS = ("Dropout lowers the validation loss by more than the seed noise within this budget; the course "
+                 "preset trains with attention dropout {attn:g} and residual dropout {resid:g}.")
+DROPOUT_DOES_NOT_HELP = ("No dropout setting lowers the validation loss by more than the seed noise within this "
+                         "budget, so the course preset trains with attention dropout {attn:g} and residual dropout "
+                         "{resid:g}: {speedup:.2f}× the tokens/s of dropout {both:g} everywhere.")
+DROPOUT_UNREADABLE = "The shipped measurements of dropout's effect on the validation loss cannot be read."
 CORPUS_METRICS = ("characters", "records", "distinct characters", "train / val tokens", "vocabulary (tokens)",
                   "validation coverage", "unknown tokens (val)", "unknown tokens (train)")
 
@@ -430,12 +442,15 @@ def test_checkpoint_upload(trained):
 
 def test_presets_and_head_choices():
     at = open_page(PAGE)
+    assert at.slider(key="lab_dropout").value == PRESETS["quick"].dropout  # the slider's default
+    at.slider(key="lab_dropout").set_value(0.3).run()
     at.button(key="lab_preset_course").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.selectbox(key="lab_n_head").value,
             at.slider(key="lab_n_layer").value, at.selectbox(key="lab_block").value) == (128, 4, 4, 128)
     course = rules.PRESET_TRAINING["course"]
     assert at.number_input(key="lab_steps").value == course["steps"]
     assert at.selectbox(key="lab_batch").value == course["batch_size"]
+    assert at.slider(key="lab_dropout").value == PRESETS["course"].dropout
     assert not at.button(key="lab_train").disabled  # it fits the caps
     at.button(key="lab_preset_quick").click().run()
     assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
@@ -538,3 +553,40 @@ def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
     warning = matching([w.value for w in at.warning], UNKNOWN_PROMPT)[0]["chars"]
     assert "[" in warning and "(" in warning  # the dropped characters are listed ...
     assert all(warning[i - 1] == "\\" for i, c in enumerate(warning) if c in "[]()!")  # ... each escaped
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_dropout_caption_states_the_shipped_trade_off_and_the_choice(lang):
+    data = X.load_results(X.DROPOUT_RESULTS_FILE)
+    assert data is not None
+    exp = data["experiments"]["dropout"]
+    runs = {r["key"]: r for r in exp["runs"]}
+    at = open_page(PAGE, lang=lang)
+    cell = {key: msg(DROPOUT_CELL, lang, loss=r["fixed_val_loss_mean"], std=r["fixed_val_loss_std"],
+                     rate=r["step_tokens_per_s_mean"]) for key, r in runs.items()}
+    measured = msg(DROPOUT_MEASURED, lang, steps=exp["steps"], batch=exp["batch_size"],
+                   lr=data["settings"]["learning_rate"], corpus=exp["corpus"], seeds=", ".join(map(str, exp["seeds"])),
+                   cpu=data["machine"]["cpu"], threads=data["machine"]["torch_threads"], none=cell["dropout_0"],
+                   resid=0.1, resid_only=cell["dropout_resid"], both=0.1, everywhere=cell["dropout_both"])
+    course = PRESETS["course"]
+    rates = {"attn": course.attn_dropout_rate, "resid": course.resid_dropout_rate}
+    helps = any(c["exceeds_noise"] and c["delta_mean"] < 0 for c in exp["comparisons"] if c["a"] == "dropout_0")
+    if helps:
+        choice = msg(DROPOUT_HELPS, lang, **rates)
+    else:
+        chosen = next(key for key, r in runs.items()
+                      if (r["config"]["attn_dropout"], r["config"]["resid_dropout"]) == tuple(rates.values()))
+        choice = msg(DROPOUT_DOES_NOT_HELP, lang, **rates, both=0.1,
+                     speedup=runs[chosen]["step_tokens_per_s_mean"] / runs["dropout_both"]["step_tokens_per_s_mean"])
+    assert f"{measured} {choice}" in captions(at)
+    assert not at.exception
+
+
+def test_a_malformed_dropout_file_gives_a_note_not_a_traceback(tmp_path, monkeypatch):
+    bad = tmp_path / "lab_dropout.json"
+    bad.write_text('{"format": "lab-experiments/3", "experiments": {"dropout": {"runs": []}}}', encoding="utf-8")
+    monkeypatch.setattr(rules, "DROPOUT_RESULTS_FILE", bad)
+    at = open_page(PAGE)
+    assert not at.exception
+    assert msg(DROPOUT_UNREADABLE) in captions(at)
+    assert not matching(captions(at), DROPOUT_MEASURED)

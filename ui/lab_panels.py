@@ -22,9 +22,10 @@ from engine.checkpoint import CheckpointError
 from engine.corpus import BUILTIN_CORPORA, Corpus
 from engine.device import release_free_memory
 from engine.figures import lab as LF
+from engine.gpt import GPTConfig
 from engine.lab.jobs import ExperimentJob, Snapshot, TrainingJob
 from engine.lab.models import LabModel, UploadResult, corpus_fingerprint
-from engine.lab.settings import Problem, TrainingPlan
+from engine.lab.settings import DropoutLoss, Problem, TrainingPlan
 from ui.i18n import _, ngettext
 
 MB = budget.MB
@@ -213,6 +214,42 @@ def estimate_caption(plan: TrainingPlan) -> str:
                       tokens=plan.train.batch_size * plan.model.block_size, every=plan.train.eval_interval,
                       memory=est.memory_bytes / MB, limit=budget.MAX_TRAINING_BYTES / MB,
                       time=duration_text(est.seconds), cap=duration_text(budget.MAX_JOB_WALL_S))
+
+
+def dropout_loss_text(loss: DropoutLoss, course: GPTConfig) -> str:
+    """The measured trade-off of dropout in the course preset's training, and the preset's rates.
+
+    Args:
+        loss: the shipped dropout experiment (``engine.lab.settings.dropout_loss``).
+        course: the course preset (``engine.gpt.PRESETS["course"]``), whose rates the text states.
+    """
+
+    def cell(key: str) -> str:
+        run = loss.run(key)
+        return _("{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s").format(
+            loss=run.val_loss_mean, std=run.val_loss_std, rate=run.tokens_per_s)
+
+    both = loss.run("dropout_both")
+    measured = _("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
+                 "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
+                 "the training steps ({cpu}, threads: {threads}): no dropout {none}; residual dropout {resid:g} "
+                 "only {resid_only}; dropout {both:g} everywhere {everywhere}.").format(
+        steps=loss.steps, batch=loss.batch_size, lr=loss.learning_rate, corpus=loss.corpus,
+        seeds=", ".join(map(str, loss.seeds)), cpu=loss.cpu, threads=loss.threads, none=cell("dropout_0"),
+        resid=loss.run("dropout_resid").resid_dropout, resid_only=cell("dropout_resid"), both=both.attn_dropout,
+        everywhere=cell("dropout_both"))
+    rates = {"attn": course.attn_dropout_rate, "resid": course.resid_dropout_rate}
+    chosen = next((r for r in loss.runs if (r.attn_dropout, r.resid_dropout) == tuple(rates.values())),
+                  loss.run("dropout_0"))
+    if loss.dropout_helps:
+        choice = _("Dropout lowers the validation loss by more than the seed noise within this budget; the course "
+                   "preset trains with attention dropout {attn:g} and residual dropout {resid:g}.").format(**rates)
+    else:
+        choice = _("No dropout setting lowers the validation loss by more than the seed noise within this budget, "
+                   "so the course preset trains with attention dropout {attn:g} and residual dropout {resid:g}: "
+                   "{speedup:.2f}× the tokens/s of dropout {both:g} everywhere.").format(
+            **rates, both=both.attn_dropout, speedup=chosen.tokens_per_s / both.tokens_per_s)
+    return f"{measured} {choice}"
 
 
 def stop_text(snap: Snapshot) -> str:

@@ -138,6 +138,11 @@ def dropout_price():
 
 
 @st.cache_data(show_spinner=False)
+def dropout_loss(path: str, mtime: float):
+    return rules.dropout_loss(path)
+
+
+@st.cache_data(show_spinner=False)
 def lesson_param_counts():
     return [multi_head.param_counts(chapter.LESSON_N_EMBD, n) for n in (1, 4, 8)]
 
@@ -302,6 +307,14 @@ if price is not None and 256 in price.speedup:
         batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
         both_off=price.both_off, block=price.block_size, t128=price.speedup[price.block_size],
         t256=price.speedup[256]))
+try:
+    loss_path = rules.DROPOUT_RESULTS_FILE
+    measured_loss = dropout_loss(str(loss_path), loss_path.stat().st_mtime) if loss_path.exists() else None
+except ValueError:
+    measured_loss = None
+    st.caption(_("The shipped measurements of dropout's effect on the validation loss cannot be read."))
+if measured_loss is not None:
+    st.caption(panels.dropout_loss_text(measured_loss, gpt.PRESETS["course"]))
 c1, c2, c3, _c4 = st.columns(4)
 quick_training = rules.PRESET_TRAINING["quick"]
 steps = int(c1.number_input(_("steps"), *rules.STEPS, step=50,

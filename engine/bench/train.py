@@ -114,6 +114,11 @@ def _setting_label(attn: float, resid: float) -> str:
     return f"attn {attn:g} / resid {resid:g}"
 
 
+#: Dropout settings timed by default (attention-weight, residual): dropout 0.1 everywhere, attention-weight
+#: dropout off, both off; ``engine.lab.settings.dropout_price`` reads these three rows.
+DEFAULT_SETTINGS = ((0.1, 0.1), (0.0, 0.1), (0.0, 0.0))
+
+
 def _parse_settings(text: str) -> list[tuple[float, float]]:
     """ "0.1:0.1,0:0.1" -> [(0.1, 0.1), (0.0, 0.1)]: attention-weight dropout : residual dropout."""
     settings = []
@@ -128,8 +133,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--preset", default="course")
     p.add_argument("--batch-sizes", default="16", help="comma-separated batch sizes (default: 16)")
     p.add_argument("--settings", default=None,
-                   help="comma-separated attn:resid dropout pairs (default: the preset's rate for both, "
-                        "attention-weight dropout off, both off)")
+                   help="comma-separated attn:resid dropout pairs (default: 0.1:0.1,0:0.1,0:0, and the preset's "
+                        "own pair if it is another)")
     p.add_argument("--seq-lens", default="64,128,256",
                    help="sequence lengths of the T-scaling fit (default 64,128,256)")
     p.add_argument("--manual", action="store_true", help="also time the manual attention path at block_size")
@@ -149,8 +154,7 @@ def main(argv: list[str]) -> int:
     if args.settings:
         settings = _parse_settings(args.settings)
     else:
-        rate = base.dropout
-        settings = list(dict.fromkeys([(base.attn_dropout_rate, base.resid_dropout_rate), (0.0, rate), (0.0, 0.0)]))
+        settings = list(dict.fromkeys([*DEFAULT_SETTINGS, (base.attn_dropout_rate, base.resid_dropout_rate)]))
     seq_lens = sorted({int(t) for t in args.seq_lens.split(",")})
 
     machine = {**machine_info(), "device": str(device)}

@@ -1,4 +1,4 @@
-"""The lesson's training experiments, and one beyond it, as functions; plus the command that ships their results.
+"""The lesson's training experiments, one beyond it and one that chose a preset, as functions; plus the command.
 
 Lesson ``000``/``002`` ("multi-head attention and positional encoding"), exercises:
 
@@ -16,13 +16,25 @@ Lesson ``000``/``002`` ("multi-head attention and positional encoding"), exercis
   the validation split as well. Either way the model is useless, because generation asks for the
   character after the *last* position, where nothing can be copied; the per-position validation
   loss shows it (low everywhere except at the last position).
+* **dropout** (a preset choice, not a lesson exercise; :data:`PRESET_EXPERIMENTS`): the course model
+  with no dropout (``dropout_0``), residual dropout 0.1 only (``dropout_resid``) and dropout 0.1 on the
+  attention weights and the residual path (``dropout_both``), trained with the Lab's course-preset
+  settings. It prices dropout in validation loss, as ``python -m engine.bench train`` prices it in
+  speed, and each run also records its tokens/s. The course preset's dropout follows from both
+  (``engine.gpt.PRESETS``). It writes its own file, :data:`DROPOUT_RESULTS_FILE`
+  (``--experiments dropout --out assets/lab_dropout.json``), in the same format: a results file
+  describes one command (its settings, machine, wall time), the lesson's experiments ship with
+  other settings (300 steps of batch 8) than the preset's (1000 of batch 4), and rerunning one
+  experiment then never rewrites the others' numbers. :func:`load_results` reads either file; the
+  Lab's experiments section shows :data:`EXPERIMENTS`, and its dropout control states this file's
+  numbers (``engine.lab.settings.dropout_loss``).
 
 Run ``python -m engine.lab.experiments --corpus tang --seeds 1,2,3 [--steps N] [--batch-size B]``
-to train every distinct configuration once per seed (a configuration shared by two experiments, the
-course's 4-head learned-position causal model, is trained once) and write a JSON results file
-with loss curves, final losses, per-position validation loss, samples, settings, wall times
-and the machine. The file is rewritten after each run, so an interrupted command leaves the
-runs it finished (``"complete": false``). Experiments and runs are named by stable keys
+to train every distinct configuration of the lesson's experiments once per seed (a configuration
+shared by two experiments, the course's 4-head learned-position causal model, is trained once) and
+write a JSON results file with loss curves, final losses, per-position validation loss, samples,
+settings, wall times, tokens/s and the machine. The file is rewritten after each run, so an
+interrupted command leaves the runs it finished (``"complete": false``). Experiments and runs are named by stable keys
 (``"heads"``, ``"heads_4"`` ...); the page gives them words.
 
 With several seeds (format ``lab-experiments/3``) the seeds run in the outer loop, so an
@@ -64,6 +76,9 @@ from engine.lab.models import LabModel, corpus_fingerprint, generate
 from engine.training import Callbacks, TrainConfig, train
 
 RESULTS_FILE = Path(__file__).resolve().parents[2] / "assets" / "lab_experiments.json"
+#: Results of the "dropout" experiment (same format as :data:`RESULTS_FILE`), read by
+#: ``engine.lab.settings.dropout_loss``.
+DROPOUT_RESULTS_FILE = RESULTS_FILE.with_name("lab_dropout.json")
 RESULTS_FORMAT = "lab-experiments/3"
 #: Formats :func:`load_results` reads; /2 files (one seed) have no seed statistics.
 READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
@@ -120,6 +135,19 @@ EXPERIMENTS: dict[str, Experiment] = {
     )),
 }
 
+#: Experiments that chose a preset rather than illustrate the lesson: not among the Lab's section-6
+#: experiments, written to their own results file (:data:`DROPOUT_RESULTS_FILE`). Both rates are set
+#: explicitly in every run, so a run means the same whatever the course preset's own dropout is.
+PRESET_EXPERIMENTS: dict[str, Experiment] = {
+    "dropout": Experiment("dropout", (
+        Run("dropout_0", (("attn_dropout", 0.0), ("resid_dropout", 0.0))),
+        Run("dropout_resid", (("attn_dropout", 0.0), ("resid_dropout", 0.1))),
+        Run("dropout_both", (("attn_dropout", 0.1), ("resid_dropout", 0.1))),
+    )),
+}
+#: Every experiment the command and :func:`run_experiment` know.
+ALL_EXPERIMENTS: dict[str, Experiment] = {**EXPERIMENTS, **PRESET_EXPERIMENTS}
+
 
 @torch.no_grad()
 def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: int = 10, seed: int = 0
@@ -171,11 +199,20 @@ def train_run(
         JSON-ready dict: ``key``, ``config`` (GPTConfig dict), ``params``, ``history`` (lists
         ``step``, ``train_loss``, ``val_loss``), ``final_train_loss``, ``final_val_loss``,
         ``loss_by_position`` (list of block_size floats), ``last_position_val_loss``,
-        ``fixed_val_loss``, ``steps_done``, ``stopped``, ``wall_s``, ``tokens_per_s``, ``device`` and ``samples``
+        ``fixed_val_loss``, ``steps_done``, ``stopped``, ``wall_s``, ``tokens_per_s`` (training tokens per
+        second of wall time, evaluations included), ``step_tokens_per_s`` (the same over the optimizer steps
+        alone: forward, backward, clipping and update), ``device`` and ``samples``
         (greedy and sampled continuations of ``engine.chapter.LESSON_PROMPT``, temperature 0.8, top_k 20).
     """
     config = dataclasses.replace(run.config(base), vocab_size=corpus.vocab_size)
-    result = train(config, corpus, train_config, callbacks=callbacks, stop=stop)
+    step_seconds: list[float] = []
+    tokens_per_step = train_config.batch_size * config.block_size
+
+    def on_step(step: int, loss: float, tokens_per_s: float) -> None:
+        step_seconds.append(tokens_per_step / tokens_per_s)
+
+    hooks = [Callbacks(on_step=on_step)] + ([] if callbacks is None else [callbacks])
+    result = train(config, corpus, train_config, callbacks=hooks, stop=stop)
     per_position = loss_by_position(result.model, corpus, batch_size=min(16, train_config.batch_size),
                                     batches=eval_batches, seed=7)  # (block_size,)
     lab_model = LabModel.from_result(result)
@@ -203,6 +240,7 @@ def train_run(
         "stopped": result.stopped,
         "wall_s": round(result.wall_s, 1),
         "tokens_per_s": round(result.tokens_per_s, 1),
+        "step_tokens_per_s": round(len(step_seconds) * tokens_per_step / max(sum(step_seconds), 1e-9), 1),
         "device": result.device,
         "samples": samples,
     }
@@ -225,7 +263,7 @@ def run_experiment(
     """Trains every run of one experiment on ``corpus`` and collects the results.
 
     Args:
-        name: a key of :data:`EXPERIMENTS` ("heads", "positions", "causal").
+        name: a key of :data:`ALL_EXPERIMENTS` ("heads", "positions", "causal", "dropout").
         corpus: the training text.
         steps, batch_size, seed, device: the training settings (``TrainConfig.for_steps``).
         on_run_start: called as ``on_run_start(index, run key, steps)`` before each run (progress display).
@@ -243,9 +281,9 @@ def run_experiment(
     Raises:
         KeyError: for an unknown experiment name (the message lists the known ones).
     """
-    if name not in EXPERIMENTS:
-        raise KeyError(f"unknown experiment {name!r}; choose one of {sorted(EXPERIMENTS)}")
-    experiment = EXPERIMENTS[name]
+    if name not in ALL_EXPERIMENTS:
+        raise KeyError(f"unknown experiment {name!r}; choose one of {sorted(ALL_EXPERIMENTS)}")
+    experiment = ALL_EXPERIMENTS[name]
     overrides = {} if eval_interval is None else {"eval_interval": eval_interval}
     train_config = TrainConfig.for_steps(steps, batch_size, seed=seed, device=device, **overrides)
     fingerprint = corpus_fingerprint(corpus)
@@ -288,7 +326,8 @@ def machine_info() -> dict:
 
 
 #: Per-run values summarised over seeds (mean and sample standard deviation).
-SEED_FIELDS = ("final_train_loss", "final_val_loss", "fixed_val_loss", "last_position_val_loss")
+SEED_FIELDS = ("final_train_loss", "final_val_loss", "fixed_val_loss", "last_position_val_loss",
+               "tokens_per_s", "step_tokens_per_s")
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -314,8 +353,8 @@ def summarize_seeds(per_seed: list[dict]) -> dict:
     Returns:
         The first seed's dict (its curves, samples and per-position losses are the ones plotted)
         plus ``seeds`` (list of int), ``n_seeds``, ``seed_results`` (per seed: ``seed``, the
-        :data:`SEED_FIELDS`, ``wall_s``, ``history``) and ``<field>_mean`` / ``<field>_std`` for
-        each of :data:`SEED_FIELDS` (nats, rounded to 4 decimals).
+        :data:`SEED_FIELDS` it has, ``wall_s``, ``history``) and ``<field>_mean`` / ``<field>_std`` for
+        each of them (losses in nats, throughputs in tokens/s; rounded to 4 decimals).
 
     Raises:
         ValueError: for an empty list or runs with different keys.
@@ -402,7 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=parse_seeds, default=[1337], help="comma-separated seeds, e.g. 1,2,3")
     p.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
     p.add_argument("--corpus", default=TANG_NAME, choices=BUILTIN_CORPORA + (FALLBACK_NAME,))
-    p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
+    p.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(ALL_EXPERIMENTS),
+                   help="default: the lesson's (not 'dropout', which writes to its own file: --out "
+                        "assets/lab_dropout.json)")
     p.add_argument("--eval-interval", type=int, default=None, help="steps between points of the loss curves")
     p.add_argument("--eval-batches", type=int, default=FIXED_EVAL_BATCHES,
                    help="batches of 16 validation windows in the fixed final evaluation")
@@ -412,15 +453,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_table(results: dict) -> None:
-    """Prints one line per run of each experiment (losses over seeds, wall time), then the comparisons."""
+    """Prints one line per run of each experiment (losses over seeds, wall time, tokens/s), then the comparisons."""
     for name, exp in results["experiments"].items():
         print(f"\n{name}")
-        print(f"  {'run':<14} {'seeds':>5} {'train':>16} {'val (fixed)':>16} {'last pos':>16} {'wall s':>7}")
+        print(f"  {'run':<14} {'seeds':>5} {'train':>16} {'val (fixed)':>16} {'last pos':>16} {'wall s':>7} "
+              f"{'tokens/s':>9} {'steps tok/s':>11}")
         for r in exp["runs"]:
             cells = [f"{r.get(f + '_mean', r.get(f, float('nan'))):7.4f} ± {r.get(f + '_std', 0.0):6.4f}"
                      for f in ("final_train_loss", "fixed_val_loss", "last_position_val_loss")]
+            speeds = [r.get(f + "_mean", r.get(f, float("nan"))) for f in ("tokens_per_s", "step_tokens_per_s")]
             print(f"  {r['key']:<14} {r.get('n_seeds', 1):5d} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} "
-                  f"{r['wall_s']:7.1f}")
+                  f"{r['wall_s']:7.1f} {speeds[0]:9.0f} {speeds[1]:11.0f}")
         for c in exp.get("comparisons", []):
             print(f"    {c['b']} - {c['a']}: {c['delta_mean']:+.4f} (noise {c['noise']}) "
                   + {True: "exceeds the seed noise", False: "within the seed noise", None: "no spread"}[
