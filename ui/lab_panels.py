@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -351,10 +352,10 @@ def _val(run: dict) -> tuple[float, float | None, int]:
     return run.get("fixed_val_loss", run["final_val_loss"]), None, 1
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def _experiment_view(experiment: dict, lang_names: tuple[str, ...], text: tuple[tuple[str, str], ...],
-                     baselines: tuple[tuple[str, float, float], ...]) -> tuple[dict, pd.DataFrame]:
-    """The curves figure (as a Plotly dict) and the table of one experiment's results, in the reader's words.
+                     baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
+    """The curves figure and the table of one experiment's results, in the reader's words.
 
     ``baselines``: (label, train nats, val nats) rows added under the runs.
     """
@@ -377,7 +378,7 @@ def _experiment_view(experiment: dict, lang_names: tuple[str, ...], text: tuple[
     figure = LF.experiment_curves(experiment["runs"], lang_names, {
         "title": columns["title"], "val": columns["val"], "train": columns["train"], "step": columns["step"],
         "loss": columns["loss"]}, baselines={label: val_nats for label, _train, val_nats in baselines})
-    return figure.to_plotly_json(), table
+    return figure, table
 
 
 def comparison_lines(experiment: dict) -> list[str]:

@@ -1,5 +1,6 @@
 """Page 3: the causal mask — two masking routes, a live leakage test, triu, register_buffer, the NaN row."""
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
@@ -36,10 +37,10 @@ def two_ways_cached() -> sections.TwoWays:
                                   d_k=TWO_WAYS_D_K)
 
 
-@st.cache_data(show_spinner=False)
-def two_ways_figures_cached(panel_titles: tuple[str, ...]) -> list[dict]:
-    """The two routes' six panels as Plotly dicts, one set per language."""
-    return [fig.to_plotly_json() for fig in figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles)]
+@st.cache_resource(show_spinner=False, max_entries=32)
+def two_ways_figures_cached(panel_titles: tuple[str, ...]) -> list[go.Figure]:
+    """The two routes' six panels, one set per language."""
+    return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles)
 
 
 @st.cache_data(show_spinner=False)

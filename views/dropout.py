@@ -1,5 +1,6 @@
 """Page 4: dropout on the attention weights — slider over p, the mean over many masks, train() vs eval()."""
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
@@ -21,19 +22,19 @@ N_MASKS = 2000
 LAYER_D_OUT = 2
 
 
-@st.cache_data(show_spinner=False)
-def sweep_and_figure(seed: int, labels: figures.SliderLabels) -> tuple[dict, dict]:
-    """Dropout at every p of the slider after ``manual_seed(seed)``, and the slider figure (Plotly dict)."""
+@st.cache_resource(show_spinner=False, max_entries=32)
+def sweep_and_figure(seed: int, labels: figures.SliderLabels) -> tuple[dict[float, sections.DropoutPair], go.Figure]:
+    """Dropout at every p of the slider after ``manual_seed(seed)``, and the slider figure."""
     sweep = sections.dropout_sweep(sections.chapter_causal_weights(A.chapter_inputs()), seed)
-    return sweep, figures.dropout_slider_figure(sweep, TOKENS, labels, active_p=SHOWN_P).to_plotly_json()
+    return sweep, figures.dropout_slider_figure(sweep, TOKENS, labels, active_p=SHOWN_P)
 
 
-@st.cache_data(show_spinner=False)
-def expectation_and_figure(p: float, labels: figures.ConvergenceLabels) -> tuple[sections.Expectation, dict]:
-    """Running mean over 2,000 masks at rate ``p`` (seed 0) and its log-log chart (Plotly dict)."""
+@st.cache_resource(show_spinner=False, max_entries=32)
+def expectation_and_figure(p: float, labels: figures.ConvergenceLabels) -> tuple[sections.Expectation, go.Figure]:
+    """Running mean over 2,000 masks at rate ``p`` (seed 0) and its log-log chart."""
     weights = sections.chapter_causal_weights(A.chapter_inputs())
     expectation = sections.dropout_expectation(weights, p, n_masks=N_MASKS, seed=0)
-    return expectation, figures.convergence_figure(expectation, p, labels).to_plotly_json()
+    return expectation, figures.convergence_figure(expectation, p, labels)
 
 
 def dropout_diagram(modes: sections.TrainVsEval, p: float) -> str:

@@ -8,6 +8,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import budget, chapter, diagrams, gpt
@@ -71,20 +72,20 @@ def generated(model_id: str, prompt: str, length: int, temperature: float, top_k
         return None
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def attention_view(model_id: str, line: str, max_len: int, _model: models.LabModel, text: tuple[tuple[str, str], ...]
-                   ) -> tuple[models.AttentionMaps, dict | None]:
+                   ) -> tuple[models.AttentionMaps, go.Figure | None]:
     maps = models.attention_maps(_model, line, max_len)
     if not maps.tokens:
         return maps, None
-    return maps, figures.attention_slider(maps.attn_weights, maps.tokens, dict(text)).to_plotly_json()
+    return maps, figures.attention_slider(maps.attn_weights, maps.tokens, dict(text))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, seed: int, _model: models.LabModel,
                    text: tuple[tuple[str, str], ...], attn_text: tuple[tuple[str, str], ...]
-                   ) -> tuple[models.NextCharProbs, dict, dict] | None:
-    """The next character's distribution and the last position's attention, as Plotly dicts; None if not finite."""
+                   ) -> tuple[models.NextCharProbs, go.Figure, go.Figure] | None:
+    """The next character's distribution and the last position's attention, and their figures; None if not finite."""
     try:
         probs = models.next_char_probs(_model, prompt, temperature, top_k, seed)
     except models.NonFiniteLogitsError:
@@ -93,7 +94,7 @@ def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, s
     bars = figures.next_char_figure(probs.candidates, probs.probs, probs.sampled, probs.temperatures,
                                     probs.by_temperature, probs.top_ks, probs.by_top_k, dict(text))
     attention = figures.last_attention_figure(looked.attn_weights, looked.tokens, dict(attn_text))
-    return probs, bars.to_plotly_json(), attention.to_plotly_json()
+    return probs, bars, attention
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -113,13 +114,13 @@ def gpt_diagram(model_id: str, _model: models.LabModel, shapes: tuple[tuple[str,
                         diagrams.gpt_parts(_model.model))
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def positions_view(model_id: str, _model: models.LabModel, text: tuple[tuple[str, str], ...]
-                   ) -> tuple[models.PositionTables, dict] | None:
+                   ) -> tuple[models.PositionTables, go.Figure] | None:
     tables = models.position_tables(_model)
     if tables is None:
         return None
-    return tables, figures.position_tables_figure(tables.trained, tables.untrained, dict(text)).to_plotly_json()
+    return tables, figures.position_tables_figure(tables.trained, tables.untrained, dict(text))
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

@@ -1,6 +1,7 @@
 """Page 6: memory layout — storage, strides, view/transpose/contiguous/reshape, the keys' head split, T² cost."""
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import chapter, layout
@@ -60,28 +61,28 @@ def chapter_cached() -> tuple[sections.ChapterLayout, sections.ViewVersusReshape
     return sections.chapter_layout(), sections.view_versus_reshape(sections.chapter_matrix())
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def explorer_cached(shape: tuple[int, ...], recipe: str, new_shape: tuple[int, ...], dims: tuple[int, int],
-                    labels: figures.WalkLabels) -> tuple[sections.Exploration, dict]:
-    """A recipe on 1…n laid out as ``shape``, and its memory-walk figure as a Plotly dict."""
+                    labels: figures.WalkLabels) -> tuple[sections.Exploration, go.Figure]:
+    """A recipe on 1…n laid out as ``shape``, and its memory-walk figure."""
     run = sections.explore(shape, recipe, new_shape, dims)
-    return run, figures.memory_walk_figure(run.walk, run.shown_code, labels).to_plotly_json()
+    return run, figures.memory_walk_figure(run.walk, run.shown_code, labels)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
-                     labels: figures.HeadWalkLabels) -> tuple[pd.DataFrame, dict]:
+                     labels: figures.HeadWalkLabels) -> tuple[pd.DataFrame, go.Figure]:
     """The keys' path through the head split: a table of stages and the slider figure."""
     stages = sections.key_head_walk(num_tokens, num_heads, head_dim)
-    return sections.head_walk_table(stages), figures.head_walk_figure(stages, num_heads, labels).to_plotly_json()
+    return sections.head_walk_table(stages), figures.head_walk_figure(stages, num_heads, labels)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int,
-                labels: figures.CostLabels) -> tuple[sections.ScoreCost, dict]:
+                labels: figures.CostLabels) -> tuple[sections.ScoreCost, go.Figure]:
     """Bytes of the score tensor and of q, k, v over T = 64 … 32768, and the log–log chart."""
     cost = sections.score_cost(batch, num_heads, head_dim, element_size)
-    return cost, figures.score_cost_figure(cost.table, labels).to_plotly_json()
+    return cost, figures.score_cost_figure(cost.table, labels)
 
 
 page.header()

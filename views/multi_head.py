@@ -4,6 +4,7 @@ import ast
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
@@ -35,23 +36,23 @@ def shape_steps() -> dict[str, str]:
     }
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
-                 labels: figures.HeadsLabels) -> tuple[sections.HeadsOnLine, dict]:
-    """The lesson layer's run on ``line`` and its head-slider figure as a Plotly dict."""
+                 labels: figures.HeadsLabels) -> tuple[sections.HeadsOnLine, go.Figure]:
+    """The lesson layer's run on ``line`` and its head-slider figure."""
     run = sections.heads_on_line(line, n_embd, num_heads, seed)
-    return run, figures.heads_slider(run.attn_weights, run.tokens, labels).to_plotly_json()
+    return run, figures.heads_slider(run.attn_weights, run.tokens, labels)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=32)
 def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str) -> tuple:
-    """The chapter's wrapper (and its heatmap as a Plotly dict), exercise 3.2 and split layer for one seed."""
+    """The chapter's wrapper (and its heatmap), exercise 3.2 and split layer for one seed."""
     wrapper = sections.wrapper_output(seed)
     out_cols = [head_col.format(h=j // 2, d=j % 2) for j in range(4)]
     figure = attention_heatmap(
         wrapper.context_vec[0], TOKENS, out_cols, colorscale=SIGNED_SCALE, row_title=row_title,
         col_title=col_title, title=title.format(shape=tuple(wrapper.context_vec.shape)),
-    ).to_plotly_json()
+    )
     return wrapper, figure, sections.wrapper_output(seed, d_out=1, num_heads=2), sections.split_output(seed)
 
 
@@ -67,16 +68,16 @@ def cost_cached(n_embd: int, lengths: tuple[int, ...]) -> pd.DataFrame:
     return sections.cost_table(n_embd, lengths)
 
 
-@st.cache_data(show_spinner=False)
-def bench_view(data: dict, labels: tuple[str, str, str, str, str]) -> list[tuple[pd.DataFrame, dict]]:
-    """Per input size: its rows of the results table and the bar chart as a Plotly dict."""
+@st.cache_resource(show_spinner=False, max_entries=32)
+def bench_view(data: dict, labels: tuple[str, str, str, str, str]) -> list[tuple[pd.DataFrame, go.Figure]]:
+    """Per input size: its rows of the results table and the bar chart."""
     title, forward, forward_backward, time_axis, hover = labels
     table = bench.results_table(data)
     views = []
     for size in data["sizes"]:
         rows = sections.bench_rows(table, size["label"])
         bar_labels = figures.BenchLabels(title.format(size=size["label"]), forward, forward_backward, time_axis, hover)
-        views.append((rows, figures.bench_bars(rows, bar_labels).to_plotly_json()))
+        views.append((rows, figures.bench_bars(rows, bar_labels)))
     return views
 
 

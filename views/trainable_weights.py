@@ -1,5 +1,6 @@
 """Page 2: self-attention with trainable weights, the 1/sqrt(d_k) scale, SelfAttention_v1/v2, inits, exercise 3.1."""
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
@@ -19,10 +20,10 @@ def dk_sweep_cached() -> sections.DkSweep:
     return sections.dk_sweep()
 
 
-@st.cache_data(show_spinner=False)
-def dk_figure_cached(labels: figures.DkSweepLabels) -> dict:
-    """The d_k sweep's slider figure as a Plotly dict, one per language."""
-    return figures.dk_sweep_figure(dk_sweep_cached(), labels).to_plotly_json()
+@st.cache_resource(show_spinner=False, max_entries=32)
+def dk_figure_cached(labels: figures.DkSweepLabels) -> go.Figure:
+    """The d_k sweep's slider figure, one per language."""
+    return figures.dk_sweep_figure(dk_sweep_cached(), labels)
 
 
 @st.cache_data(show_spinner=False)
@@ -31,10 +32,10 @@ def init_comparison_cached():
     return sections.init_comparison()
 
 
-@st.cache_data(show_spinner=False)
-def init_figure_cached(labels: figures.InitLabels) -> dict:
-    """The initialisation chart as a Plotly dict, one per language."""
-    return figures.init_figure(init_comparison_cached(), labels).to_plotly_json()
+@st.cache_resource(show_spinner=False, max_entries=32)
+def init_figure_cached(labels: figures.InitLabels) -> go.Figure:
+    """The initialisation chart, one per language."""
+    return figures.init_figure(init_comparison_cached(), labels)
 
 
 def matrix_columns(matrices: dict[str, object], key: str, **options) -> None:
