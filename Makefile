@@ -4,9 +4,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# Debian packages: the Tang poems / Song ci corpus for the app; Chromium and a CJK font for the browser tests.
-APT_RUN  := fortunes-zh
-APT_TEST := chromium fonts-wqy-microhei graphviz
+# Debian packages: the Tang poems / Song ci corpus and Graphviz (diagrams laid out on the server) for the app;
+# Chromium and a CJK font for the browser tests.
+APT_RUN  := fortunes-zh graphviz
+APT_TEST := chromium fonts-wqy-microhei
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench catalogs clean

@@ -1,9 +1,15 @@
 """Shared fixtures."""
 
+import os
+
 import pytest
 import torch
 
 from tests.plotly_json import open_page
+
+# The page tests read each diagram's DOT source from st.graphviz_chart; the server-side layout that readers get
+# (ui.diagram) is tested in tests/test_diagram_render.py and, in Chromium, by tests/test_browser.py's servers.
+os.environ.setdefault("ATTENTION_DIAGRAMS", "browser")
 
 
 def _page(request):

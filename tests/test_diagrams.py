@@ -463,7 +463,7 @@ def test_lab_writes_each_parts_count_through_the_callers_words():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_graphviz_renders_each_diagram_without_warnings(name):
-    """``make test`` installs Debian's graphviz for this check (the app itself never needs it)."""
+    """Debian's graphviz (installed by ``make run``; the app lays its diagrams out with it) draws each diagram."""
     assert shutil.which("dot"), "install Debian's graphviz (make test does)"
     dot, _, _ = case(name, 1024)
     run = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@ from engine.device import pick_device
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import N_, _, ngettext
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -119,10 +120,10 @@ page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], 
 st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
 left, right = st.columns([3, 2])
 with left:
-    st.graphviz_chart(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
-                      alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
-                            "softmax; right, the softmax comes first, the future weights are zeroed and each row "
-                            "is divided by its sum. Both give the same weights."))
+    diagram(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
+            alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
+                  "softmax; right, the softmax comes first, the future weights are zeroed and each row "
+                  "is divided by its sum. Both give the same weights."))
     st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                      "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                      "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "

@@ -9,6 +9,7 @@ from engine.device import pick_device
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -125,10 +126,10 @@ def modes_section() -> None:
     st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
     left, right = st.columns([2, 3])
     with left:
-        st.graphviz_chart(dropout_diagram(modes, float(p_layer)), width="stretch",
-                          alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
-                                "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
-                                "the weights go straight to the sum."))
+        diagram(dropout_diagram(modes, float(p_layer)), width="stretch",
+                alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
+                      "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
+                      "the weights go straight to the sum."))
         st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
         st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                          "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "

@@ -7,6 +7,7 @@ from engine import diagrams
 from engine.figures import vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _
 from ui.nav import PAGES
 
@@ -36,9 +37,9 @@ page.header()
 page.prose("problem")
 left, right = st.columns([3, 2])
 with left:
-    st.graphviz_chart(bottleneck_diagram(), width="stretch",
-                      alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
-                            "weighted sum of every encoder state."))
+    diagram(bottleneck_diagram(), width="stretch",
+            alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
+                  "weighted sum of every encoder state."))
 with right:
     st.caption(_("Left: the decoder sees only the last hidden state, whatever the length of the sentence. "
                  "Right: at each step it weighs every encoder state. Here the encoder states are the "

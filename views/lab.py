@@ -25,6 +25,7 @@ from engine.sections import multi_head
 from engine.training import train
 from ui import lab_panels as panels
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _, ngettext
 
 CORPORA = ("tang", "tang300", "song100", "upload")
@@ -502,8 +503,9 @@ if current is not None:
                  "attn": _("causal multi-head attention"), "mlp": _("MLP (feed-forward)"),
                  "residual": _("residual"), "probs": _("next-character probabilities")}
         with diagram_slot.expander(_("The model in use, block by block"), icon=":material/account_tree:"):
-            st.graphviz_chart(gpt_diagram(current.model_id, current, tuple(probs.shapes.items()),
-                                          tuple(words.items())), width="content")
+            diagram(gpt_diagram(current.model_id, current, tuple(probs.shapes.items()), tuple(words.items())),
+                    width="content", alt=_("Diagram: the model in use block by block, from the characters to the "
+                                           "probabilities of the next one, with each part's shape and parameters."))
             st.caption(_("The shapes are those of the forward pass on your prompt ({chars} characters); the counts "
                          "are this model's parameters per part.").format(chars=probs.shapes["idx"][1]))
 page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate, models.next_char_probs,

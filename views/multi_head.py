@@ -15,6 +15,7 @@ from engine.figures import multi_head as figures
 from engine.layout import human_bytes
 from engine.sections import multi_head as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -234,11 +235,13 @@ def heads_section() -> None:
         st.markdown(_("{x} → {heads} → scores {scores}").format(
             x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
     wrapper_column, split_column = st.columns(2)
-    wrapper_column.graphviz_chart(heads_diagram(run, "wrapper"), width="content",
-                                  alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
-    split_column.graphviz_chart(heads_diagram(run, "split"), width="content",
-                                alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
-                                      "attends, joins the heads and applies out_proj."))
+    with wrapper_column:
+        diagram(heads_diagram(run, "wrapper"), width="content",
+                alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
+    with split_column:
+        diagram(heads_diagram(run, "split"), width="content",
+                alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
+                      "attends, joins the heads and applies out_proj."))
     st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
     st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                      "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "

@@ -10,6 +10,7 @@ from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import N_, _, ngettext
 
 N_EMBD_CHOICES = [32, 64, 128]
@@ -149,9 +150,9 @@ for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
     for column, encoding in zip(st.columns(2), row, strict=True):
         with column:
             st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
-            st.graphviz_chart(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
-                              alt=_("Diagram: where the {encoding} encoding brings position information into "
-                                    "attention.").format(encoding=encoding))
+            diagram(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
+                    alt=_("Diagram: where the {encoding} encoding brings position information into "
+                          "attention.").format(encoding=encoding))
 st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                  "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                  "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "

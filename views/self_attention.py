@@ -7,6 +7,7 @@ from engine import chapter, diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _, ngettext
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -80,9 +81,9 @@ with left:
         key="sa_vectors",
     )
 with right:
-    st.graphviz_chart(query_diagram(inputs, q, query_token, steps), width="stretch",
-                      alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
-                            "sum that gives the context vector."))
+    diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
+            alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
+                  "sum that gives the context vector."))
     st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                  "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                  "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "

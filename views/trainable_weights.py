@@ -9,6 +9,7 @@ from engine.figures import SIGNED_SCALE, row_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
 from ui import page
+from ui.diagram import diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -104,9 +105,9 @@ with left:
     st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
     page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, setup.query)
 with right:
-    st.graphviz_chart(projection_diagram(inputs, steps), width="stretch",
-                      alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
-                            "√d_k, turned into weights by the softmax and used to sum the values."))
+    diagram(projection_diagram(inputs, steps), width="stretch",
+            alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
+                  "√d_k, turned into weights by the softmax and used to sum the values."))
     st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
                  "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                  "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
