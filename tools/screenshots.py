@@ -17,6 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from ui.nav import PAGES
+
 #: Tallest screenshot taken (px): a phone-width page runs to about 30 000 px; JPEG stops at 65 535.
 MAX_HEIGHT = 40_000
 
@@ -32,8 +34,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jpeg", action="store_true", help="JPEG at quality 70 instead of PNG")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
-
-    from ui.nav import PAGES
 
     paths = [info.url_path for info in PAGES] if args.all else args.paths
     out = Path(args.out)
