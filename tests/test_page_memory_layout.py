@@ -37,7 +37,7 @@ def lit_cell(trace) -> tuple[int, int]:
 
 
 def explorer_table(at):
-    return next(d.value for d in at.dataframe if t("tensor") in d.value.columns and "M" in list(d.value[t("tensor")])
+    return next(d.value for d in at.table if t("tensor") in d.value.columns and "M" in list(d.value[t("tensor")])
                 and len(d.value) <= 4 and "….reshape(-1)" not in list(d.value[t("tensor")]))
 
 

@@ -29,7 +29,7 @@ def heads_figure(at, lang="en"):
 
 
 def shapes(at):
-    table = next(d.value for d in at.dataframe if t("step") in d.value.columns)
+    table = next(d.value for d in at.table if t("step") in d.value.columns)
     return dict(zip(table[t("step")], table["shape"], strict=True))
 
 

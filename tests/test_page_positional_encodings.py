@@ -157,7 +157,7 @@ def test_rope_controls(at):
     at.slider(key="pe_head_dim").set_value(8).run()
     at.slider(key="pe_position").set_value(10).run()
     assert not at.exception
-    pairs = at.dataframe[1].value
+    pairs = at.table[0].value  # static tables: the RoPE pairs, then the past-block runs
     assert list(pairs[msg("pair i")]) == [0, 1, 2, 3]
     assert pairs[msg("θ_i (rad / position)")].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
     assert pairs[msg("angle m·θ_i (°, mod 360)")].tolist() == pytest.approx(
@@ -214,7 +214,7 @@ def test_score_matrix_constant_along_diagonals_and_shift(at):
 def test_past_block_size(at, T, learned_runs):
     at.slider(key="pe_past_T").set_value(T).run()
     assert not at.exception and not at.error  # the learned table's limit is the demonstration, not a failure
-    table = at.dataframe[-1].value
+    table = at.table[-1].value
     ran = dict(zip(table["pos_encoding"], table[msg("ran")], strict=True))
     assert ran == {"none": True, "learned": learned_runs, "sinusoidal": True, "rope": True}
     by_encoding = table.set_index("pos_encoding")

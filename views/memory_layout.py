@@ -129,7 +129,7 @@ def explorer_section() -> None:
     st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
     for error in run.errors:
         st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
-    st.dataframe(layout_frame(run.table), hide_index=True, key="ml_explorer_table")
+    st.table(layout_frame(run.table).style.hide(axis="index"))
     st.plotly_chart(walk_figure, key="ml_walk")
     st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code,
                                                                               order=list(run.order)))

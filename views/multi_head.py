@@ -230,8 +230,8 @@ def heads_section() -> None:
         st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
             T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
         shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
-        st.dataframe(shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")}), hide_index=True,
-                     key="mh_shapes")
+        shapes = shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")})
+        st.table(shapes.style.hide(axis="index"))
         st.markdown(_("{x} → {heads} → scores {scores}").format(
             x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
     wrapper_column, split_column = st.columns(2)
