@@ -129,7 +129,7 @@ def explorer_section() -> None:
     st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
     for error in run.errors:
         st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
-    st.table(layout_frame(run.table).style.hide(axis="index"))
+    page.static_table(layout_frame(run.table))
     st.plotly_chart(walk_figure, key="ml_walk")
     st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code,
                                                                               order=list(run.order)))

@@ -231,7 +231,7 @@ def heads_section() -> None:
             T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
         shapes = run.shapes.assign(step=run.shapes["step"].map(shape_steps()))
         shapes = shapes[["step", "shape", "is_contiguous"]].rename(columns={"step": _("step")})
-        st.table(shapes.style.hide(axis="index"))
+        page.static_table(shapes)
         st.markdown(_("{x} → {heads} → scores {scores}").format(
             x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
     wrapper_column, split_column = st.columns(2)

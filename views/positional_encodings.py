@@ -248,8 +248,8 @@ def rope_and_scores() -> None:
         pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
                         "angle_deg": _("angle m·θ_i (°, mod 360)"), "wavelength": _("wavelength 2π/θ_i (positions)")}
         pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
-        st.table(pairs.style.format({pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
-                                     pair_columns["wavelength"]: "{:.1f}"}).hide(axis="index"))
+        page.static_table(pairs, {pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
+                                  pair_columns["wavelength"]: "{:.1f}"})
         st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
             first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
     page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
@@ -299,7 +299,7 @@ def past_section() -> None:
                            1, 64, step=1, value=24, key='pe_past_T', bind="query-params"))
     past = past_block(past_T)
     missing = past.missing_positions
-    st.table(pd.DataFrame({
+    page.static_table(pd.DataFrame({
         "pos_encoding": [run.pos_encoding for run in past.runs],
         _("ran"): [run.ran for run in past.runs],
         _("logits shape"): [str(run.logits_shape) if run.ran else "" for run in past.runs],
@@ -308,7 +308,7 @@ def past_section() -> None:
             _("no row for positions {first} … {last}: the learned table has {rows} rows").format(
                 first=missing.start, last=missing.stop - 1, rows=past.block_size)
             for run in past.runs],
-    }).style.hide(axis="index"))
+    }))
     if past.all_ran:
         st.success(_("All four encodings ran on {T} tokens (within block_size {block_size}).").format(
             T=past.T, block_size=past.block_size))

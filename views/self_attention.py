@@ -127,8 +127,7 @@ def numerics_section() -> None:
         "torch_softmax": "torch.softmax",
     }
     table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
-    st.table(table.style.format({NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS}, na_rep="nan")
-             .hide(axis="index"))
+    page.static_table(table, {NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS})
     if numerics.naive_broken:
         st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
                           "Naive softmax: {broken} of {total} weights are nan or inf.",
