@@ -35,6 +35,15 @@ def query_diagram(inputs, q: int, token: str, steps: sections.QueryWalkthrough) 
 
 page.header()
 
+def jacobian_panel(jac: sections.JacobianCheck, title: str, key: str, caption: str, passed: str, failed: str) -> None:
+    """One Jacobian: its heatmap, what it depends on, and its distance to torch.autograd."""
+    st.plotly_chart(attention_heatmap(jac.closed_form, TOKENS, TOKENS, title=title, colorscale=SIGNED_SCALE,
+                                      row_title=_("weight w_i"), col_title=_("score x_j")), key=key)
+    st.caption(caption)
+    st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=jac.max_abs_diff))
+    page.verdict(jac.max_abs_diff < 1e-12, passed, failed)
+
+
 # --- 1. the inputs -------------------------------------------------------------------------------
 page.prose("embeddings")
 st.session_state.setdefault("sa_editor_version", 0)
@@ -147,33 +156,20 @@ softmax_jac = sections.jacobian_check(steps.attn_scores)
 naive_jac = sections.naive_jacobian_check(steps.attn_scores)
 c1, c2 = st.columns(2)
 with c1:
-    st.plotly_chart(
-        attention_heatmap(softmax_jac.closed_form, TOKENS, TOKENS,
-                          title=_("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
-                          colorscale=SIGNED_SCALE, row_title=_("weight w_i"), col_title=_("score x_j")),
-        key="sa_jacobian",
-    )
-    st.caption(_("w_i (δ_ij − w_j): depends only on the weights."))
-    st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=softmax_jac.max_abs_diff))
-    page.verdict(softmax_jac.max_abs_diff < 1e-12,
-                 _("softmax: closed form equals torch.autograd"),
-                 _("softmax: closed form differs from torch.autograd"))
+    jacobian_panel(softmax_jac, _("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
+                   "sa_jacobian", _("w_i (δ_ij − w_j): depends only on the weights."),
+                   _("softmax: closed form equals torch.autograd"),
+                   _("softmax: closed form differs from torch.autograd"))
 with c2:
     if naive_jac is None:
         st.info(_("Some scores of “{token}” are 0 or negative: dividing by the sum gives no weights there, "
                   "so its Jacobian is not shown.").format(token=query_token))
     else:
-        st.plotly_chart(
-            attention_heatmap(naive_jac.closed_form, TOKENS, TOKENS,
-                              title=_("divide by the sum: ∂w_i/∂x_j for “{token}”").format(token=query_token),
-                              colorscale=SIGNED_SCALE, row_title=_("weight w_i"), col_title=_("score x_j")),
-            key="sa_naive_jacobian",
-        )
-        st.caption(_("(δ_ij − w_i) / Σx: depends on the sum of the scores, and needs them positive."))
-        st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=naive_jac.max_abs_diff))
-        page.verdict(naive_jac.max_abs_diff < 1e-12,
-                     _("divide by the sum: closed form equals torch.autograd"),
-                     _("divide by the sum: closed form differs from torch.autograd"))
+        jacobian_panel(naive_jac, _("divide by the sum: ∂w_i/∂x_j for “{token}”").format(token=query_token),
+                       "sa_naive_jacobian", _("(δ_ij − w_i) / Σx: depends on the sum of the scores, and needs them "
+                                              "positive."),
+                       _("divide by the sum: closed form equals torch.autograd"),
+                       _("divide by the sum: closed form differs from torch.autograd"))
 page.prose("naive_jacobian")
 page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
 
