@@ -46,15 +46,21 @@ def main(argv: list[str]) -> int:
             page = browser.new_page(viewport={"width": args.width, "height": 1000})
             page.goto(f"http://127.0.0.1:{args.port}/{path}{query}")
             page.get_by_role("heading", level=1).first.wait_for(timeout=120_000)
-            page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                                   timeout=120_000)
-            page.wait_for_timeout(1500)
-            height = page.evaluate("""() => {
-              const main = document.querySelector('[data-testid="stMain"]');
-              return Math.ceil(main ? main.scrollHeight : document.body.scrollHeight);
-            }""")
-            page.set_viewport_size({"width": args.width, "height": min(max(height, 1000), MAX_HEIGHT)})
-            page.wait_for_timeout(2500)  # charts redraw at the new size
+            page.wait_for_load_state("networkidle")
+            # the page grows while its sections arrive and draw: take its height until two readings agree
+            height, previous = 0, -1
+            for _ in range(8):
+                page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                                       timeout=120_000)
+                page.wait_for_timeout(2000)
+                height = page.evaluate("""() => {
+                  const main = document.querySelector('[data-testid="stMain"]');
+                  return Math.ceil(main ? main.scrollHeight : document.body.scrollHeight);
+                }""")
+                if height == previous:
+                    break
+                previous = height
+                page.set_viewport_size({"width": args.width, "height": min(max(height, 1000), MAX_HEIGHT)})
             suffix = "jpg" if args.jpeg else "png"
             target = out / f"{path.replace('/', '_') or 'home'}.{suffix}"
             page.screenshot(path=str(target), type="jpeg" if args.jpeg else "png",
