@@ -194,6 +194,22 @@ def static_table(frame, formats: dict[str, str] | None = None) -> None:
     st.table(frame.style.format({**marks, **(formats or {})}, na_rep="nan").hide(axis="index"))
 
 
+def slot():
+    """A place in the page for what is shown only sometimes (a note, a warning, a panel that needs a valid
+    control), that counts as one element whether it holds nothing, one element or several.
+
+    Use it as ``with page.slot(): if ...: st.warning(...)``. In the browser, Streamlit keeps an element of an
+    ``st.fragment`` mounted across a full rerun only while it stays at the same place in the page; a note that
+    appears above it moves it, and every chart, table and widget of the fragment is then drawn anew although
+    nothing in it changed (page 2's seed redrew both its data grids and three unchanged charts that way).
+    Elements built in a slot keep every element after them at its place.
+
+    Returns:
+        A container (``st.empty().container()``): empty, it shows nothing.
+    """
+    return st.empty().container()
+
+
 def fmt_row(values: Sequence[float], decimals: int = chapter.DECIMALS) -> str:
     """``[0.1385, 0.2379, …]`` as the chapter prints a 1-d tensor."""
     return "[" + ", ".join(f"{float(v):.{decimals}f}" for v in values) + "]"

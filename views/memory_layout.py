@@ -115,11 +115,13 @@ def explorer_section() -> None:
     d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1", bind="query-params"))
 
     base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
-    if base_error is not None:
-        st.error(_("Starting shape: {reason}. Using the chapter's (2, 3).").format(reason=shape_message(base_error)))
     new_shape, new_error = sections.shape_or_default(new_text, (-1,))
-    if new_error is not None:
-        st.error(_("New shape: {reason}. Using (-1,), which flattens.").format(reason=shape_message(new_error)))
+    with page.slot():
+        if base_error is not None:
+            st.error(_("Starting shape: {reason}. Using the chapter's (2, 3).").format(
+                reason=shape_message(base_error)))
+        if new_error is not None:
+            st.error(_("New shape: {reason}. Using (-1,), which flattens.").format(reason=shape_message(new_error)))
 
     walk_labels = figures.WalkLabels(
         storage_title=_("storage: cells in memory order"), row_axis=_("row"), cell_axis=_("storage cell"),
@@ -127,8 +129,9 @@ def explorer_section() -> None:
         step=_("step {k}: element {where} → cell {cell}"), slider_prefix=_("logical step "))
     run, walk_figure = explorer_cached(base_shape, recipe, new_shape, (d0, d1), walk_labels)
     st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
-    for error in run.errors:
-        st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
+    with page.slot():
+        for error in run.errors:
+            st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
     page.static_table(layout_frame(run.table))
     st.plotly_chart(walk_figure, key="ml_walk")
     st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code,

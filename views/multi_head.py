@@ -145,9 +145,10 @@ page.prose("wrapper")
 seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                            value=chapter.MHA_WRAPPER_SEED, key="mh_seed", bind="query-params"))
 applies = seed == chapter.MHA_WRAPPER_SEED
-if not applies:
-    st.caption(_("The chapter uses seed {seed}; with another seed the numbers are expected to differ.").format(
-        seed=chapter.MHA_WRAPPER_SEED))
+with page.slot():
+    if not applies:
+        st.caption(_("The chapter uses seed {seed}; with another seed the numbers are expected to differ.").format(
+            seed=chapter.MHA_WRAPPER_SEED))
 wrapper, wrapper_figure, exercise, split = chapter_cached(
     seed, _("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}"), _("token"), _("feature (head · dim)"),
     _("head {h} · {d}"))
@@ -212,12 +213,13 @@ def heads_section() -> None:
                                      bind="query-params"))
 
     used = sections.page_line(typed, MAX_LINE)
-    if used.issue == "empty":
-        st.warning(_("The line is empty; showing the lesson's line “{line}” until you type one.").format(
-            line=chapter.LESSON_LINE))
-    elif used.issue == "too_long":
-        st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
-            n=used.typed_length, limit=MAX_LINE))
+    with page.slot():
+        if used.issue == "empty":
+            st.warning(_("The line is empty; showing the lesson's line “{line}” until you type one.").format(
+                line=chapter.LESSON_LINE))
+        elif used.issue == "too_long":
+            st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
+                n=used.typed_length, limit=MAX_LINE))
     heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
                                        query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "))
     run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)

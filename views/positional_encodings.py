@@ -194,25 +194,26 @@ def tables_section() -> None:
     st.plotly_chart(figures.tables_figure(
         {_(SIMILARITY_TITLES[name]).format(seed=seed): p.similarity for name, p in panels.items()},
         _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
-    if shipped is None:
-        st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is shown. "
-                  "Train one in the GPT lab with learned positions to compare.").format(
-            name=sections.SHIPPED_MODEL.name))
-    elif shipped.error is not None:
-        st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
-        st.code(shipped.error, language=None)
-    elif trained is None:
-        st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
-            encoding=shipped.pos_encoding))
-    st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
-    if trained is not None and trained.neighbour_similarity is not None:
-        st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
-                      "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
-            std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
-            far=trained.far_distance, far_similarity=trained.far_similarity))
-    elif trained is not None:
-        st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
-                                                                             shape=tuple(trained.table.shape)))
+    with page.slot():
+        if shipped is None:
+            st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "
+                      "shown. Train one in the GPT lab with learned positions to compare.").format(
+                name=sections.SHIPPED_MODEL.name))
+        elif shipped.error is not None:
+            st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
+            st.code(shipped.error, language=None)
+        elif trained is None:
+            st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
+                encoding=shipped.pos_encoding))
+        st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
+        if trained is not None and trained.neighbour_similarity is not None:
+            st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
+                          "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
+                std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
+                far=trained.far_distance, far_similarity=trained.far_similarity))
+        elif trained is not None:
+            st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
+                                                                                 shape=tuple(trained.table.shape)))
     st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
                   "{spread:.1e}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
                                          spread=sin.diagonal_spread))
@@ -234,24 +235,26 @@ def rope_and_scores() -> None:
     rope_ok = sections.rope_supported(head_dim)
     position = int(c2.slider(_("position m"), 0, 127, step=1, value=3, key="pe_position", bind="query-params",
                              disabled=not rope_ok))
-    if not rope_ok:
-        c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
-                     "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
-                     "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
-    else:
-        rotation = rope_rotation(head_dim, seed)
-        st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
-                                                  figures.RopePairLabels(
-            panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
-            earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
-        )), key="pe_rope_pairs")
-        pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
-                        "angle_deg": _("angle m·θ_i (°, mod 360)"), "wavelength": _("wavelength 2π/θ_i (positions)")}
-        pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
-        page.static_table(pairs, {pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
-                                  pair_columns["wavelength"]: "{:.1f}"})
-        st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
-            first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
+    with page.slot():
+        if not rope_ok:
+            c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
+                         "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
+                         "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
+        else:
+            rotation = rope_rotation(head_dim, seed)
+            st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
+                                                      figures.RopePairLabels(
+                panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
+                earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
+            )), key="pe_rope_pairs")
+            pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
+                            "angle_deg": _("angle m·θ_i (°, mod 360)"),
+                            "wavelength": _("wavelength 2π/θ_i (positions)")}
+            pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
+            page.static_table(pairs, {pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
+                                      pair_columns["wavelength"]: "{:.1f}"})
+            st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
+                first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
     page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
                    positions.rope_frequencies)
 
@@ -265,26 +268,28 @@ def rope_and_scores() -> None:
                       disabled=not scores_ok))
     shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
                           disabled=not scores_ok))
-    if not scores_ok:
-        st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
-                     "sinusoidal encoding."))
-    else:
-        scores = score_matrices(encoding, head_dim, T, shift, seed)
-        labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1): [str(t) for t in range(T)],
-                  _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
-                                                                             last=shift + T - 1):
-                      [str(t + shift) for t in range(T)]}
-        st.plotly_chart(figures.score_matrices_figure(
-            dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
-            _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
-        st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = "
-                      "{diff:.1e}").format(
-            spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
-        if scores.distance_only:
-            st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
-                     icon=":material/check_circle:", color="green")
+    with page.slot():
+        if not scores_ok:
+            st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
+                         "sinusoidal encoding."))
         else:
-            st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
+            scores = score_matrices(encoding, head_dim, T, shift, seed)
+            labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1):
+                          [str(t) for t in range(T)],
+                      _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
+                                                                                 last=shift + T - 1):
+                          [str(t + shift) for t in range(T)]}
+            st.plotly_chart(figures.score_matrices_figure(
+                dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
+                _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
+            st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = "
+                          "{diff:.1e}").format(
+                spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
+            if scores.distance_only:
+                st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
+                         icon=":material/check_circle:", color="green")
+            else:
+                st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
 
 
 rope_and_scores()

@@ -83,9 +83,10 @@ query_token = c3.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey
 q = TOKENS.index(query_token)
 steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
 setup = sections.chapter_setup(seed, d_out, q)
-if not setup.projections:
-    st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to differ.")
-               .format(seed=chapter.TRAINABLE_SEED))
+with page.slot():
+    if not setup.projections:
+        st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
+                     "differ.").format(seed=chapter.TRAINABLE_SEED))
 
 out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
 w = steps.projections
