@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
@@ -65,3 +66,15 @@ def test_step_slider_one_step_per_value_and_visibility():
     assert [t.visible for t in fig.data] == [None, False, False, True, True, False, False]
     with pytest.raises(ValueError, match="expected"):
         core.add_step_slider(fig, ["a"], traces_per_step=2, prefix="")
+
+
+def test_weighted_sum_bars_stack_to_the_context_vector():
+    inputs = torch.tensor([[1.0, -2.0], [0.5, 4.0], [-1.0, 0.0]])  # (T=3, d_in=2)
+    weights = torch.tensor([0.2, 0.5, 0.3])
+    fig = core.weighted_sum_bars(inputs, weights, ["a", "b", "c"], ["d0", "d1"], total_name="z")
+    parts = np.array([trace.y for trace in fig.data[:-1]])
+    np.testing.assert_allclose(parts, (weights[:, None] * inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(fig.data[-1].y, (weights @ inputs).numpy(), atol=1e-6)
+    assert fig.layout.barmode == "relative" and fig.data[-1].name == "z"
+    with pytest.raises(ValueError, match="weighted_sum_bars"):
+        core.weighted_sum_bars(inputs, weights[:2], ["a", "b", "c"], ["d0", "d1"])

@@ -1,11 +1,14 @@
 """AppTest: page 1 (views/self_attention.py) shows the chapter's numbers and follows its controls."""
 
+import json
+
+import numpy as np
 import pytest
 
 from engine import attention as A
 from engine.diagrams import shape_text
 from engine.sections import self_attention as sections
-from tests.plotly_json import badges, captions, figures, open_page, texts
+from tests.plotly_json import badges, captions, decode, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/self_attention.py"
@@ -142,3 +145,29 @@ def test_diagram_builds_in_french_and_german(lang):
     other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert "attn_weights" in diagram(other)
+
+
+def chart(at, key: str) -> dict:
+    """The decoded figure of the chart with ``key``."""
+    return next(decode(json.loads(el.proto.spec)) for el in at.get("plotly_chart") if el.proto.id.endswith(key))
+
+
+def test_context_vector_shown_as_its_weighted_sum(at):
+    fig = chart(at, "sa_context_chart")
+    parts = np.array([trace["y"] for trace in fig["data"][:-1]])  # (6 tokens, 3 dims)
+    assert [trace["name"] for trace in fig["data"][:-1]] == list(A.CHAPTER_TOKENS)
+    np.testing.assert_allclose(parts.sum(axis=0), [0.4419, 0.6515, 0.5683], atol=5e-5)
+    np.testing.assert_allclose(fig["data"][-1]["y"], [0.4419, 0.6515, 0.5683], atol=5e-5)
+    at.selectbox(key="sa_query").set_value("step").run()
+    moved = chart(at, "sa_context_chart")
+    steps = sections.query_walkthrough(A.chapter_inputs(), A.CHAPTER_TOKENS.index("step"))
+    np.testing.assert_allclose(moved["data"][-1]["y"], steps.context_vec.numpy(), atol=1e-6)
+
+
+def test_the_3d_chart_holds_every_context_vector_and_ignores_the_query(at):
+    fig = chart(at, "sa_vectors")
+    every = sections.loop_vs_matmul(A.chapter_inputs())
+    tips = np.array([[trace["x"][1], trace["y"][1], trace["z"][1]] for trace in fig["data"][6:]])
+    np.testing.assert_allclose(tips, every.context_vec.numpy(), atol=1e-6)
+    at.selectbox(key="sa_query").set_value("step").run()
+    assert chart(at, "sa_vectors") == fig  # the same figure: the browser keeps the 3-d chart as it is

@@ -4,7 +4,7 @@ import streamlit as st
 
 from engine import attention as A
 from engine import chapter, diagrams
-from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d
+from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
 from ui import page
 from ui.diagram import diagram
@@ -64,10 +64,11 @@ edited = st.data_editor(
     },
 )
 edit = sections.inputs_from_table(edited)
-if edit.empty_cells:
-    st.warning(ngettext("{n} cell is empty; it uses the chapter's value until you fill it in.",
-                        "{n} cells are empty; they use the chapter's value until you fill them in.",
-                        edit.empty_cells).format(n=edit.empty_cells))
+with page.slot():
+    if edit.empty_cells:
+        st.warning(ngettext("{n} cell is empty; it uses the chapter's value until you fill it in.",
+                            "{n} cells are empty; they use the chapter's value until you fill them in.",
+                            edit.empty_cells).format(n=edit.empty_cells))
 inputs = edit.inputs  # (6, 3)
 
 # --- 2. one query ----------------------------------------------------------------------------------
@@ -83,11 +84,6 @@ with left:
         row_bars({_("attn_scores (dot products)"): steps.attn_scores}, TOKENS,
                  title=_("Step 1 · scores of “{token}”").format(token=query_token)),
         key="sa_scores_chart",
-    )
-    st.plotly_chart(
-        vectors_3d(inputs, TOKENS, highlight=q, extra={f"z ({query_token})": steps.context_vec},
-                   title=_("Inputs and the context vector"), height=360),
-        key="sa_vectors",
     )
 with right:
     diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
@@ -110,6 +106,13 @@ page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE
 st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
     values=page.fmt_row(steps.attn_weights), total=float(steps.attn_weights.sum())))
 page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+st.plotly_chart(
+    weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS,
+                      title=_("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(
+                          token=query_token),
+                      total_name=_("context vector z")),
+    key="sa_context_chart",
+)
 st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
 page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
 page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
@@ -186,6 +189,14 @@ st.plotly_chart(
                       zmin=None, row_title=_("token"), col_title=_("dimension")),
     key="sa_all_context",
 )
+st.plotly_chart(
+    vectors_3d(inputs, TOKENS, extra={f"z ({token})": z for token, z in zip(TOKENS, every.context_vec, strict=True)},
+               title=_("The inputs (solid) and their context vectors (dashed)"), height=420, extra_text=False),
+    key="sa_vectors",
+)
+st.caption(_("Softmax weights are positive and sum to 1, so every context vector is a weighted average of the "
+             "inputs: the six z lie between them, closer together than the inputs. Hover a dashed tip to see "
+             "whose it is."))
 st.markdown(_("max |loops − matmul| = {diff:.2e}").format(diff=every.max_abs_diff))
 page.chapter_check(_("first two rows of attn_scores"), every.attn_scores[:2], chapter.SIMPLE_SCORES_FIRST_ROWS,
                    edit.is_chapter)

@@ -17,6 +17,7 @@ from engine.figures.core import (
     row_bars,
     to_numpy,
     vectors_3d,
+    weighted_sum_bars,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "row_bars",
     "to_numpy",
     "vectors_3d",
+    "weighted_sum_bars",
 ]

@@ -85,15 +85,19 @@ def base_layout(
         top: top margin in px; defaults to room for the title. Matrices, whose
             column labels sit on top, pass more.
     """
-    extra = 0
+    breaks = 0
     if title:
         title = wrap_text(title, TITLE_WIDTH)
-        extra = 18 * title.count("<br>")
-    fig.update_layout(
-        title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8)) if title else None,
+        breaks = title.count("<br>")
+    layout = dict(
+        # Plotly anchors a title of several lines too high at the top edge and cuts its first line: each extra
+        # line moves it down 12 px (measured at the app's title font in Chromium)
+        title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8 + 12 * breaks)) if title
+        else None,
         font=_FONT,
         # the right margin holds Plotly's vertical toolbar, clear of the plot and of the panel titles
-        margin=dict(l=10, r=MODEBAR_MARGIN, t=(top if top is not None else (50 if title else 20)) + extra, b=10),
+        margin=dict(l=10, r=MODEBAR_MARGIN, t=(top if top is not None else (50 if title else 20)) + 18 * breaks,
+                    b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
         # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles
@@ -101,7 +105,8 @@ def base_layout(
         modebar=dict(orientation="v"),
     )
     if height is not None:
-        fig.update_layout(height=height)
+        layout["height"] = height
+    fig.update_layout(layout)  # one call: each update_layout call costs about 1 ms of Plotly's bookkeeping
     return fig
 
 
@@ -280,6 +285,59 @@ def row_bars(
     return base_layout(fig, title, height)
 
 
+def weighted_sum_bars(
+    inputs,
+    attn_weights,
+    labels: Sequence[str],
+    dim_labels: Sequence[str],
+    title: str | None = None,
+    total_name: str = "z",
+    height: int = 330,
+) -> go.Figure:
+    """The context vector as the weighted sum it is: per dimension, one stacked bar segment per token.
+
+    Segment (token i, dimension d) has height ``attn_weights[i] * inputs[i, d]``; the segments of a dimension
+    add up to ``context_vec[d]`` (positive and negative parts stack on either side of 0, Plotly's "relative"
+    bar mode), which a marker shows (chapter 3.3.1, step 3: z = Σ_i w_i x^(i)).
+
+    Args:
+        inputs: (T, d_in) tensor/array, the token vectors.
+        attn_weights: (T,) weights of one query.
+        labels: the T token names (one trace each, in order).
+        dim_labels: the d_in dimension names (x axis).
+        total_name: the marker's name in the legend (the context vector).
+
+    Raises:
+        ValueError: if the shapes do not agree.
+    """
+    x = to_numpy(inputs)
+    w = to_numpy(attn_weights)
+    if x.ndim != 2 or w.shape != (x.shape[0],) or len(labels) != x.shape[0] or len(dim_labels) != x.shape[1]:
+        raise ValueError(f"weighted_sum_bars needs inputs (T, d_in), weights (T,) and T labels, d_in dimension "
+                         f"names; got {x.shape}, {w.shape}, {len(labels)}, {len(dim_labels)}")
+    parts = w[:, None] * x  # (T, 1) * (T, d_in) -> (T, d_in): token i's share of each dimension
+    dims = list(range(x.shape[1]))
+    data = [dict(type="bar", x=dims, y=np.round(parts[i], 6).tolist(), name=name,
+                 marker=dict(color=PALETTE[i % len(PALETTE)]),
+                 customdata=[[f"{w[i]:.4f}", f"{x[i, d]:.4f}"] for d in dims],
+                 hovertemplate=name + ": %{customdata[0]} × %{customdata[1]} = %{y:.4f}<extra></extra>")
+            for i, name in enumerate(labels)]
+    total = parts.sum(axis=0)  # (T, d_in) -> (d_in,): the context vector
+    data.append(dict(type="scatter", x=dims, y=np.round(total, 6).tolist(), mode="markers+text", name=total_name,
+                     text=[format_value(v) for v in total], textposition="top center",
+                     marker=dict(symbol="diamond", size=12, color="#222", line=dict(color="white", width=1)),
+                     hovertemplate=total_name + ": %{text}<extra></extra>"))
+    # room above the stacks (and below, for negative parts) for the marker's value
+    top = max(float(np.clip(parts, 0, None).sum(axis=0).max()), float(total.max()), 0.0)
+    bottom = min(float(np.clip(parts, None, 0).sum(axis=0).min()), float(total.min()), 0.0)
+    span = (top - bottom) or 1.0
+    layout = dict(barmode="relative", legend=dict(orientation="h", y=-0.15),
+                  xaxis=dict(tickmode="array", tickvals=dims, ticktext=list(dim_labels)),
+                  yaxis=dict(gridcolor="#eee", zerolinecolor="#999",
+                             range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.15 * span]))
+    return base_layout(go.Figure(data=data, layout=layout), title, height)
+
+
 def vectors_3d(
     vectors,
     labels: Sequence[str],
@@ -288,6 +346,7 @@ def vectors_3d(
     title: str | None = None,
     height: int = 460,
     axis_titles: Sequence[str] = ("x₀", "x₁", "x₂"),
+    extra_text: bool = True,
 ) -> go.Figure:
     """3-d arrows from the origin to each vector, labelled (the running example's embeddings).
 
@@ -296,6 +355,7 @@ def vectors_3d(
         labels: N names.
         highlight: index drawn thicker in red (e.g. the query token).
         extra: name -> (3,) vectors drawn dashed (e.g. a context vector).
+        extra_text: write each extra vector's name at its tip (False: in its hover only, for many vectors).
 
     Raises:
         ValueError: if vectors are not (N, 3).
@@ -324,7 +384,7 @@ def vectors_3d(
             x=[0, e[0]],
             y=[0, e[1]],
             z=[0, e[2]],
-            mode="lines+markers+text",
+            mode="lines+markers+text" if extra_text else "lines+markers",
             text=["", name],
             textposition="bottom center",
             line=dict(width=6, color="#2ca02c", dash="dash"),
