@@ -42,6 +42,11 @@ def chart(at, key):
     return figures(at)[index[0]]
 
 
+def spec(at, key) -> str:
+    """The Plotly JSON sent for the chart with ``key``, as sent."""
+    return next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith(key))
+
+
 def has_chart(at, key) -> bool:
     return any(key in c.proto.id for c in at.get("plotly_chart"))
 
@@ -61,6 +66,12 @@ def numbers_after_equals(line: str) -> list[float]:
 SPREAD_LINE = "largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = {diff:.1e}"
 
 
+
+def perm_table(at):
+    """The permutation experiment's table (a static table, the page's first): index n_layer, one column per
+    encoding."""
+    return at.table[0].value.set_index("n_layer")
+
 def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at):
     fig = chart(at, "pe_perm_chart")
     steps = fig["layout"]["sliders"][0]["steps"]
@@ -78,7 +89,7 @@ def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at
     assert fig["data"][0]["visible"] is True and fig["data"][1]["visible"] is False
     assert chapter.LESSON_LINE in fig["layout"]["title"]["text"]
     assert chapter.PERMUTED_LINE in steps[1]["args"][1]["title.text"]
-    table = at.dataframe[0].value
+    table = perm_table(at)
     assert tuple(table.columns) == P.POS_ENCODINGS and list(table.index) == [1, 2, 3, 4, 5, 6]
     assert table.loc[1, "none"] == pytest.approx(one["none"])
     shown = starting(at, head("1 layer, none: **{one_none:.1e}**"))
@@ -96,18 +107,21 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
     other.run()
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(at, "green")) and not badges(other, "red")
-    assert other.dataframe[0].value.equals(at.dataframe[0].value)
+    assert perm_table(other).equals(perm_table(at))
     assert len(other.get("plotly_chart")) == len(at.get("plotly_chart"))
 
 
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
 def test_permutation_controls(at, n_embd, seed):
-    before = at.dataframe[0].value.copy()
+    before = perm_table(at).copy()
+    rope_before, scores_before = spec(at, "pe_rope_pairs"), spec(at, "pe_scores")
     at.selectbox(key="pe_n_embd").set_value(n_embd).run()
     at.selectbox(key="pe_seed").set_value(seed).run()
     assert not at.exception
-    table = at.dataframe[0].value
+    table = perm_table(at)
     assert not table.equals(before)
+    # sections 5-6 draw their own seeded vectors: the experiment's seed leaves them as they were
+    assert spec(at, "pe_rope_pairs") == rope_before and spec(at, "pe_scores") == scores_before
     assert table.loc[1, "none"] < 1e-5 and (table.loc[2:, :] > 1e-4).all().all()
     exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
     assert exercise == msg("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
@@ -157,7 +171,7 @@ def test_rope_controls(at):
     at.slider(key="pe_head_dim").set_value(8).run()
     at.slider(key="pe_position").set_value(10).run()
     assert not at.exception
-    pairs = at.table[0].value  # static tables: the RoPE pairs, then the past-block runs
+    pairs = at.table[1].value  # static tables: the permutation sweep, the RoPE pairs, the past-block runs
     assert list(pairs[msg("pair i")]) == [0, 1, 2, 3]
     assert pairs[msg("θ_i (rad / position)")].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
     assert pairs[msg("angle m·θ_i (°, mod 360)")].tolist() == pytest.approx(

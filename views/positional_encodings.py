@@ -16,6 +16,9 @@ from ui.i18n import N_, _, ngettext
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
 SEEDS = [0, 1, 2, 3, 4]
+#: Seed of the random vector rotated in section 5 and of q, k in section 6: what they show (lengths kept, only
+#: m − n matters) holds for any vector, so the permutation experiment's seed does not redraw them.
+VECTOR_SEED = 0
 #: Heads of the permutation experiment's models (and of the diagrams drawn beside it).
 N_HEAD = 4
 #: The four ways position information enters, in the order the diagrams are drawn.
@@ -130,7 +133,7 @@ st.plotly_chart(figures.permutation_figure(sweep.table, figures.PermutationLabel
     rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|"),
     slider_prefix="n_layer = ",
 ), active_layers=1), key="pe_perm_chart")
-st.dataframe(sweep.by_layer.style.format("{:.1e}"), key="pe_perm_table")
+page.static_table(sweep.by_layer.rename_axis("n_layer").reset_index(), {e: "{:.1e}" for e in sweep.by_layer.columns})
 st.markdown(_("1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · 1 layer, learned: "
               "**{one_learned:.1e}** (the lesson printed {lesson_one_none:.1e}, {lesson_two_none:.1e} and "
               "{lesson_one_learned:.1e} with its own initialisation: compare orders of magnitude)").format(
@@ -241,7 +244,7 @@ def rope_and_scores() -> None:
                          "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
                          "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
         else:
-            rotation = rope_rotation(head_dim, seed)
+            rotation = rope_rotation(head_dim, VECTOR_SEED)
             st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
                                                       figures.RopePairLabels(
                 panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
@@ -273,7 +276,7 @@ def rope_and_scores() -> None:
             st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
                          "sinusoidal encoding."))
         else:
-            scores = score_matrices(encoding, head_dim, T, shift, seed)
+            scores = score_matrices(encoding, head_dim, T, shift, VECTOR_SEED)
             labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1):
                           [str(t) for t in range(T)],
                       _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,

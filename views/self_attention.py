@@ -71,57 +71,10 @@ with page.slot():
                             edit.empty_cells).format(n=edit.empty_cells))
 inputs = edit.inputs  # (6, 3)
 
-# --- 2. one query ----------------------------------------------------------------------------------
-page.prose("steps")
-query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="sa_query", bind="query-params")
-q = TOKENS.index(query_token)
-steps = sections.query_walkthrough(inputs, q)
-applies = edit.is_chapter and q == 1
 
-left, right = st.columns([3, 2])
-with left:
-    st.plotly_chart(
-        row_bars({_("attn_scores (dot products)"): steps.attn_scores}, TOKENS,
-                 title=_("Step 1 · scores of “{token}”").format(token=query_token)),
-        key="sa_scores_chart",
-    )
-with right:
-    diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
-            alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
-                  "sum that gives the context vector."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                 "shape."))
-st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
-
-st.plotly_chart(
-    row_bars({_("divide by the sum"): steps.naive_weights, "softmax": steps.attn_weights}, TOKENS,
-             title=_("Step 2 · two ways to turn scores into weights")),
-    key="sa_weights_chart",
-)
-st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
-page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
-st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
-    values=page.fmt_row(steps.attn_weights), total=float(steps.attn_weights.sum())))
-page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
-st.plotly_chart(
-    weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS,
-                      title=_("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(
-                          token=query_token),
-                      total_name=_("context vector z")),
-    key="sa_context_chart",
-)
-st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
-page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
-page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
-
-# --- 3. softmax numerics ----------------------------------------------------------------------------
-page.prose("numerics")
 @st.fragment
-def numerics_section() -> None:
-    """Section 3: the scale and dtype redraw this section only (the query above reruns the page)."""
+def numerics_section(steps: sections.QueryWalkthrough) -> None:
+    """Section 3: the scale and dtype redraw this section only (a fragment within the query's fragment)."""
     c1, c2 = st.columns(2)
     scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
                       value=1.0, key="sa_scale", bind="query-params")
@@ -150,31 +103,86 @@ def numerics_section() -> None:
                else _("Stable softmax: some weights are not finite."))
 
 
-numerics_section()
-page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
+# --- 2. one query ----------------------------------------------------------------------------------
+@st.fragment
+def query_sections(inputs, is_chapter: bool) -> None:
+    """Sections 2-4: the query token redraws these sections only (the inputs above rerun the page)."""
+    page.prose("steps")
+    query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="sa_query",
+                               bind="query-params")
+    q = TOKENS.index(query_token)
+    steps = sections.query_walkthrough(inputs, q)
+    applies = is_chapter and q == 1
 
-# --- 4. Jacobians -----------------------------------------------------------------------------------
-page.prose("jacobian")
-softmax_jac = sections.jacobian_check(steps.attn_scores)
-naive_jac = sections.naive_jacobian_check(steps.attn_scores)
-c1, c2 = st.columns(2)
-with c1:
-    jacobian_panel(softmax_jac, _("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
-                   "sa_jacobian", _("w_i (δ_ij − w_j): depends only on the weights."),
-                   _("softmax: closed form equals torch.autograd"),
-                   _("softmax: closed form differs from torch.autograd"))
-with c2:
-    if naive_jac is None:
-        st.info(_("Some scores of “{token}” are 0 or negative: dividing by the sum gives no weights there, "
-                  "so its Jacobian is not shown.").format(token=query_token))
-    else:
-        jacobian_panel(naive_jac, _("divide by the sum: ∂w_i/∂x_j for “{token}”").format(token=query_token),
-                       "sa_naive_jacobian", _("(δ_ij − w_i) / Σx: depends on the sum of the scores, and needs them "
-                                              "positive."),
-                       _("divide by the sum: closed form equals torch.autograd"),
-                       _("divide by the sum: closed form differs from torch.autograd"))
-page.prose("naive_jacobian")
-page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(
+            row_bars({_("attn_scores (dot products)"): steps.attn_scores}, TOKENS,
+                     title=_("Step 1 · scores of “{token}”").format(token=query_token)),
+            key="sa_scores_chart",
+        )
+    with right:
+        diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
+                alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
+                      "sum that gives the context vector."))
+        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                     "shape."))
+    st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+    page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
+
+    st.plotly_chart(
+        row_bars({_("divide by the sum"): steps.naive_weights, "softmax": steps.attn_weights}, TOKENS,
+                 title=_("Step 2 · two ways to turn scores into weights")),
+        key="sa_weights_chart",
+    )
+    st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
+    page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
+    st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
+        values=page.fmt_row(steps.attn_weights), total=float(steps.attn_weights.sum())))
+    page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+    st.plotly_chart(
+        weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS,
+                          title=_("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(
+                              token=query_token),
+                          total_name=_("context vector z")),
+        key="sa_context_chart",
+    )
+    st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
+    page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
+    page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
+
+    # --- 3. softmax numerics ----------------------------------------------------------------------------
+    page.prose("numerics")
+    numerics_section(steps)
+    page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
+
+    # --- 4. Jacobians -----------------------------------------------------------------------------------
+    page.prose("jacobian")
+    softmax_jac = sections.jacobian_check(steps.attn_scores)
+    naive_jac = sections.naive_jacobian_check(steps.attn_scores)
+    c1, c2 = st.columns(2)
+    with c1:
+        jacobian_panel(softmax_jac, _("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
+                       "sa_jacobian", _("w_i (δ_ij − w_j): depends only on the weights."),
+                       _("softmax: closed form equals torch.autograd"),
+                       _("softmax: closed form differs from torch.autograd"))
+    with c2:
+        if naive_jac is None:
+            st.info(_("Some scores of “{token}” are 0 or negative: dividing by the sum gives no weights there, "
+                      "so its Jacobian is not shown.").format(token=query_token))
+        else:
+            jacobian_panel(naive_jac, _("divide by the sum: ∂w_i/∂x_j for “{token}”").format(token=query_token),
+                           "sa_naive_jacobian", _("(δ_ij − w_i) / Σx: depends on the sum of the scores, and needs them "
+                                                  "positive."),
+                           _("divide by the sum: closed form equals torch.autograd"),
+                           _("divide by the sum: closed form differs from torch.autograd"))
+    page.prose("naive_jacobian")
+    page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
+
+
+query_sections(inputs, edit.is_chapter)
 
 # --- 5. all pairs -----------------------------------------------------------------------------------
 page.prose("allpairs")

@@ -75,55 +75,66 @@ dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
 
 # --- 1. projections, one query ------------------------------------------------------------------
 page.prose("projections")
-c1, c2, c3 = st.columns(3)
+c1, c2 = st.columns(2)
 d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
 seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                            value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
-query_token = c3.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query", bind="query-params")
-q = TOKENS.index(query_token)
-steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
-setup = sections.chapter_setup(seed, d_out, q)
+setup = sections.chapter_setup(seed, d_out, 1)
 with page.slot():
     if not setup.projections:
         st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
                      "differ.").format(seed=chapter.TRAINABLE_SEED))
 
 out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
-w = steps.projections
+w = sections.chapter_projections(seed, inputs.shape[1], d_out)
 matrix_columns({f"{name}  ({inputs.shape[1]}×{d_out})": matrix
                 for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
                "tw_projections", row_labels=dims_in, col_labels=out_cols, row_title=_("input dim"), height=280)
-st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
-page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, setup.query)
 
-left, right = st.columns([3, 2])
-with left:
+
+@st.fragment
+def query_steps() -> None:
+    """The query's three steps: the query token redraws them only (d_out and the seed above rerun the page)."""
+    query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
+                               bind="query-params")
+    q = TOKENS.index(query_token)
+    steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
+    applies = sections.chapter_setup(seed, d_out, q).query
+    st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
+    page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, applies)
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(
+            row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
+                     title=_("Step 1 · scores of “{token}”").format(token=query_token)),
+            key="tw_scores_chart",
+        )
+        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+    with right:
+        diagram(projection_diagram(inputs, steps), width="stretch",
+                alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
+                      "√d_k, turned into weights by the softmax and used to sum the values."))
+        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
+                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
+                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
+                     "shape."))
     st.plotly_chart(
-        row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
-                 title=_("Step 1 · scores of “{token}”").format(token=query_token)),
-        key="tw_scores_chart",
+        row_bars({"softmax(scores / √d_k)": steps.attn_weights,
+                  _("softmax(scores), no scale"): steps.unscaled_weights},
+                 TOKENS, title=_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out)),
+        key="tw_weights_chart",
     )
-    st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-    page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, setup.query)
-with right:
-    diagram(projection_diagram(inputs, steps), width="stretch",
-            alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
-                  "√d_k, turned into weights by the softmax and used to sum the values."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                 "shape."))
-st.plotly_chart(
-    row_bars({"softmax(scores / √d_k)": steps.attn_weights, _("softmax(scores), no scale"): steps.unscaled_weights},
-             TOKENS, title=_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out)),
-    key="tw_weights_chart",
-)
-st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
-page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, setup.query)
-st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
-    values=page.fmt_row(steps.context_vec)))
-page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, setup.query)
-page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
+    st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
+    page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
+    st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
+        values=page.fmt_row(steps.context_vec)))
+    page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+    page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
+
+
+query_steps()
 
 # --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
 page.prose("scale")

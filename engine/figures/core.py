@@ -73,10 +73,8 @@ def wrap_text(text: str, width: int) -> str:
     return "<br>".join(lines)
 
 
-def base_layout(
-    fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None
-) -> go.Figure:
-    """Apply the app's common layout (font, margins, white background).
+def app_layout(title: str | None = None, height: int | None = None, top: int | None = None) -> dict:
+    """The app's common layout (font, margins, white background, title) as a dict, to give ``go.Figure``.
 
     The title is wrapped at :data:`TITLE_WIDTH` characters, so that on a phone it stays clear of Plotly's
     toolbar at the right edge; each extra line adds 18 px to the top margin.
@@ -106,7 +104,16 @@ def base_layout(
     )
     if height is not None:
         layout["height"] = height
-    fig.update_layout(layout)  # one call: each update_layout call costs about 1 ms of Plotly's bookkeeping
+    return layout
+
+
+def base_layout(
+    fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None
+) -> go.Figure:
+    """Apply :func:`app_layout` to a built figure (one ``update_layout`` call). A figure built in one
+    ``go.Figure(data=..., layout=...)`` call with the layout merged in is cheaper still: an update of a
+    figure that has traces costs several ms of Plotly's bookkeeping on every rerun."""
+    fig.update_layout(app_layout(title, height, top))
     return fig
 
 
@@ -174,6 +181,21 @@ def heatmap_trace(
     )
 
 
+def matrix_axes_layout(
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    row_title: str | None = None,
+    col_title: str | None = None,
+) -> tuple[dict, dict]:
+    """``(xaxis, yaxis)`` layout dicts of a heatmap: tokens as tick labels, column labels on top, y reversed so
+    that row 0 is at the top."""
+    yaxis = dict(tickmode="array", tickvals=list(range(len(row_labels))), ticktext=list(row_labels),
+                 autorange="reversed", title=dict(text=row_title), showgrid=False)
+    xaxis = dict(tickmode="array", tickvals=list(range(len(col_labels))), ticktext=list(col_labels), side="top",
+                 title=dict(text=col_title), showgrid=False)
+    return xaxis, yaxis
+
+
 def matrix_axes(
     fig: go.Figure,
     row_labels: Sequence[str],
@@ -183,26 +205,15 @@ def matrix_axes(
     row: int | None = None,
     col: int | None = None,
 ) -> go.Figure:
-    """Label a heatmap's axes with tokens and reverse y so row 0 is at the top."""
-    kw = dict(row=row, col=col) if row is not None else {}
-    fig.update_yaxes(
-        tickmode="array",
-        tickvals=list(range(len(row_labels))),
-        ticktext=list(row_labels),
-        autorange="reversed",
-        title_text=row_title,
-        showgrid=False,
-        **kw,
-    )
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(col_labels))),
-        ticktext=list(col_labels),
-        side="top",
-        title_text=col_title,
-        showgrid=False,
-        **kw,
-    )
+    """Label a heatmap's axes with tokens and reverse y so row 0 is at the top (of subplot ``row``, ``col``
+    of a ``make_subplots`` figure when given), in one layout update."""
+    xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, col_title)
+    if row is not None:
+        subplot = fig.get_subplot(row, col)
+        names = subplot.xaxis.plotly_name, subplot.yaxis.plotly_name
+    else:
+        names = "xaxis", "yaxis"
+    fig.update_layout({names[0]: xaxis, names[1]: yaxis})
     return fig
 
 
@@ -243,12 +254,14 @@ def attention_heatmap(
         col_tokens = row_tokens if cols == rows else [str(j) for j in range(cols)]
     if colorscale == SIGNED_SCALE and zmin == 0.0:
         zmin = None
-    fig = go.Figure(
-        heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax, decimals=decimals)
+    xaxis, yaxis = matrix_axes_layout(row_tokens, col_tokens, row_title, col_title)
+    layout = app_layout(title, height or max(260, 48 * rows + 130), top=(100 if title else 60) if col_title else None)
+    # one constructor call: a later update of the figure costs several ms of Plotly's bookkeeping on every rerun
+    return go.Figure(
+        data=[heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax,
+                            decimals=decimals)],
+        layout=dict(layout, xaxis=xaxis, yaxis=yaxis),
     )
-    matrix_axes(fig, row_tokens, col_tokens, row_title, col_title)
-    base_layout(fig, title, height or max(260, 48 * rows + 130), top=(100 if title else 60) if col_title else None)
-    return fig
 
 
 def row_bars(
@@ -266,23 +279,27 @@ def row_bars(
         labels: the T category labels (tokens), kept in order even when repeated.
         decimals: digits written on the bars.
     """
-    fig = go.Figure()
     x = list(range(len(labels)))
+    data = []
     for k, (name, values) in enumerate(series.items()):
         v = to_numpy(values)
-        fig.add_bar(
+        data.append(dict(
+            type="bar",
             x=x,
             y=np.where(np.isfinite(v), v, np.nan).tolist(),
             name=name,
             text=[format_value(a, decimals) for a in v],
             textposition="outside",
-            marker_color=PALETTE[k % len(PALETTE)],
+            marker=dict(color=PALETTE[k % len(PALETTE)]),
             hovertemplate="%{text}<extra>" + name + "</extra>",
-        )
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=list(labels))
-    fig.update_yaxes(title_text=yaxis_title, gridcolor="#eee", zerolinecolor="#999")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15), uniformtext_minsize=9)
-    return base_layout(fig, title, height)
+        ))
+    layout = dict(
+        app_layout(title, height),
+        xaxis=dict(tickmode="array", tickvals=x, ticktext=list(labels)),
+        yaxis=dict(title=dict(text=yaxis_title), gridcolor="#eee", zerolinecolor="#999"),
+        barmode="group", legend=dict(orientation="h", y=-0.15), uniformtext=dict(minsize=9),
+    )
+    return go.Figure(data=data, layout=layout)
 
 
 def weighted_sum_bars(
@@ -331,11 +348,11 @@ def weighted_sum_bars(
     top = max(float(np.clip(parts, 0, None).sum(axis=0).max()), float(total.max()), 0.0)
     bottom = min(float(np.clip(parts, None, 0).sum(axis=0).min()), float(total.min()), 0.0)
     span = (top - bottom) or 1.0
-    layout = dict(barmode="relative", legend=dict(orientation="h", y=-0.15),
+    layout = dict(app_layout(title, height), barmode="relative", legend=dict(orientation="h", y=-0.15),
                   xaxis=dict(tickmode="array", tickvals=dims, ticktext=list(dim_labels)),
                   yaxis=dict(gridcolor="#eee", zerolinecolor="#999",
                              range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.15 * span]))
-    return base_layout(go.Figure(data=data, layout=layout), title, height)
+    return go.Figure(data=data, layout=layout)
 
 
 def vectors_3d(
@@ -363,10 +380,11 @@ def vectors_3d(
     v = to_numpy(vectors)
     if v.ndim != 2 or v.shape[1] != 3:
         raise ValueError(f"vectors_3d needs shape (N, 3), got {v.shape}")
-    fig = go.Figure()
+    data = []
     for i, (vec, name) in enumerate(zip(v, labels, strict=True)):
         is_hl = i == highlight
-        fig.add_scatter3d(
+        data.append(dict(
+            type="scatter3d",
             x=[0, vec[0]],
             y=[0, vec[1]],
             z=[0, vec[2]],
@@ -377,10 +395,11 @@ def vectors_3d(
             marker=dict(size=[0, 5]),
             name=name,
             hovertemplate=f"{name}: ({vec[0]:.2f}, {vec[1]:.2f}, {vec[2]:.2f})<extra></extra>",
-        )
+        ))
     for name, vec in (extra or {}).items():
         e = to_numpy(vec)
-        fig.add_scatter3d(
+        data.append(dict(
+            type="scatter3d",
             x=[0, e[0]],
             y=[0, e[1]],
             z=[0, e[2]],
@@ -391,18 +410,19 @@ def vectors_3d(
             marker=dict(size=[0, 5]),
             name=name,
             hovertemplate=f"{name}: ({e[0]:.4f}, {e[1]:.4f}, {e[2]:.4f})<extra></extra>",
-        )
-    fig.update_layout(
+        ))
+    layout = dict(
+        app_layout(title, height),
         scene=dict(
-            xaxis=dict(title=axis_titles[0], range=[0, 1]),
-            yaxis=dict(title=axis_titles[1], range=[0, 1]),
-            zaxis=dict(title=axis_titles[2], range=[0, 1]),
+            xaxis=dict(title=dict(text=axis_titles[0]), range=[0, 1]),
+            yaxis=dict(title=dict(text=axis_titles[1]), range=[0, 1]),
+            zaxis=dict(title=dict(text=axis_titles[2]), range=[0, 1]),
             aspectmode="cube",
             camera=dict(eye=dict(x=1.6, y=1.4, z=0.9)),
         ),
         showlegend=False,
     )
-    return base_layout(fig, title, height)
+    return go.Figure(data=data, layout=layout)
 
 
 def add_step_slider(
