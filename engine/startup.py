@@ -1,16 +1,15 @@
 """Process start-up for the app, once per process: threads, the C heap, and the objects that live as long as it.
 
-Streamlit collects garbage after every script run (``gc.collect(2)``, its ``runner.postScriptGC`` option) so that
-a reader's cyclic garbage (Plotly figures point back to their parents) is freed at once. A full collection walks
-every object the process tracks, and after importing PyTorch, Plotly, pandas and the engine that is about
-250 000 objects: 140 ms on a quiet 2-core AMD EPYC, 400-600 ms while another process trains. The browser waits
-for it: the collection holds the interpreter lock, so the server cannot send the run's last messages until it
-ends, and every slider move paid it.
+:func:`prepare_process` imports the modules the pages use, collects garbage once, then moves every object alive at
+that moment into the permanent generation (``gc.freeze``, Python 3.7+): about 250 000 objects of PyTorch, Plotly,
+pandas and the engine. Python's own full collections skip them afterwards, so the rare full collection that the
+interpreter starts by itself stays short instead of holding the interpreter lock for 140 ms (quiet 2-core AMD
+EPYC) to 600 ms (busy) while a reader waits for a control's last messages.
 
-:func:`prepare_process` imports the modules the pages use, collects once, then moves every object alive at that
-moment into the permanent generation (``gc.freeze``, Python 3.7+). Later collections skip them: the
-post-script collection falls to a few milliseconds, and what a reader's run leaves behind is still collected
-after each run. Measured with ``python -m engine.bench pages --browser`` (README, "Performance").
+Streamlit's own full collection after every run (``runner.postScriptGC``) is switched off in
+``.streamlit/config.toml``: even with the start-up objects frozen, it walked everything made later (Plotly's and
+pandas' lazily built classes, the caches) and cost 100-200 ms per slider move once the caches had filled.
+Measured with ``python -m engine.bench pages --browser`` (README, "Performance").
 """
 
 from __future__ import annotations

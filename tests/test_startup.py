@@ -4,7 +4,10 @@ import ast
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+from streamlit import config
 
 from engine.startup import page_modules
 
@@ -96,3 +99,10 @@ def test_serve_is_an_asgi_app_streamlit_run_finds_and_its_start_up_prepares_the_
                          timeout=300, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"prepared": True, "alive": False}
+
+
+def test_streamlit_does_not_collect_after_every_run():
+    """Streamlit's post-run ``gc.collect(2)`` is off in the app's config (an option Streamlit still knows)."""
+    settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert settings["runner"]["postScriptGC"] is False
+    assert config.get_option("runner.postScriptGC") is False  # Streamlit reads the same file
