@@ -1,6 +1,7 @@
 """Page 7: positional encodings — none, learned absolute, sinusoidal, RoPE — on the course's GPT."""
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 import torch
 
@@ -36,6 +37,12 @@ SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}
 @st.cache_data(show_spinner=False)
 def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
     return sections.permutation_by_layers(n_embd=n_embd, n_head=N_HEAD, seed=seed)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def permutation_chart(n_embd: int, seed: int, labels: figures.PermutationLabels) -> go.Figure:
+    """The permutation experiment's slider figure, per model size, seed and language (readers share it)."""
+    return figures.permutation_figure(permutation(n_embd, seed).table, labels, active_layers=1)
 
 
 @st.cache_data(show_spinner=False)
@@ -128,11 +135,11 @@ titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; 
                    "“{line}” vs “{permuted}”, last position, {n} layers; none: {none:.1e}", n).format(
               line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sweep.diff(n, "none"))
           for n in sweep.by_layer.index]
-st.plotly_chart(figures.permutation_figure(sweep.table, figures.PermutationLabels(
+st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
     titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis="pos_encoding",
     rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|"),
     slider_prefix="n_layer = ",
-), active_layers=1), key="pe_perm_chart")
+)), key="pe_perm_chart")
 page.static_table(sweep.by_layer.rename_axis("n_layer").reset_index(), {e: "{:.1e}" for e in sweep.by_layer.columns})
 st.markdown(_("1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · 1 layer, learned: "
               "**{one_learned:.1e}** (the lesson printed {lesson_one_none:.1e}, {lesson_two_none:.1e} and "
