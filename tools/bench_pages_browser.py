@@ -137,28 +137,40 @@ def open_timed(context, url: str) -> tuple[float, float]:
 
 
 def _move(page, control: dict, step: int) -> None:
-    """One reader's move of ``control``: forward on even steps, back on odd ones."""
+    """One reader's move of ``control``: forward on even steps, back on odd ones.
+
+    Forward goes up, or down from the top of the range; back undoes the previous move (remembered in
+    ``control["_last"]``), so a slider that the first move took to its maximum comes back down.
+    """
     testid = {"slider": "stSlider", "number": "stNumberInput", "selectbox": "stSelectbox"}[control["kind"]]
     el = page.locator(f'[data-testid="stMain"] [data-testid="{testid}"]').nth(control["index"])
     forward = step % 2 == 0
-    if control["kind"] == "slider":
-        thumb = el.locator('input[type="range"]').first
-        at_max = float(thumb.input_value()) >= float(thumb.get_attribute("max"))
-        thumb.focus()
-        page.keyboard.press("ArrowLeft" if forward == at_max else "ArrowRight")
-    elif control["kind"] == "number":
-        up = el.locator('[data-testid="stNumberInputStepUp"]')
-        down = el.locator('[data-testid="stNumberInputStepDown"]')
-        if up.count() and down.count():
-            (up if forward and up.is_enabled() or not down.is_enabled() else down).click()
-        else:  # a narrow input has no +/- buttons: the arrow keys step it, Enter commits
-            box = el.locator("input").first
-            box.focus()
-            page.keyboard.press("ArrowUp" if forward else "ArrowDown")
-            page.keyboard.press("Enter")
-    else:
+    if control["kind"] == "selectbox":
         el.locator("input").first.click()
         page.keyboard.press("ArrowDown" if forward else "ArrowUp")
+        page.keyboard.press("Enter")
+        return
+    if forward or "_last" not in control:
+        if control["kind"] == "slider":
+            thumb = el.locator('input[type="range"]').first
+            up = float(thumb.input_value()) < float(thumb.get_attribute("max"))
+        else:
+            button = el.locator('[data-testid="stNumberInputStepUp"]')
+            up = not button.count() or button.is_enabled()
+    else:
+        up = not control["_last"]
+    control["_last"] = up
+    if control["kind"] == "slider":
+        el.locator('input[type="range"]').first.focus()
+        page.keyboard.press("ArrowRight" if up else "ArrowLeft")
+        return
+    stepper = el.locator('[data-testid="stNumberInputStepUp"]' if up else '[data-testid="stNumberInputStepDown"]')
+    if stepper.count():
+        stepper.click()
+    else:  # a narrow input has no +/- buttons: the arrow keys step it, Enter commits
+        box = el.locator("input").first
+        box.focus()
+        page.keyboard.press("ArrowUp" if up else "ArrowDown")
         page.keyboard.press("Enter")
 
 
