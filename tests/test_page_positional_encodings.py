@@ -114,14 +114,15 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
 def test_permutation_controls(at, n_embd, seed):
     before = perm_table(at).copy()
-    rope_before, scores_before = spec(at, "pe_rope_pairs"), spec(at, "pe_scores")
+    others = ("pe_tables", "pe_similarity", "pe_rope_pairs", "pe_scores")
+    others_before = [spec(at, key) for key in others]
     at.selectbox(key="pe_n_embd").set_value(n_embd).run()
     at.selectbox(key="pe_seed").set_value(seed).run()
     assert not at.exception
     table = perm_table(at)
     assert not table.equals(before)
-    # sections 5-6 draw their own seeded vectors: the experiment's seed leaves them as they were
-    assert spec(at, "pe_rope_pairs") == rope_before and spec(at, "pe_scores") == scores_before
+    # sections 3-6 draw their own seeded tables and vectors: the experiment's seed leaves them as they were
+    assert [spec(at, key) for key in others] == others_before
     assert table.loc[1, "none"] < 1e-5 and (table.loc[2:, :] > 1e-4).all().all()
     exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
     assert exercise == msg("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "

@@ -117,10 +117,11 @@ page.show_code(sections.dropout_expectation)
 page.prose("modes")
 @st.fragment
 def modes_section() -> None:
-    """Section 3: the layer's rate redraws this section only (the seed above reruns the page)."""
+    """Section 3: the layer's rate redraws this section only. The layer is built with the chapter's seed, as the
+    prose says, whatever the seed of section 1: that seed redraws section 1 only."""
     p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER_P,
                                value=0.5, key="do_layer_p", bind="query-params")
-    modes = sections.train_vs_eval(inputs, float(p_layer), seed)
+    modes = sections.train_vs_eval(inputs, float(p_layer), chapter.DROPOUT_SEED)
     mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                           row=_("{token} (Σ {sum:.2f})"))
     st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")

@@ -17,8 +17,9 @@ from ui.i18n import N_, _, ngettext
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
 SEEDS = [0, 1, 2, 3, 4]
-#: Seed of the random vector rotated in section 5 and of q, k in section 6: what they show (lengths kept, only
-#: m − n matters) holds for any vector, so the permutation experiment's seed does not redraw them.
+#: Seed of the untrained table of sections 3-4, of the random vector rotated in section 5 and of q, k in
+#: section 6: what they show (no structure at init, lengths kept, only m − n matters) holds for any draw, so the
+#: permutation experiment's seed redraws that experiment only.
 VECTOR_SEED = 0
 #: Heads of the permutation experiment's models (and of the diagrams drawn beside it).
 N_HEAD = 4
@@ -192,17 +193,17 @@ def tables_section() -> None:
                                       value=128, key="pe_block", bind="query-params"))
     width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width",
                           bind="query-params"))
-    untrained = untrained_table(block_size, width, seed)
+    untrained = untrained_table(block_size, width, VECTOR_SEED)
     sin = sinusoidal_table(block_size, width)
     shipped = shipped_table(str(sections.SHIPPED_MODEL))
     trained = shipped.table if shipped is not None else None
     panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
     st.plotly_chart(figures.tables_figure(
-        {f"{_(TABLE_TITLES[name]).format(seed=seed)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
+        {f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
          for name, p in panels.items()},
         _("position"), _("dimension"), _("rows: position · columns: dimension")), key="pe_tables")
     st.plotly_chart(figures.tables_figure(
-        {_(SIMILARITY_TITLES[name]).format(seed=seed): p.similarity for name, p in panels.items()},
+        {_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED): p.similarity for name, p in panels.items()},
         _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
     with page.slot():
         if shipped is None:
