@@ -341,7 +341,7 @@ def weighted_sum_bars(
             for i, name in enumerate(labels)]
     total = parts.sum(axis=0)  # (T, d_in) -> (d_in,): the context vector
     data.append(dict(type="scatter", x=dims, y=np.round(total, 6).tolist(), mode="markers+text", name=total_name,
-                     text=[format_value(v) for v in total], textposition="top center",
+                     text=[format_value(v) for v in total], textposition="top center", cliponaxis=False,
                      marker=dict(symbol="diamond", size=12, color="#222", line=dict(color="white", width=1)),
                      hovertemplate=total_name + ": %{text}<extra></extra>"))
     # room above the stacks (and below, for negative parts) for the marker's value
@@ -351,7 +351,7 @@ def weighted_sum_bars(
     layout = dict(app_layout(title, height), barmode="relative", legend=dict(orientation="h", y=-0.15),
                   xaxis=dict(tickmode="array", tickvals=dims, ticktext=list(dim_labels)),
                   yaxis=dict(gridcolor="#eee", zerolinecolor="#999",
-                             range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.15 * span]))
+                             range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.25 * span]))
     return go.Figure(data=data, layout=layout)
 
 
