@@ -203,6 +203,7 @@ def redraw_times(page, control: dict, moves: int) -> tuple[list[float], bool]:
             if s["now"] - t0 > 120_000:
                 raise RuntimeError(f"{control} did not settle within 120 s")
     page.evaluate("() => document.querySelector('[data-bench-moving]').removeAttribute('data-bench-moving')")
+    control.pop("_last", None)  # _move's memory, not a result
     drawn = [t for t in charts if t is not None]
     return (drawn, True) if drawn else (others, False)
 
