@@ -114,7 +114,7 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
 def test_permutation_controls(at, n_embd, seed):
     before = perm_table(at).copy()
-    others = ("pe_tables", "pe_similarity", "pe_rope_pairs", "pe_scores")
+    others = ("pe_tables", "pe_similarity", "pe_rope_pairs", "pe_scores_0", "pe_scores_1")
     others_before = [spec(at, key) for key in others]
     at.selectbox(key="pe_n_embd").set_value(n_embd).run()
     at.selectbox(key="pe_seed").set_value(seed).run()
@@ -197,7 +197,7 @@ def test_odd_head_dim_says_what_the_control_needs_and_keeps_the_rest_working(at)
     assert has_chart(at, "pe_perm_chart") and has_chart(at, "pe_tables")
     at.radio(key="pe_score_mode").set_value("sinusoidal").run()
     assert not at.exception and not at.slider(key="pe_shift").disabled
-    fig = chart(at, "pe_scores")
+    fig = chart(at, "pe_scores_0")
     assert np.asarray(fig["data"][0]["z"], dtype=float).shape == (8, 8)
     at.slider(key="pe_head_dim").set_value(8).run()
     assert not at.warning and not at.slider(key="pe_position").disabled and has_chart(at, "pe_rope_pairs")
@@ -207,8 +207,9 @@ def test_score_matrix_constant_along_diagonals_and_shift(at):
     at.slider(key="pe_score_T").set_value(6).run()
     at.slider(key="pe_shift").set_value(1000).run()
     assert not at.exception
-    fig = chart(at, "pe_scores")
-    first, second = (np.asarray(t["z"], dtype=float) for t in fig["data"])
+    first, second = (np.asarray(chart(at, f"pe_scores_{i}")["data"][0]["z"], dtype=float) for i in (0, 1))
+    # the two panels share one colour range
+    assert chart(at, "pe_scores_0")["data"][0]["zmax"] == chart(at, "pe_scores_1")["data"][0]["zmax"]
     assert first.shape == (6, 6)
     for offset in range(-5, 6):
         d = np.diagonal(first, offset)

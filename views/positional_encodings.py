@@ -290,9 +290,13 @@ def rope_and_scores() -> None:
                       _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
                                                                                  last=shift + T - 1):
                           [str(t + shift) for t in range(T)]}
-            st.plotly_chart(figures.score_matrices_figure(
-                dict(zip(labels, (scores.attn_scores, scores.shifted), strict=True)), labels, _("query position m"),
-                _("query %{customdata[0]} · key %{customdata[1]}: %{text}")), key="pe_scores")
+            # one figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone
+            matrices = (scores.attn_scores, scores.shifted)
+            limit = max(float(m.abs().max()) for m in matrices) or 1.0
+            for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
+                column.plotly_chart(figures.score_matrices_figure(
+                    {title: matrix}, {title: labels[title]}, _("query position m"),
+                    _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit), key=f"pe_scores_{i}")
             st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = "
                           "{diff:.1e}").format(
                 spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))

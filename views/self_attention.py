@@ -37,8 +37,9 @@ page.header()
 
 def jacobian_panel(jac: sections.JacobianCheck, title: str, key: str, caption: str, passed: str, failed: str) -> None:
     """One Jacobian: its heatmap, what it depends on, and its distance to torch.autograd."""
+    # 3 decimals: six signed values such as -0.0330 fit their cells on a phone (the chapter prints no Jacobian)
     st.plotly_chart(attention_heatmap(jac.closed_form, TOKENS, TOKENS, title=title, colorscale=SIGNED_SCALE,
-                                      row_title=_("weight w_i"), col_title=_("score x_j")), key=key)
+                                      decimals=3, row_title=_("weight w_i"), col_title=_("score x_j")), key=key)
     st.caption(caption)
     st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=jac.max_abs_diff))
     page.verdict(jac.max_abs_diff < 1e-12, passed, failed)

@@ -164,8 +164,9 @@ def heatmap_trace(
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
         # a fixed size that stays legible on a phone (Plotly's automatic size shrank to about 5 px) where the cells
-        # are wide enough for it; wider matrices keep the automatic size
-        textfont=dict(size=11) if cols <= 8 else None,
+        # are wide enough for it (10 px from six columns on, where a phone's cells are about 40 px wide); wider
+        # matrices keep the automatic size
+        textfont=dict(size=11 if cols < 6 else 10) if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
         hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}: %{text}<extra></extra>",
@@ -178,6 +179,8 @@ def heatmap_trace(
         name=name,
         visible=visible,
         showscale=showscale,
+        # a thin colour bar leaves the cells more of a phone's width
+        colorbar=dict(thickness=12),
     )
 
 

@@ -21,6 +21,7 @@ from engine.figures.core import (
     PALETTE,
     SIGNED_SCALE,
     add_step_slider,
+    app_layout,
     base_layout,
     heatmap_trace,
     matrix_axes,
@@ -266,8 +267,14 @@ class RopePairLabels:
     pair: str
 
 
+#: Panels per row of :func:`rope_pairs_figure`: eight in one row left a phone's panels about 40 px wide, under
+#: titles that ran into each other.
+PAIRS_PER_ROW = 4
+
+
 def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int], labels: RopePairLabels) -> go.Figure:
-    """Chosen pairs of dimensions of one vector, rotated by RoPE at ``position``: one 2-d panel each.
+    """Chosen pairs of dimensions of one vector, rotated by RoPE at ``position``: one 2-d panel each, in rows of
+    :data:`PAIRS_PER_ROW`.
 
     Each panel shows the circle the pair moves on (its length never changes), the faint trail of
     the pair at positions 0..position, and an arrow to where it is at ``position``.
@@ -292,8 +299,11 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
     if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= 8:
         raise ValueError(f"pairs must be 1 to 8 indices in [0, {pts.shape[1]}), got {list(pairs)}")
     n = len(pairs)
+    per_row = min(n, PAIRS_PER_ROW)
+    rows = -(-n // per_row)  # ceil(n / per_row)
     gap = 0.03
-    width = (1 - gap * (n - 1)) / n
+    width = (1 - gap * (per_row - 1)) / per_row
+    row_height = 1 / rows  # each row: its panels in the top 70 %, their titles below
     ring = np.linspace(0, 2 * np.pi, 73)
     reach = float(max(radius[list(pairs)].max(), 1e-6)) * 1.15
     traces, layout, annotations = [], {}, []
@@ -313,25 +323,27 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
                        hovertemplate=f"{labels.position.format(position=position)}: (%{{x:.3f}}, %{{y:.3f}})"
                                      f"<extra>{labels.pair.format(pair=i)}</extra>", **axes),
         ]
-        left = c * (width + gap)
+        left = (c % per_row) * (width + gap)
+        bottom = 1 - (c // per_row + 1) * row_height
         frame = dict(range=[-reach, reach], showticklabels=False, zeroline=True, zerolinecolor="#eee", showgrid=False)
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", **frame)
-        layout[f"yaxis{suffix}"] = dict(domain=[0.3, 1], anchor=f"x{suffix}", scaleanchor=f"x{suffix}",
-                                        scaleratio=1, **frame)
+        layout[f"yaxis{suffix}"] = dict(domain=[bottom + 0.3 * row_height, bottom + row_height], anchor=f"x{suffix}",
+                                        scaleanchor=f"x{suffix}", scaleratio=1, **frame)
+        text = labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
+                                   angle=math.degrees(position * theta[i]) % 360)
         annotations.append(dict(
-            text=labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
-                                     angle=math.degrees(position * theta[i]) % 360),
+            # wrapped to a phone's panel width (a quarter of 390 px)
+            text="<br>".join(wrap_text(line, 16) for line in text.split("<br>")),
             # under its panel: above it, on a phone, Plotly's toolbar would cover the last panels' titles
-            xref="paper", x=left + width / 2, xanchor="center", y=0.27, yref="paper", yanchor="top",
-            showarrow=False, font=dict(size=11),
+            xref="paper", x=left + width / 2, xanchor="center", y=bottom + 0.27 * row_height, yref="paper",
+            yanchor="top", showarrow=False, font=dict(size=11),
         ))
     # one constructor call with axis domains: make_subplots and per-panel updates are slow on every rerun
-    fig = go.Figure(traces, layout=dict(annotations=annotations, **layout))
-    return base_layout(fig, None, 340, top=20)
+    return go.Figure(traces, layout=dict(app_layout(None, 300 * rows, top=20), annotations=annotations, **layout))
 
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
-                          hover: str, decimals: int = 2) -> go.Figure:
+                          hover: str, decimals: int = 2, limit: float | None = None) -> go.Figure:
     """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
 
     Args:
@@ -341,12 +353,16 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         hover: hover text of a cell; may use Plotly's ``%{customdata[0]}`` (query position),
             ``%{customdata[1]}`` (key position) and ``%{text}`` (the score).
         decimals: digits written in each cell.
+        limit: the colour range is [-limit, limit]; defaults to the largest |score| of ``matrices``. Pass the
+            same limit to figures drawn side by side (one panel each, so that they stack on a phone) to keep
+            their colours comparable.
 
     Returns:
         A figure with one heatmap trace per matrix on a shared, symmetric colour range.
     """
     n = len(matrices)
-    limit = max(float(np.abs(to_numpy(m)).max()) for m in matrices.values()) or 1.0
+    if limit is None:
+        limit = max(float(np.abs(to_numpy(m)).max()) for m in matrices.values()) or 1.0
     # short title lines: on a phone the right panel's title would reach under Plotly's toolbar
     titles = [wrap_text(name, 18) for name in matrices]
     lines = max(t.count("<br>") for t in titles)
