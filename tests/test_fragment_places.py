@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest, local_script_runner
 
 from tests.plotly_json import ROOT
-from tests.test_fuzz_pages import fuzzable_widgets, random_value
+from tests.test_fuzz_pages import fuzzable_widgets, set_random_values
 from ui.nav import PAGES
 
 CASES = 10
@@ -62,16 +62,7 @@ def test_fragment_elements_keep_their_place(info, monkeypatch):
         widgets = fuzzable_widgets(at)
         if not widgets:
             break
-        applied = {}
-        for w in rng.sample(widgets, rng.randint(1, min(3, len(widgets)))):
-            value = random_value(w, rng)
-            if value is None:
-                continue
-            try:
-                w.set_value(value)
-            except Exception:  # a stale widget after a rerun removed it: skip it
-                continue
-            applied[w.key] = value
+        applied = set_random_values(rng.sample(widgets, rng.randint(1, min(3, len(widgets)))), rng)
         at.run()
         assert not at.exception, f"case {case} {applied}"
         moved = moved_fragment_elements(recorder.runs[-2], recorder.runs[-1])

@@ -97,6 +97,22 @@ def fuzzable_widgets(at):
     return widgets
 
 
+def set_random_values(widgets, rng: random.Random) -> dict:
+    """Set each of ``widgets`` to a :func:`random_value`; returns ``{key: value}`` of those set (a widget that a
+    rerun removed, or one without a random value, is skipped)."""
+    applied = {}
+    for w in widgets:
+        value = random_value(w, rng)
+        if value is None:
+            continue
+        try:
+            w.set_value(value)
+        except Exception:  # a stale widget after a rerun removed it: skip it
+            continue
+        applied[w.key] = value
+    return applied
+
+
 @pytest.mark.parametrize("info", PAGES, ids=[p.url_path for p in PAGES])
 def test_random_controls_never_break_a_page(info):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
@@ -107,17 +123,7 @@ def test_random_controls_never_break_a_page(info):
         widgets = fuzzable_widgets(at)
         if not widgets:
             break
-        chosen = rng.sample(widgets, rng.randint(1, len(widgets)))
-        applied = {}
-        for w in chosen:
-            value = random_value(w, rng)
-            if value is None:
-                continue
-            try:
-                w.set_value(value)
-            except Exception:  # a stale widget after a rerun removed it: skip it
-                continue
-            applied[w.key] = value
+        applied = set_random_values(rng.sample(widgets, rng.randint(1, len(widgets))), rng)
         at.run()
         assert not at.exception, f"case {case} {applied}: {[e.value for e in at.exception]}"
         bad = non_finite_in_charts(at)
