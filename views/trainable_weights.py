@@ -79,7 +79,7 @@ c1, c2 = st.columns(2)
 d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
 seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                            value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
-setup = sections.chapter_setup(seed, d_out, 1)
+setup = sections.chapter_setup(seed, d_out, query_index=1)  # .projections, used here, ignores the query
 with page.slot():
     if not setup.projections:
         st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
