@@ -152,6 +152,7 @@ def test_chapter_setup():
     assert sections.chapter_setup(123, 2, 1) == sections.ChapterSetup(projections=True, query=True)
     assert sections.chapter_setup(123, 2, 0) == sections.ChapterSetup(projections=True, query=False)
     assert sections.chapter_setup(7, 2, 1) == sections.ChapterSetup(projections=False, query=False)
+    assert sections.projections_are_chapter(123, 2) and not sections.projections_are_chapter(123, 3)
     assert sections.v2_is_chapter(789, 2) and not sections.v2_is_chapter(789, 3)
 
 

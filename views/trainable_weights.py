@@ -79,9 +79,9 @@ c1, c2 = st.columns(2)
 d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
 seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                            value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
-setup = sections.chapter_setup(seed, d_out, query_index=1)  # .projections, used here, ignores the query
+projections_apply = sections.projections_are_chapter(seed, d_out)
 with page.slot():
-    if not setup.projections:
+    if not projections_apply:
         st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
                      "differ.").format(seed=chapter.TRAINABLE_SEED))
 
@@ -180,7 +180,7 @@ def classes_and_exercise() -> None:
                    row_title=_("token"), height=380)
     c1, c2 = st.columns(2)
     with c1:
-        page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, setup.projections)
+        page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
     with c2:
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
                            sections.v2_is_chapter(seed_v2, d_out))

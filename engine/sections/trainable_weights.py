@@ -144,9 +144,14 @@ class Exercise31:
     equal_after: bool
 
 
+def projections_are_chapter(seed: int, d_out: int) -> bool:
+    """True when W_query, W_key, W_value are drawn as in the chapter (seed 123, d_out 2), whatever the query."""
+    return seed == chapter.TRAINABLE_SEED and d_out == 2
+
+
 def chapter_setup(seed: int, d_out: int, query_index: int) -> ChapterSetup:
     """Which of the walkthrough's chapter numbers apply (chapter: seed 123, d_out 2, query "journey")."""
-    projections = seed == chapter.TRAINABLE_SEED and d_out == 2
+    projections = projections_are_chapter(seed, d_out)
     return ChapterSetup(projections, projections and query_index == 1)
 
 
