@@ -292,7 +292,7 @@ def rope_and_scores() -> None:
                           [str(t + shift) for t in range(T)]}
             # one figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone
             matrices = (scores.attn_scores, scores.shifted)
-            limit = max(float(m.abs().max()) for m in matrices) or 1.0
+            limit = figures.score_limit(matrices)
             for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
                 column.plotly_chart(figures.score_matrices_figure(
                     {title: matrix}, {title: labels[title]}, _("query position m"),

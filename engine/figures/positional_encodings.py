@@ -240,12 +240,11 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         annotations.append(dict(text=text, x=left + width if last else left, xref="paper",
                                 xanchor="right" if last else "left", y=1.0, yref="paper", yanchor="bottom",
                                 showarrow=False, align="right" if last else "left"))
-    # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
-    fig = go.Figure(traces, layout=dict(annotations=annotations, margin=dict(b=60), **layout))
     lines = max(a["text"].count("<br>") for a in annotations)  # the tallest wrapped title: 18 px a line
-    base_layout(fig, None, height + 18 * lines, top=34 + 18 * lines)
-    fig.update_layout(margin=dict(b=60))
-    return fig
+    common = app_layout(None, height + 18 * lines, top=34 + 18 * lines)
+    common["margin"] = dict(common["margin"], b=60)  # room for the colour bars under the panels
+    # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
+    return go.Figure(traces, layout=dict(common, annotations=annotations, **layout))
 
 
 @dataclass(frozen=True)
@@ -342,6 +341,12 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
     return go.Figure(traces, layout=dict(app_layout(None, 300 * rows, top=20), annotations=annotations, **layout))
 
 
+def score_limit(matrices: Sequence[object]) -> float:
+    """The largest |score| of ``matrices`` (1.0 when all are 0): the colour range [-limit, limit] that score
+    matrices drawn side by side share."""
+    return max(float(np.abs(to_numpy(m)).max()) for m in matrices) or 1.0
+
+
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
                           hover: str, decimals: int = 2, limit: float | None = None) -> go.Figure:
     """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
@@ -353,7 +358,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         hover: hover text of a cell; may use Plotly's ``%{customdata[0]}`` (query position),
             ``%{customdata[1]}`` (key position) and ``%{text}`` (the score).
         decimals: digits written in each cell.
-        limit: the colour range is [-limit, limit]; defaults to the largest |score| of ``matrices``. Pass the
+        limit: the colour range is [-limit, limit]; defaults to :func:`score_limit` of ``matrices``. Pass the
             same limit to figures drawn side by side (one panel each, so that they stack on a phone) to keep
             their colours comparable.
 
@@ -362,7 +367,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     """
     n = len(matrices)
     if limit is None:
-        limit = max(float(np.abs(to_numpy(m)).max()) for m in matrices.values()) or 1.0
+        limit = score_limit(list(matrices.values()))
     # short title lines: on a phone the right panel's title would reach under Plotly's toolbar
     titles = [wrap_text(name, 18) for name in matrices]
     lines = max(t.count("<br>") for t in titles)
