@@ -590,3 +590,21 @@ def test_a_malformed_dropout_file_gives_a_note_not_a_traceback(tmp_path, monkeyp
     assert not at.exception
     assert msg(DROPOUT_UNREADABLE) in captions(at)
     assert not matching(captions(at), DROPOUT_MEASURED)
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": "lab-experiments/0"}'])
+def test_an_unreadable_experiments_file_gives_a_warning_not_a_traceback(tmp_path, monkeypatch, content):
+    bad = tmp_path / "lab_experiments.json"
+    bad.write_text(content, encoding="utf-8")
+    monkeypatch.setattr(X, "RESULTS_FILE", bad)
+    at = open_page(PAGE)
+    assert not at.exception
+    assert [w.value for w in at.warning] == [msg("The shipped results file cannot be read.")]
+
+
+def test_a_missing_experiments_file_says_how_to_make_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(X, "RESULTS_FILE", tmp_path / "absent.json")
+    at = open_page(PAGE)
+    assert not at.exception and not at.warning
+    assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
+               "below.") in [i.value for i in at.info]

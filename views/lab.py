@@ -144,6 +144,18 @@ def dropout_loss(path: str, mtime: float):
     return rules.dropout_loss(path)
 
 
+def read_shipped(reader, path) -> tuple[object | None, bool]:
+    """A measurement file that ships with the app, read by the cached ``reader(path, mtime)`` (a new file is read
+    again): ``(value, False)``, ``(None, False)`` when the file is absent, ``(None, True)`` when it cannot be read
+    (``reader`` raised ValueError)."""
+    if not path.exists():
+        return None, False
+    try:
+        return reader(str(path), path.stat().st_mtime), False
+    except ValueError:
+        return None, True
+
+
 @st.cache_data(show_spinner=False)
 def lesson_param_counts():
     return [multi_head.param_counts(chapter.LESSON_N_EMBD, n) for n in (1, 4, 8)]
@@ -309,11 +321,8 @@ if price is not None and 256 in price.speedup:
         batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
         both_off=price.both_off, block=price.block_size, t128=price.speedup[price.block_size],
         t256=price.speedup[256]))
-try:
-    loss_path = rules.DROPOUT_RESULTS_FILE
-    measured_loss = dropout_loss(str(loss_path), loss_path.stat().st_mtime) if loss_path.exists() else None
-except ValueError:
-    measured_loss = None
+measured_loss, unreadable = read_shipped(dropout_loss, rules.DROPOUT_RESULTS_FILE)
+if unreadable:
     st.caption(_("The shipped measurements of dropout's effect on the validation loss cannot be read."))
 if measured_loss is not None:
     st.caption(panels.dropout_loss_text(measured_loss, gpt.PRESETS["course"]))
@@ -555,11 +564,8 @@ page.show_code(models.attention_maps, models.position_tables)
 
 # --- 6. experiments -------------------------------------------------------------------------------------------------
 page.prose("experiments")
-try:
-    results_path = lab_experiments.RESULTS_FILE
-    results = results_file(str(results_path), results_path.stat().st_mtime) if results_path.exists() else None
-except ValueError:
-    results = None
+results, unreadable = read_shipped(results_file, lab_experiments.RESULTS_FILE)
+if unreadable:
     st.warning(_("The shipped results file cannot be read."))
 if results is None:
     st.info(_("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun below."))
