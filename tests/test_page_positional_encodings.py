@@ -114,7 +114,8 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
 def test_permutation_controls(at, n_embd, seed):
     before = perm_table(at).copy()
-    others = ("pe_tables", "pe_similarity", "pe_rope_pairs", "pe_scores_0", "pe_scores_1")
+    others = ("pe_tables_untrained", "pe_similarity_untrained", "pe_tables_sinusoidal", "pe_similarity_sinusoidal",
+              "pe_rope_pairs", "pe_scores_0", "pe_scores_1")
     others_before = [spec(at, key) for key in others]
     at.selectbox(key="pe_n_embd").set_value(n_embd).run()
     at.selectbox(key="pe_seed").set_value(seed).run()
@@ -143,16 +144,16 @@ def test_visibility_picture(at):
 def test_tables_follow_block_size_and_width(at):
     shipped = sections.shipped_learned_table()
     panels = 3 if shipped is not None and shipped.table is not None else 2
-    fig = chart(at, "pe_tables")
-    assert len(fig["data"]) == panels and np.asarray(fig["data"][0]["z"]).shape == (128, 128)
+    tables = [c for c in at.get("plotly_chart") if "pe_tables_" in c.proto.id]
+    assert len(tables) == panels and np.asarray(chart(at, "pe_tables_untrained")["data"][0]["z"]).shape == (128, 128)
     at.select_slider(key="pe_block").set_value(32).run()
     at.slider(key="pe_width").set_value(7).run()
     assert not at.exception
-    fig = chart(at, "pe_tables")
-    untrained, sinusoidal = np.asarray(fig["data"][0]["z"]), np.asarray(fig["data"][-1]["z"])
+    untrained = np.asarray(chart(at, "pe_tables_untrained")["data"][0]["z"])
+    sinusoidal = np.asarray(chart(at, "pe_tables_sinusoidal")["data"][0]["z"])
     assert untrained.shape == (32, 7) and sinusoidal.shape == (32, 7)
     assert np.allclose(sinusoidal[0], [0, 1, 0, 1, 0, 1, 0])
-    sim = chart(at, "pe_similarity")
+    sim = chart(at, "pe_similarity_untrained")
     assert np.asarray(sim["data"][0]["z"]).shape == (32, 32)
     row_line = head("sinusoidal row 0 = {row}{more}")
     odd_spread = numbers_after_equals(starting(at, f"{row_line}[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0] · "))[-1]
@@ -255,9 +256,11 @@ def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
     monkeypatch.setattr(sections, "SHIPPED_MODEL", tmp_path / "model")
     app = open_page(PAGE, PAGE_TIMEOUT)
     assert not app.exception
-    fig = chart(app, "pe_tables")
-    assert [np.asarray(t["z"]).shape for t in fig["data"]] == [(128, 128), (40, 16), (128, 128)]
-    assert np.allclose(np.asarray(fig["data"][1]["z"]), model.pos_emb.weight.detach().numpy(), atol=1e-6)
+    shapes = [np.asarray(chart(app, f"pe_tables_{name}")["data"][0]["z"]).shape
+              for name in ("untrained", "trained", "sinusoidal")]
+    assert shapes == [(128, 128), (40, 16), (128, 128)]
+    trained = np.asarray(chart(app, "pe_tables_trained")["data"][0]["z"])
+    assert np.allclose(trained, model.pos_emb.weight.detach().numpy(), atol=1e-6)
     shown = starting(app, head("trained table: std = {std:.4f}"))
     assert "(40, 16)" in shown and " 32 " in shown
 

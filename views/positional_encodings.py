@@ -198,13 +198,16 @@ def tables_section() -> None:
     shipped = shipped_table(str(sections.SHIPPED_MODEL))
     trained = shipped.table if shipped is not None else None
     panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
-    st.plotly_chart(figures.tables_figure(
-        {f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × {p.table.shape[1]})": p.table
-         for name, p in panels.items()},
-        _("position"), _("dimension"), _("rows: position · columns: dimension")), key="pe_tables")
-    st.plotly_chart(figures.tables_figure(
-        {_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED): p.similarity for name, p in panels.items()},
-        _("position m"), _("position n"), _("rows: position m · columns: position n"), zmax=1.0), key="pe_similarity")
+    # one column per table, its similarity under it: side by side on a wide screen, stacked on a phone, and a
+    # control redraws only the tables it changes (the shipped model's stays as it is)
+    for column, (name, p) in zip(st.columns(len(panels)), panels.items(), strict=True):
+        title = f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × {p.table.shape[1]})"
+        column.plotly_chart(figures.tables_figure(
+            {title: p.table}, _("position"), _("dimension"), _("rows: position · columns: dimension")),
+            key=f"pe_tables_{name}")
+        column.plotly_chart(figures.tables_figure(
+            {_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED): p.similarity}, _("position m"), _("position n"),
+            _("rows: position m · columns: position n"), zmax=1.0), key=f"pe_similarity_{name}")
     with page.slot():
         if shipped is None:
             st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "

@@ -232,8 +232,9 @@ def tables_figure(panels: dict[str, object], row_title: str, col_title: str, sub
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
         layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
                                         title_text=row_title if c == 0 else None)
-        # wrapped: three panels side by side are a third of a phone's width each (about 14 characters)
-        chars = 40 // n
+        # wrapped: one panel is drawn in a third of a desktop page (about 30 characters a line); three side by side
+        # in one figure would be a third of that
+        chars = 30 // n
         text = f"<b>{wrap_text(name, chars)}</b>" + (f"<br>{wrap_text(subtitle, chars)}" if subtitle else "")
         # the last panel's title ends at the plot's right edge: past it, in the margin, sits Plotly's toolbar
         last = c == n - 1 and n > 1
