@@ -11,8 +11,10 @@ the server, then per page:
   page's first words (title or prose) are visible, and until its first Plotly chart's SVG is; medians;
 - **input to redraw**: for each visible slider, select slider, number input and selectbox in the page's
   main area, ``--moves`` moves made as a reader makes them (arrow keys on a slider, the +/− buttons of a
-  number input, the keyboard in a selectbox); each time, from the input until the last change of any
-  chart's DOM, once the page has been still for ``QUIET_MS`` and the app reports no run in progress.
+  number input, the keyboard in a selectbox); each time, from the input (the browser's time stamp of the key
+  press or click that sets the value, so Playwright's own time to find and focus the control is not counted)
+  until the last change of any chart's DOM, once the page has been still for ``QUIET_MS`` and the app reports
+  no run in progress.
   A control that changes no chart (it drives text or a table) is timed to the last change of the main
   area outside the control, and marked ``text`` in the table.
 
@@ -47,10 +49,15 @@ NO_CHANGE_MS = 6000
 CHART = '[data-testid="stPlotlyChart"]'
 
 #: Installs one MutationObserver on the main area: the time of the last mutation inside a chart, and of the
-#: last one elsewhere outside the control being moved (its container is marked ``data-bench-moving``).
+#: last one elsewhere outside the control being moved (its container is marked ``data-bench-moving``); and the
+#: browser's time stamp of the last key press or click (the reader's input; a selectbox's last one is the Enter
+#: that picks the option, not the click that opened it).
 OBSERVE_JS = """() => {
   if (window.__bench) return;
-  window.__bench = {lastChart: 0, lastOther: 0};
+  window.__bench = {lastChart: 0, lastOther: 0, lastInput: 0};
+  const stamp = (e) => { if (e.isTrusted) window.__bench.lastInput = e.timeStamp; };
+  document.addEventListener('keydown', stamp, true);
+  document.addEventListener('click', stamp, true);
   const main = document.querySelector('[data-testid="stMain"]') || document.body;
   new MutationObserver((records) => {
     const now = performance.now();
@@ -65,7 +72,7 @@ OBSERVE_JS = """() => {
   }).observe(main, {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
 STATE_JS = """() => ({now: performance.now(), lastChart: window.__bench.lastChart, lastOther: window.__bench.lastOther,
-  running: !!document.querySelector('[data-testid="stStatusWidget"]')})"""
+  lastInput: window.__bench.lastInput, running: !!document.querySelector('[data-testid="stStatusWidget"]')})"""
 
 #: Visible controls in the main area, each with a stable name (its key class, else its label).
 CONTROLS_JS = """() => {
@@ -195,8 +202,9 @@ def redraw_times(page, control: dict, moves: int) -> tuple[list[float], bool]:
             s = page.evaluate(STATE_JS)
             last = max(s["lastChart"], s["lastOther"])
             if last > t0 and s["now"] - last > QUIET_MS and not s["running"]:
-                charts.append(s["lastChart"] - t0 if s["lastChart"] > t0 else None)
-                others.append(last - t0)
+                start = s["lastInput"] if t0 < s["lastInput"] < last else t0
+                charts.append(s["lastChart"] - start if s["lastChart"] > t0 else None)
+                others.append(last - start)
                 break
             if last <= t0 and s["now"] - t0 > NO_CHANGE_MS and not s["running"]:
                 raise RuntimeError(f"{control} changed nothing in {NO_CHANGE_MS} ms")
