@@ -114,8 +114,7 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
 @pytest.mark.parametrize("n_embd, seed", [(128, 0), (64, 3)])
 def test_permutation_controls(at, n_embd, seed):
     before = perm_table(at).copy()
-    others = ("pe_tables_untrained", "pe_similarity_untrained", "pe_tables_sinusoidal", "pe_similarity_sinusoidal",
-              "pe_rope_pairs", "pe_scores_0", "pe_scores_1")
+    others = ("pe_tables_untrained", "pe_tables_sinusoidal", "pe_rope_pairs", "pe_scores_0", "pe_scores_1")
     others_before = [spec(at, key) for key in others]
     at.selectbox(key="pe_n_embd").set_value(n_embd).run()
     at.selectbox(key="pe_seed").set_value(seed).run()
@@ -146,6 +145,9 @@ def test_tables_follow_block_size_and_width(at):
     panels = 3 if shipped is not None and shipped.table is not None else 2
     tables = [c for c in at.get("plotly_chart") if "pe_tables_" in c.proto.id]
     assert len(tables) == panels and np.asarray(chart(at, "pe_tables_untrained")["data"][0]["z"]).shape == (128, 128)
+    # one chart per column: the table (data[0]) on top of its similarity (data[1])
+    assert [len(figures(at)[i]["data"]) for i, c in enumerate(at.get("plotly_chart")) if "pe_tables_" in c.proto.id] \
+        == [2] * panels and not has_chart(at, "pe_similarity")
     at.select_slider(key="pe_block").set_value(32).run()
     at.slider(key="pe_width").set_value(7).run()
     assert not at.exception
@@ -153,8 +155,8 @@ def test_tables_follow_block_size_and_width(at):
     sinusoidal = np.asarray(chart(at, "pe_tables_sinusoidal")["data"][0]["z"])
     assert untrained.shape == (32, 7) and sinusoidal.shape == (32, 7)
     assert np.allclose(sinusoidal[0], [0, 1, 0, 1, 0, 1, 0])
-    sim = chart(at, "pe_similarity_untrained")
-    assert np.asarray(sim["data"][0]["z"]).shape == (32, 32)
+    sim = chart(at, "pe_tables_untrained")["data"][1]
+    assert np.asarray(sim["z"]).shape == (32, 32)
     row_line = head("sinusoidal row 0 = {row}{more}")
     odd_spread = numbers_after_equals(starting(at, f"{row_line}[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0] · "))[-1]
     assert 0 < odd_spread < 1e-3  # the unpaired sine column adds a small absolute-position term
@@ -259,6 +261,7 @@ def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
     shapes = [np.asarray(chart(app, f"pe_tables_{name}")["data"][0]["z"]).shape
               for name in ("untrained", "trained", "sinusoidal")]
     assert shapes == [(128, 128), (40, 16), (128, 128)]
+    assert np.asarray(chart(app, "pe_tables_trained")["data"][1]["z"]).shape == (40, 40)  # its similarity under it
     trained = np.asarray(chart(app, "pe_tables_trained")["data"][0]["z"])
     assert np.allclose(trained, model.pos_emb.weight.detach().numpy(), atol=1e-6)
     shown = starting(app, head("trained table: std = {std:.4f}"))

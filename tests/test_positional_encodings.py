@@ -326,16 +326,69 @@ def test_visibility_figure_marks_the_same_sets():
     assert [a.text for a in fig.layout.annotations] == ["M"] and fig.layout.xaxis2.title.text == "C<br>A"
 
 
-def test_tables_figure_panels_read_like_tables():
-    fig = figures.tables_figure({"a": P.sinusoidal_table(12, 5), "b": torch.zeros(3, 4)}, "R", "C", "sub", zmax=1.0)
-    assert len(fig.data) == 2
-    assert fig.data[0].z.shape == (12, 5) and fig.data[0].z.dtype.name == "float32"
+def stacked_tables(**kwargs):
+    """A table (12, 5) with a subtitle over a (3, 4) table of zeros with zmax 1."""
+    return figures.stacked_tables_figure([
+        figures.TablePanel("a", P.sinusoidal_table(12, 5), "R", "C", "sub"),
+        figures.TablePanel("b", torch.zeros(3, 4), "R2", "C2", zmax=1.0),
+    ], **kwargs)
+
+
+def test_stacked_tables_figure_panels_read_like_tables():
+    fig = stacked_tables()
+    top, bottom = fig.data
+    assert len(fig.data) == 2 and (top.xaxis, top.yaxis, bottom.xaxis, bottom.yaxis) == ("x", "y", "x2", "y2")
+    assert top.z.shape == (12, 5) and bottom.z.shape == (3, 4)
+    assert top.z.dtype.name == "float32" and bottom.z.dtype.name == "float32"
+    assert np.allclose(top.z, P.sinusoidal_table(12, 5).numpy())
+    # row 0 on top, column labels on top, each panel's own row title
     assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis2.autorange == "reversed"
-    assert fig.data[1].xaxis == "x2" and fig.data[0].zmax == 1.0
-    assert fig.layout.annotations[0].text == "<b>a</b><br>sub" and fig.layout.yaxis.title.text == "R"
-    assert figures.tables_figure({"a": torch.ones(2, 2)}, "R", "C").layout.annotations[0].text == "<b>a</b>"
-    with pytest.raises(ValueError):
-        figures.tables_figure({}, "R", "C")
+    assert fig.layout.xaxis.side == "top" and fig.layout.xaxis2.side == "top"
+    assert fig.layout.yaxis.title.text == "R" and fig.layout.yaxis2.title.text == "R2"
+    assert top.hovertemplate == "R %{y} · C %{x}: %{z:.4f}<extra>a</extra>"
+    # symmetric colour ranges: the table's largest |value| (sin, cos reach 1) and the zmax given
+    limit = float(np.abs(top.z).max())
+    assert (top.zmin, top.zmax, top.zmid) == (-limit, limit, 0) and (bottom.zmin, bottom.zmax) == (-1.0, 1.0)
+    assert top.colorbar.orientation == "h" and top.colorbar.tickformat == ".2g" and top.colorbar.thickness == 10
+    assert [a.text for a in fig.layout.annotations] == ["<b>a</b><br>sub", "<b>b</b>"]
+
+
+def test_stacked_tables_figure_places_everything_inside_fixed_margins():
+    fig = stacked_tables(heatmap_height=200)
+    # margins never grown by Plotly (a figure whose margins grow is drawn twice): no automatic margin anywhere
+    assert fig.layout.margin.autoexpand is False
+    assert all(fig.layout[f"{axis}{s}"].automargin is False for axis in ("xaxis", "yaxis") for s in ("", "2"))
+    assert fig.layout.margin.l == 56 + 8 * 2  # row numbers up to 11: two digits
+    (low1, high1), (low2, high2) = fig.layout.yaxis.domain, fig.layout.yaxis2.domain
+    assert 0 <= low2 < high2 < low1 < high1 <= 1  # the table's panel above its neighbour's, no overlap
+    # each title above its panel, each colour bar under it, all inside the plot area
+    a1, a2 = (a.y for a in fig.layout.annotations)
+    c1, c2 = (t.colorbar.y for t in fig.data)
+    assert all(0 <= y <= 1 for y in (a1, a2, c1, c2))
+    assert a1 > high1 and low1 > c1 > a2 > high2 and low2 > c2
+    assert all(a.yanchor == "bottom" for a in fig.layout.annotations) and all(t.colorbar.yanchor == "top"
+                                                                              for t in fig.data)
+    # the height: the panels' blocks plus the margins, and each heatmap as tall as asked
+    plot = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert (high1 - low1) * plot == pytest.approx(200) and (high2 - low2) * plot == pytest.approx(200)
+    assert stacked_tables(heatmap_height=300).layout.height == fig.layout.height + 200
+
+
+def test_stacked_tables_figure_wraps_long_titles_and_makes_room_for_them():
+    short = figures.stacked_tables_figure([figures.TablePanel("a", torch.ones(2, 2), "R", "C")])
+    title = "a long title of a table that needs more than one line"
+    long = figures.stacked_tables_figure([figures.TablePanel(title, torch.ones(2, 2), "R", "C")])
+    assert short.layout.annotations[0].text == "<b>a</b>"
+    lines = long.layout.annotations[0].text.count("<br>") + 1
+    assert lines > 1 and long.layout.height == short.layout.height + figures.TITLE_LINE_PX * (lines - 1)
+    assert max(len(line) for line in long.layout.annotations[0].text[3:-4].split("<br>")) <= 30
+
+
+def test_stacked_tables_figure_refuses_no_panel_and_non_tables():
+    with pytest.raises(ValueError, match="at least one panel"):
+        figures.stacked_tables_figure([])
+    with pytest.raises(ValueError, match="2-d"):
+        figures.stacked_tables_figure([figures.TablePanel("a", torch.ones(3), "R", "C")])
 
 
 def test_rope_pairs_figure_draws_the_rotated_pair():

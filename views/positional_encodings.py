@@ -198,16 +198,18 @@ def tables_section() -> None:
     shipped = shipped_table(str(sections.SHIPPED_MODEL))
     trained = shipped.table if shipped is not None else None
     panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
-    # one column per table, its similarity under it: side by side on a wide screen, stacked on a phone, and a
-    # control redraws only the tables it changes (the shipped model's stays as it is)
+    # one column per table, one chart each: the table on top, its similarity under it, stacked in one figure (a
+    # control redraws two charts, not four: each replaced chart is a full new Plotly plot in the browser). Side by
+    # side on a wide screen, stacked on a phone; a control redraws only the tables it changes (the shipped
+    # model's stays as it is)
     for column, (name, p) in zip(st.columns(len(panels)), panels.items(), strict=True):
         title = f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × {p.table.shape[1]})"
-        column.plotly_chart(figures.tables_figure(
-            {title: p.table}, _("position"), _("dimension"), _("rows: position · columns: dimension")),
-            key=f"pe_tables_{name}")
-        column.plotly_chart(figures.tables_figure(
-            {_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED): p.similarity}, _("position m"), _("position n"),
-            _("rows: position m · columns: position n"), zmax=1.0), key=f"pe_similarity_{name}")
+        column.plotly_chart(figures.stacked_tables_figure([
+            figures.TablePanel(title, p.table, _("position"), _("dimension"),
+                               _("rows: position · columns: dimension")),
+            figures.TablePanel(_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED), p.similarity, _("position m"),
+                               _("position n"), _("rows: position m · columns: position n"), zmax=1.0),
+        ]), key=f"pe_tables_{name}")
     with page.slot():
         if shipped is None:
             st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "

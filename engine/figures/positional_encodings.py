@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine.figures.core import (
+    MODEBAR_MARGIN,
     PALETTE,
     SIGNED_SCALE,
     add_step_slider,
@@ -188,64 +189,119 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     return base_layout(fig, None, 60 * T + 140 + 18 * (lines + below), top=40 + 18 * lines)
 
 
-def tables_figure(panels: dict[str, object], row_title: str, col_title: str, subtitle: str | None = None,
-                  zmax: float | None = None, height: int = 430) -> go.Figure:
-    """Large signed tables side by side (e.g. block_size x n_embd position tables), row 0 on top.
+#: Pixel sizes of one block of :func:`stacked_tables_figure`, top to bottom (the app's 13 px font, Chromium).
+#: A title line (bold title or subtitle).
+TITLE_LINE_PX = 18
+#: Room between the last title line and the column labels.
+TITLE_GAP_PX = 4
+#: The column labels above the heatmap (``side="top"``) with their tick marks.
+COLUMN_LABELS_PX = 30
+#: The horizontal colour bar under the heatmap with its tick labels, and the gap to the next panel's title.
+COLORBAR_PX = 60
+#: Pad between the heatmap's bottom edge and its colour bar.
+COLORBAR_PAD_PX = 8
+#: Longest title line (characters): one figure is drawn in a third of a desktop page.
+TABLE_TITLE_CHARS = 30
+#: Top margin (px) above the first panel's title.
+TABLES_TOP_PX = 8
 
-    Each panel has its own symmetric colour range (a learned table at init spans about ±0.06, the
-    sinusoidal one ±1) and its own horizontal colour bar underneath; values are in the hover, not in
-    the cells. Panels are
-    placed with axis domains rather than ``make_subplots``, which keeps a rerun cheap.
+
+@dataclass(frozen=True)
+class TablePanel:
+    """One panel of :func:`stacked_tables_figure`: a large signed table and its words.
+
+    Attributes:
+        title: the panel's title (drawn bold; also the hover's trace name).
+        table: (rows, cols) tensor or array, any float dtype.
+        row_title, col_title: what a row and a column are (the row axis title, the hover labels).
+        subtitle: a line under the title (e.g. what rows and columns are), or None.
+        zmax: the colour range is [-zmax, zmax]; defaults to the table's largest |value|.
+    """
+
+    title: str
+    table: object
+    row_title: str
+    col_title: str
+    subtitle: str | None = None
+    zmax: float | None = None
+
+
+def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 280) -> go.Figure:
+    """Large signed tables stacked top to bottom in one figure (e.g. a block_size x n_embd position table and its
+    (block_size, block_size) similarity), row 0 on top, column labels on top.
+
+    Each panel has its own title (bold) and optional subtitle above it, its own symmetric colour range (a learned
+    table at init spans about ±0.06, the sinusoidal one ±1, a similarity ±1) and its own horizontal colour bar
+    underneath; values are in the hover, not in the cells. Panels are stacked in ONE figure: page 7 draws one
+    chart per column (a table and its similarity), so a control redraws two charts instead of four (every chart
+    Streamlit replaces is a full new Plotly plot in the browser); they are stacked, not side by side, so that
+    on a phone, where the columns stack too, nothing is squeezed into half a screen.
+
+    Every part has a fixed place in pixels (titles at :data:`TITLE_LINE_PX` a line, the column labels in
+    :data:`COLUMN_LABELS_PX`, the heatmap in ``heatmap_height``, the colour bar in :data:`COLORBAR_PX`), turned
+    into paper fractions of the plot area: the margins are fixed and never grown by Plotly.
 
     Args:
-        panels: panel title -> (rows, cols) tensor or array (shapes may differ).
-        row_title, col_title: what a row and a column are (axis title, hover labels).
-        subtitle: a second line under each panel title (e.g. what rows and columns are), or None.
-        zmax: colour limit for every panel; defaults to each panel's largest |value|.
-        height: figure height in px.
+        panels: the panels, top to bottom; tables may have different shapes.
+        heatmap_height: height in px of each heatmap.
 
     Returns:
-        A figure with one heatmap trace (float32 array) per panel.
+        A figure with one heatmap trace per panel (z: the (rows, cols) table as a float32 array) on axes
+        x, y (first panel), x2, y2, …; its height is the sum of the panels' blocks plus the margins.
 
     Raises:
         ValueError: if there is no panel or a table is not 2-d.
     """
     if not panels:
-        raise ValueError("tables_figure needs at least one panel")
-    n = len(panels)
-    gap = 0.08
-    width = (1 - gap * (n - 1)) / n
-    traces, layout, annotations = [], {}, []
-    for c, (name, table) in enumerate(panels.items()):
-        z = to_numpy(table).astype(np.float32)
+        raise ValueError("stacked_tables_figure needs at least one panel")
+    tables = []
+    for panel in panels:
+        z = to_numpy(panel.table).astype(np.float32)  # (rows, cols) float64 -> float32: half the JSON
         if z.ndim != 2:
-            raise ValueError(f"panel {name!r} must be 2-d, got shape {z.shape}")
-        limit = float(zmax if zmax is not None else max(float(np.abs(z).max()), 1e-12))
-        suffix = "" if c == 0 else str(c + 1)
-        left = c * (width + gap)
+            raise ValueError(f"panel {panel.title!r} must be 2-d, got shape {z.shape}")
+        tables.append(z)
+    # titles wrapped: one figure is drawn in a third of a desktop page (about 30 characters a line)
+    texts = [f"<b>{wrap_text(p.title, TABLE_TITLE_CHARS)}</b>"
+             + (f"<br>{wrap_text(p.subtitle, TABLE_TITLE_CHARS)}" if p.subtitle else "") for p in panels]
+    title_px = [TITLE_LINE_PX * (t.count("<br>") + 1) + TITLE_GAP_PX for t in texts]
+    plot_px = sum(title_px) + len(panels) * (COLUMN_LABELS_PX + heatmap_height + COLORBAR_PX)
+
+    def paper(px: float) -> float:
+        """Paper y of a point ``px`` pixels under the plot area's top edge."""
+        return 1 - px / plot_px
+
+    traces, axes, annotations = [], {}, []
+    top = 0  # px from the plot area's top to the current panel's title
+    for i, (panel, z, text, title) in enumerate(zip(panels, tables, texts, title_px, strict=True)):
+        heat_top = top + title + COLUMN_LABELS_PX
+        heat_bottom = heat_top + heatmap_height
+        suffix = "" if i == 0 else str(i + 1)
+        limit = float(panel.zmax if panel.zmax is not None else max(float(np.abs(z).max()), 1e-12))
         traces.append(go.Heatmap(
             z=z, xaxis=f"x{suffix}", yaxis=f"y{suffix}", colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, zmid=0,
-            colorbar=dict(orientation="h", x=left + width / 2, xanchor="center", len=width, lenmode="fraction",
-                          y=-0.03, yanchor="top", thickness=10, tickformat=".2g"),
-            hovertemplate=f"{row_title} %{{y}} · {col_title} %{{x}}: %{{z:.4f}}<extra>{name}</extra>",
+            colorbar=dict(orientation="h", x=0.5, xanchor="center", len=1, lenmode="fraction",
+                          y=paper(heat_bottom + COLORBAR_PAD_PX), yanchor="top", ypad=0, thickness=10,
+                          tickformat=".2g"),
+            hovertemplate=f"{panel.row_title} %{{y}} · {panel.col_title} %{{x}}: %{{z:.4f}}"
+                          f"<extra>{panel.title}</extra>",
         ))
-        layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", side="top", showgrid=False)
-        layout[f"yaxis{suffix}"] = dict(domain=[0, 0.84], anchor=f"x{suffix}", autorange="reversed", showgrid=False,
-                                        title_text=row_title if c == 0 else None)
-        # wrapped: one panel is drawn in a third of a desktop page (about 30 characters a line); three side by side
-        # in one figure would be a third of that
-        chars = 30 // n
-        text = f"<b>{wrap_text(name, chars)}</b>" + (f"<br>{wrap_text(subtitle, chars)}" if subtitle else "")
-        # the last panel's title ends at the plot's right edge: past it, in the margin, sits Plotly's toolbar
-        last = c == n - 1 and n > 1
-        annotations.append(dict(text=text, x=left + width if last else left, xref="paper",
-                                xanchor="right" if last else "left", y=1.0, yref="paper", yanchor="bottom",
-                                showarrow=False, align="right" if last else "left"))
-    lines = max(a["text"].count("<br>") for a in annotations)  # the tallest wrapped title: 18 px a line
-    common = app_layout(None, height + 18 * lines, top=34 + 18 * lines)
-    common["margin"] = dict(common["margin"], b=60)  # room for the colour bars under the panels
+        axes[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", side="top", showgrid=False, automargin=False)
+        axes[f"yaxis{suffix}"] = dict(domain=[paper(heat_bottom), paper(heat_top)], anchor=f"x{suffix}",
+                                      autorange="reversed", showgrid=False, title_text=panel.row_title,
+                                      automargin=False)
+        annotations.append(dict(text=text, x=0, xref="paper", xanchor="left", y=paper(top + title - TITLE_GAP_PX),
+                                yref="paper", yanchor="bottom", showarrow=False, align="left"))
+        top = heat_bottom + COLORBAR_PX
+    rows = max(z.shape[0] for z in tables)
+    common = app_layout(None, plot_px + TABLES_TOP_PX, top=TABLES_TOP_PX)
+    # Fixed margins, not grown by Plotly: a new figure whose margins grow is drawn twice (Plotly measures the
+    # tick labels and colour bars, then draws again), about 15 ms per table in the browser on every redraw. So
+    # titles, column labels and colour bars all sit inside the plot area, placed above; the left margin holds
+    # the rotated row title and the row numbers (8 px a digit), the right one Plotly's toolbar.
+    common["margin"] = dict(common["margin"], l=56 + 8 * len(str(rows - 1)), r=MODEBAR_MARGIN, b=0,
+                            autoexpand=False)
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
-    return go.Figure(traces, layout=dict(common, annotations=annotations, **layout))
+    return go.Figure(traces, layout=dict(common, annotations=annotations, **axes))
 
 
 @dataclass(frozen=True)
