@@ -39,10 +39,39 @@ def test_heatmap_rejects_non_matrix():
         core.attention_heatmap(torch.ones(3))
 
 
-def test_row_bars_keeps_order_and_text():
-    fig = core.row_bars({"s": [3.0, 1.0]}, ["x", "x"])
-    assert list(fig.layout.xaxis.ticktext) == ["x", "x"]
-    assert list(fig.data[0].text) == ["3.0000", "1.0000"]
+def step_panels(fig) -> list[tuple[float, float]]:
+    """The y domains of a step_bars figure's panels, top panel first."""
+    return [tuple(fig.layout[f"yaxis{'' if i == 0 else i + 1}"].domain) for i in range(len(fig.layout.annotations))]
+
+
+def test_step_bars_one_figure_panels_top_to_bottom_sharing_the_tokens():
+    fig = core.step_bars([("scores", {"s": [3.0, -1.0]}), ("weights", {"a": [0.5, 0.5], "b": [0.9, 0.1]})],
+                         ["x", "x"], colors={"s": "#D55E00"})
+    assert [t.name for t in fig.data] == ["s", "a", "b"]
+    assert [t.yaxis for t in fig.data] == ["y", "y2", "y2"] and [t.xaxis for t in fig.data] == ["x", "x2", "x2"]
+    assert list(fig.layout.xaxis.ticktext) == list(fig.layout.xaxis2.ticktext) == ["x", "x"]  # repeated tokens kept
+    assert list(fig.data[0].text) == ["3.0000", "-1.0000"]
+    assert fig.data[0].marker.color == "#D55E00" and fig.data[1].marker.color != fig.data[2].marker.color
+    (top_low, top_high), (low, high) = step_panels(fig)
+    assert 0 <= low < high < top_low < top_high <= 1  # panel 1 above panel 2, no overlap
+    # a one-series panel needs no legend entry; a grouped one writes its values upright, a phone's bars are narrow
+    assert fig.data[0].showlegend is False and fig.data[1].showlegend is True
+    assert fig.data[0].textangle == 0 and fig.data[1].textangle == -90
+    # room for the negative bar's value under it, and for the largest value above it
+    assert fig.layout.yaxis.range[0] < -1.0 and fig.layout.yaxis.range[1] > 3.0
+    # fixed margins: Plotly never grows them (and never draws the figure twice)
+    assert fig.layout.margin.autoexpand is False
+    assert fig.layout.xaxis.automargin is False and fig.layout.yaxis2.automargin is False
+    assert all(0 <= a.y <= 1 for a in fig.layout.annotations)
+
+
+def test_step_bars_keeps_nan_and_rejects_bad_input():
+    fig = core.step_bars([("t", {"s": [float("nan"), 1.0]})], ["a", "b"])
+    assert math.isnan(fig.data[0].y[0]) and fig.data[0].text[0] == "nan"
+    with pytest.raises(ValueError, match="at least one panel"):
+        core.step_bars([], ["a"])
+    with pytest.raises(ValueError, match="needs 2 values"):
+        core.step_bars([("t", {"s": [1.0, 2.0, 3.0]})], ["a", "b"])
 
 
 def test_vectors_3d_shape_check_and_highlight():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engine import attention as A
+from engine import chapter, palette
 from engine.diagrams import shape_text
 from engine.sections import self_attention as sections
 from tests.plotly_json import badges, captions, decode, figures, open_page, texts
@@ -171,3 +172,36 @@ def test_the_3d_chart_holds_every_context_vector_and_ignores_the_query(at):
     np.testing.assert_allclose(tips, every.context_vec.numpy(), atol=1e-6)
     at.selectbox(key="sa_query").set_value("step").run()
     assert chart(at, "sa_vectors") == fig  # the same figure: the browser keeps the 3-d chart as it is
+
+
+def test_steps_one_and_two_in_one_chart(at):
+    fig = chart(at, "sa_steps_chart")
+    scores, naive, softmax = fig["data"]
+    np.testing.assert_allclose(scores["y"], chapter.SIMPLE_SCORES_JOURNEY, atol=5e-5)
+    np.testing.assert_allclose(naive["y"], chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, atol=5e-5)
+    np.testing.assert_allclose(softmax["y"], chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, atol=5e-5)
+    assert scores["yaxis"] == "y" and naive["yaxis"] == softmax["yaxis"] == "y2"  # scores above, weights under
+    assert scores["marker"]["color"] == palette.ATTN_SCORES and softmax["marker"]["color"] == palette.ATTN_WEIGHTS
+    assert naive["name"] == msg("divide by the sum")
+    at.selectbox(key="sa_query").set_value("step").run()
+    steps = sections.query_walkthrough(A.chapter_inputs(), A.CHAPTER_TOKENS.index("step"))
+    np.testing.assert_allclose(chart(at, "sa_steps_chart")["data"][0]["y"], steps.attn_scores.numpy(), atol=1e-6)
+
+
+def test_the_jacobians_have_their_own_query_token(at):
+    softmax_jac = chart(at, "sa_jacobian")
+    assert softmax_jac["layout"]["title"]["text"] == msg("softmax: ∂w_i/∂x_j for the query “{token}”", token="journey")
+    at.selectbox(key="sa_query").set_value("step").run()
+    assert chart(at, "sa_jacobian") == softmax_jac  # the steps' query does not redraw the Jacobians
+    steps_chart = chart(at, "sa_steps_chart")
+    at.selectbox(key="sa_jacobian_query").set_value("with").run()
+    assert not at.exception
+    assert chart(at, "sa_steps_chart") == steps_chart  # nor the Jacobians' token the steps
+    moved = chart(at, "sa_jacobian")
+    assert moved["layout"]["title"]["text"] == msg("softmax: ∂w_i/∂x_j for the query “{token}”", token="with")
+    scores = A.dot_scores(A.chapter_inputs(), A.chapter_inputs()[A.CHAPTER_TOKENS.index("with")])
+    expected = sections.jacobian_check(scores).closed_form
+    np.testing.assert_allclose(np.array(moved["data"][0]["z"]), expected.numpy(), atol=1e-4)
+    green = badges(at, "green")
+    assert any(b.startswith(f":green-badge[:material/check_circle: {msg('softmax: closed form equals torch.autograd')}")
+               for b in green)

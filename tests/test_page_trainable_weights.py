@@ -1,15 +1,17 @@
 """AppTest: page 2 (views/trainable_weights.py) shows the chapter's numbers and follows its controls."""
 
+import json
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from engine import attention as A
-from engine import chapter
+from engine import chapter, palette
 from engine.diagrams import shape_text
 from engine.sections import trainable_weights as sections
-from tests.plotly_json import badges, captions, figures, open_page, texts
+from tests.plotly_json import badges, captions, decode, figures, open_page, texts
 from ui.i18n import translations
 
 PAGE = "views/trainable_weights.py"
@@ -69,14 +71,53 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert CHAPTER_LINES[0] in texts(other)
 
 
+def chart(at, key: str) -> dict:
+    """The decoded figure of the chart with ``key``."""
+    return next(decode(json.loads(el.proto.spec)) for el in at.get("plotly_chart") if el.proto.id.endswith(key))
+
+
 def test_projection_matrices_read_like_the_tensors(fresh):
-    # one figure per matrix, each in its own column (they stack on a phone)
-    for name in ("W_query", "W_key", "W_value"):
-        assert len(figure_with_title(fresh, name)["data"]) == 1
-    fig = figure_with_title(fresh, "W_query")
-    w_query = fig["data"][0]
-    assert len(w_query["text"]) == 3 and len(w_query["text"][0]) == 2  # (d_in, d_out) = (3, 2)
-    assert fig["layout"]["yaxis"]["autorange"] == "reversed"
+    # one figure, the three matrices one under the other (a phone keeps each one's full width)
+    fig = chart(fresh, "tw_projections")
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["<b>W_query (3×2)</b>", "<b>W_key (3×2)</b>",
+                                                                 "<b>W_value (3×2)</b>"]
+    w = sections.chapter_projections(chapter.TRAINABLE_SEED, 3, 2)
+    for trace, matrix in zip(fig["data"], (w.W_query, w.W_key, w.W_value), strict=True):
+        assert trace["text"] == [[f"{v:.4f}" for v in row] for row in matrix.tolist()]  # (d_in, d_out) = (3, 2)
+    assert fig["data"][0]["text"][0] == ["0.2961", "0.5166"]  # the chapter's W_query, first row
+    assert all(fig["layout"][f"yaxis{s}"]["autorange"] == "reversed" for s in ("", "2", "3"))
+
+
+def test_steps_in_one_chart_scores_over_weights(fresh):
+    fig = chart(fresh, "tw_steps_chart")
+    scores, scaled, unscaled = fig["data"]
+    np.testing.assert_allclose(scores["y"], chapter.TRAINABLE_SCORES_2, atol=5e-5)
+    np.testing.assert_allclose(scaled["y"], chapter.TRAINABLE_WEIGHTS_2, atol=5e-5)
+    assert scaled["yaxis"] == unscaled["yaxis"] == "y2" and scores["yaxis"] == "y"
+    assert scores["marker"]["color"] == palette.ATTN_SCORES and scaled["marker"]["color"] == palette.ATTN_WEIGHTS
+    # the unscaled softmax is sharper: its largest weight is larger
+    assert max(unscaled["y"]) > max(scaled["y"])
+    title = fig["layout"]["annotations"][1]["text"].replace("<br>", " ")
+    assert msg("Step 2 · weights with d_k = {d_k}: the scale flattens them", d_k=2) in title
+
+
+def test_query_token_leaves_the_projection_chart_as_it_is(at):
+    before = chart(at, "tw_projections")
+    steps_before = chart(at, "tw_steps_chart")
+    at.selectbox(key="tw_query").set_value("step").run()
+    assert not at.exception
+    assert chart(at, "tw_projections") == before
+    assert chart(at, "tw_steps_chart") != steps_before
+
+
+def test_v1_v2_outputs_in_one_chart(fresh):
+    fig = chart(fresh, "tw_v1_v2")
+    v1, v2 = fig["data"]
+    np.testing.assert_allclose(np.array(v1["z"]), np.array(chapter.SA_V1_OUTPUT), atol=5e-5)
+    np.testing.assert_allclose(np.array(v2["z"]), np.array(chapter.SA_V2_OUTPUT), atol=5e-5)
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles == [f"<b>{msg('SelfAttention_v1 (seed {seed})', seed=chapter.TRAINABLE_SEED)}</b>",
+                      f"<b>{msg('SelfAttention_v2 (seed {seed})', seed=chapter.SA_V2_SEED)}</b>"]
 
 
 def test_dk_slider_figure_one_step_per_d_k(fresh):

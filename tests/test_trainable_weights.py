@@ -170,3 +170,25 @@ def test_exercise_3_1_copy_makes_outputs_equal(d_out):
     # equal up to float rounding: nn.Linear and x @ W may add the same products in another order
     torch.testing.assert_close(result.v1_after, result.v2)
     assert result.exactly_equal == (result.max_abs_diff_after == 0.0)
+
+
+def test_matrices_stacked_reads_like_the_tensors_one_panel_under_the_other():
+    w = sections.chapter_projections(chapter.TRAINABLE_SEED, 3, 2)
+    rows, cols = ["d0", "d1", "d2"], ["o0", "o1"]
+    fig = figures.matrices_stacked({"W_query": w.W_query, "W_key": w.W_key, "W_value": w.W_value}, rows, cols,
+                                   row_title="input dim")
+    assert [a.text for a in fig.layout.annotations] == ["<b>W_query</b>", "<b>W_key</b>", "<b>W_value</b>"]
+    assert [t.yaxis for t in fig.data] == ["y", "y2", "y3"]
+    assert [list(r) for r in fig.data[0].text] == [[f"{v:.4f}" for v in row] for row in w.W_query.tolist()]
+    domains = [tuple(fig.layout[name].domain) for name in ("yaxis", "yaxis2", "yaxis3")]
+    for (low, high), (next_low, next_high) in zip(domains, domains[1:]):
+        assert next_high < low  # each panel under the previous one, no overlap
+    for name in ("yaxis", "yaxis2", "yaxis3"):
+        assert fig.layout[name].autorange == "reversed" and fig.layout[name].automargin is False
+    assert fig.layout.xaxis.side == "top" and list(fig.layout.xaxis3.ticktext) == cols
+    assert fig.layout.margin.autoexpand is False and fig.layout.margin.l >= 8 * len("d0")
+    assert all(t.showscale is False for t in fig.data)
+    with pytest.raises(ValueError, match="at least one"):
+        figures.matrices_stacked({}, rows, cols)
+    with pytest.raises(ValueError, match=r"shape \(3, 2\)"):
+        figures.matrices_stacked({"a": w.W_query, "b": torch.zeros(3, 3)}, rows, cols)

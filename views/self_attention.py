@@ -3,8 +3,8 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams
-from engine.figures import SIGNED_SCALE, attention_heatmap, row_bars, vectors_3d, weighted_sum_bars
+from engine import chapter, diagrams, palette
+from engine.figures import SIGNED_SCALE, attention_heatmap, step_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
 from ui import page
 from ui.diagram import diagram
@@ -107,7 +107,7 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
 # --- 2. one query ----------------------------------------------------------------------------------
 @st.fragment
 def query_sections(inputs, is_chapter: bool) -> None:
-    """Sections 2-4: the query token redraws these sections only (the inputs above rerun the page)."""
+    """Sections 2-3: the query token redraws these sections only (the inputs above rerun the page)."""
     page.prose("steps")
     query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="sa_query",
                                bind="query-params")
@@ -117,10 +117,15 @@ def query_sections(inputs, is_chapter: bool) -> None:
 
     left, right = st.columns([3, 2])
     with left:
+        naive_name = _("divide by the sum")
         st.plotly_chart(
-            row_bars({_("attn_scores (dot products)"): steps.attn_scores}, TOKENS,
-                     title=_("Step 1 · scores of “{token}”").format(token=query_token)),
-            key="sa_scores_chart",
+            step_bars([(_("Step 1 · scores of “{token}”").format(token=query_token),
+                        {"attn_scores": steps.attn_scores}),
+                       (_("Step 2 · two ways to turn scores into weights"),
+                        {naive_name: steps.naive_weights, "softmax": steps.attn_weights})],
+                      TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.RESIDUAL,
+                                      "softmax": palette.ATTN_WEIGHTS}),
+            key="sa_steps_chart",
         )
     with right:
         diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
@@ -132,12 +137,6 @@ def query_sections(inputs, is_chapter: bool) -> None:
                      "shape."))
     st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
     page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
-
-    st.plotly_chart(
-        row_bars({_("divide by the sum"): steps.naive_weights, "softmax": steps.attn_weights}, TOKENS,
-                 title=_("Step 2 · two ways to turn scores into weights")),
-        key="sa_weights_chart",
-    )
     st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
     page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
     st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
@@ -159,10 +158,16 @@ def query_sections(inputs, is_chapter: bool) -> None:
     numerics_section(steps)
     page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
 
-    # --- 4. Jacobians -----------------------------------------------------------------------------------
+
+@st.fragment
+def jacobian_section(inputs) -> None:
+    """Section 4: its own query token, next to the two Jacobians it redraws (and nothing else)."""
     page.prose("jacobian")
-    softmax_jac = sections.jacobian_check(steps.attn_scores)
-    naive_jac = sections.naive_jacobian_check(steps.attn_scores)
+    query_token = st.selectbox(_("Query token of the Jacobians"), TOKENS, index=TOKENS.index("journey"),
+                               key="sa_jacobian_query", bind="query-params")
+    attn_scores = A.dot_scores(inputs, inputs[TOKENS.index(query_token)])  # (6, 3), (3,) -> (6,)
+    softmax_jac = sections.jacobian_check(attn_scores)
+    naive_jac = sections.naive_jacobian_check(attn_scores)
     c1, c2 = st.columns(2)
     with c1:
         jacobian_panel(softmax_jac, _("softmax: ∂w_i/∂x_j for the query “{token}”").format(token=query_token),
@@ -180,10 +185,14 @@ def query_sections(inputs, is_chapter: bool) -> None:
                            _("divide by the sum: closed form equals torch.autograd"),
                            _("divide by the sum: closed form differs from torch.autograd"))
     page.prose("naive_jacobian")
-    page.show_code(sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check, sections.naive_jacobian)
+    page.show_code(A.dot_scores, sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check,
+                   sections.naive_jacobian)
 
 
 query_sections(inputs, edit.is_chapter)
+
+# --- 4. Jacobians -------------------------------------------------------------------------------------
+jacobian_section(inputs)
 
 # --- 5. all pairs -----------------------------------------------------------------------------------
 page.prose("allpairs")

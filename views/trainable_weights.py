@@ -4,8 +4,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams
-from engine.figures import SIGNED_SCALE, row_bars
+from engine import chapter, diagrams, palette
+from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
 from ui import page
@@ -37,16 +37,6 @@ def init_comparison_cached():
 def init_figure_cached(labels: figures.InitLabels) -> go.Figure:
     """The initialisation chart, one per language."""
     return figures.init_figure(init_comparison_cached(), labels)
-
-
-def matrix_columns(matrices: dict[str, object], key: str, **options) -> None:
-    """One heatmap figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone.
-
-    ``options`` go to :func:`engine.figures.trainable_weights.matrices_side_by_side`; the charts' keys are
-    ``{key}_0``, ``{key}_1``, ...
-    """
-    for i, (column, (title, matrix)) in enumerate(zip(st.columns(len(matrices)), matrices.items(), strict=True)):
-        column.plotly_chart(figures.matrices_side_by_side({title: matrix}, **options), key=f"{key}_{i}")
 
 
 def projection_diagram(inputs, steps: sections.TrainableWalkthrough) -> str:
@@ -87,32 +77,27 @@ with page.slot():
 
 out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
 w = sections.chapter_projections(seed, inputs.shape[1], d_out)
-matrix_columns({f"{name}  ({inputs.shape[1]}×{d_out})": matrix
-                for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
-               "tw_projections", row_labels=dims_in, col_labels=out_cols, row_title=_("input dim"), height=280)
 
 
 @st.fragment
 def query_steps() -> None:
-    """The query's three steps: the query token redraws them only (d_out and the seed above rerun the page)."""
-    query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
-                               bind="query-params")
-    q = TOKENS.index(query_token)
-    steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
-    applies = sections.chapter_setup(seed, d_out, q).query
-    st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
-    page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, applies)
-
-    left, right = st.columns([3, 2])
+    """The projections and the query's three steps: the query token redraws this part only (d_out and the seed
+    above rerun the page). The matrices sit here, beside the query that uses them first; the query does not
+    change them, so their chart stays as it is when the token changes."""
+    left, right = st.columns([2, 3])
     with left:
-        st.plotly_chart(
-            row_bars({"attn_scores = keys @ query": steps.attn_scores}, TOKENS,
-                     title=_("Step 1 · scores of “{token}”").format(token=query_token)),
-            key="tw_scores_chart",
-        )
-        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+        st.plotly_chart(figures.matrices_stacked(
+            {f"{name} ({inputs.shape[1]}×{d_out})": matrix
+             for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
+            dims_in, out_cols, row_title=_("input dim")), key="tw_projections")
     with right:
+        query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
+                                   bind="query-params")
+        q = TOKENS.index(query_token)
+        steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
+        applies = sections.chapter_setup(seed, d_out, q).query
+        st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
+        page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, applies)
         diagram(projection_diagram(inputs, steps), width="stretch",
                 alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
                       "√d_k, turned into weights by the softmax and used to sum the values."))
@@ -120,17 +105,27 @@ def query_steps() -> None:
                      "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
                      "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
                      "shape."))
-    st.plotly_chart(
-        row_bars({"softmax(scores / √d_k)": steps.attn_weights,
-                  _("softmax(scores), no scale"): steps.unscaled_weights},
-                 TOKENS, title=_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out)),
-        key="tw_weights_chart",
-    )
-    st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
-    page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
-    st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
-        values=page.fmt_row(steps.context_vec)))
-    page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+
+    left, right = st.columns([3, 2])
+    with left:
+        scaled, unscaled = "softmax(scores / √d_k)", _("softmax(scores), no scale")
+        st.plotly_chart(
+            step_bars([(_("Step 1 · scores of “{token}”").format(token=query_token),
+                        {"attn_scores = keys @ query": steps.attn_scores}),
+                       (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
+                        {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})],
+                      TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
+                                      scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL}),
+            key="tw_steps_chart",
+        )
+    with right:
+        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+        st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
+        page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
+        st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
+            values=page.fmt_row(steps.context_vec)))
+        page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
     page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 
@@ -174,17 +169,17 @@ def classes_and_exercise() -> None:
     seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
                                   value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
-    matrix_columns({_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
-                    _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
-                   "tw_v1_v2", row_labels=TOKENS, col_labels=out_cols, colorscale=SIGNED_SCALE, zmin=None,
-                   row_title=_("token"), height=380)
-    c1, c2 = st.columns(2)
-    with c1:
+    left, right = st.columns([2, 3])
+    with left:
+        st.plotly_chart(figures.matrices_stacked(
+            {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
+             _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
+            TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token")), key="tw_v1_v2")
+    with right:
         page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
-    with c2:
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
                            sections.v2_is_chapter(seed_v2, d_out))
-    page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
+        page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
 
     # --- 4. initialisations -----------------------------------------------------------------------------
     page.prose("init")

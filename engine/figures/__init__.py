@@ -1,7 +1,7 @@
 """Plotly figure builders (no Streamlit).
 
 ``engine.figures.core`` holds the builders every page shares (attention heatmap,
-bar rows, 3-d vectors, the in-figure step slider); each essay section keeps its
+bar panels, 3-d vectors, the in-figure step slider); each essay section keeps its
 own builders in ``engine.figures.<section>``.
 """
 
@@ -14,7 +14,7 @@ from engine.figures.core import (
     base_layout,
     heatmap_trace,
     matrix_axes,
-    row_bars,
+    step_bars,
     to_numpy,
     vectors_3d,
     weighted_sum_bars,
@@ -29,7 +29,7 @@ __all__ = [
     "base_layout",
     "heatmap_trace",
     "matrix_axes",
-    "row_bars",
+    "step_bars",
     "to_numpy",
     "vectors_3d",
     "weighted_sum_bars",

@@ -267,42 +267,88 @@ def attention_heatmap(
     )
 
 
-def row_bars(
-    series: dict[str, object],
+#: Pixel sizes of :func:`step_bars`: a panel's bars, its title line, its token labels, the legend row.
+STEP_PANEL_PX, STEP_TITLE_PX, STEP_TICKS_PX, STEP_LEGEND_PX = 170, 20, 34, 30
+
+
+def step_bars(
+    panels: Sequence[tuple[str, dict[str, object]]],
     labels: Sequence[str],
-    title: str | None = None,
-    yaxis_title: str | None = None,
+    colors: dict[str, str] | None = None,
     decimals: int = 4,
-    height: int = 330,
 ) -> go.Figure:
-    """Grouped bar chart of one or more rows over the same labels (e.g. scores vs weights).
+    """Bar panels over the same tokens, one above the other (e.g. a query's scores, then its weights).
+
+    One figure instead of one per step: a token's score and its weight sit in the same column, and a control
+    that changes both redraws one chart instead of two (each chart Streamlit replaces costs the browser a new
+    Plotly plot). Each panel has its title above it and the token names under it; panels of several series
+    group their bars, write the values upright (a phone's bars are too narrow for them level) and name the
+    series in a legend at the bottom. Sizes are fixed in pixels
+    (:data:`STEP_PANEL_PX` …), and the margins hold the value labels (at most 5 characters, "−0.25"), so Plotly
+    never has to grow them and draw the figure a second time.
 
     Args:
-        series: name -> (T,) values; one colour each.
-        labels: the T category labels (tokens), kept in order even when repeated.
+        panels: ``(title, {series name: (T,) values})`` per panel, top to bottom.
+        labels: the T token names, kept in order even when repeated.
+        colors: series name -> ``#RRGGBB``; a series without one takes :data:`PALETTE` in turn.
         decimals: digits written on the bars.
+
+    Returns:
+        A figure with one bar trace per series, panel i on axes ``x{i+1}``/``y{i+1}``.
+
+    Raises:
+        ValueError: if there is no panel, or a series does not have one value per token.
     """
+    if not panels:
+        raise ValueError("step_bars needs at least one panel")
+    colors = colors or {}
     x = list(range(len(labels)))
-    data = []
-    for k, (name, values) in enumerate(series.items()):
-        v = to_numpy(values)
-        data.append(dict(
-            type="bar",
-            x=x,
-            y=np.where(np.isfinite(v), v, np.nan).tolist(),
-            name=name,
-            text=[format_value(a, decimals) for a in v],
-            textposition="outside",
-            marker=dict(color=PALETTE[k % len(PALETTE)]),
-            hovertemplate="%{text}<extra>" + name + "</extra>",
-        ))
-    layout = dict(
-        app_layout(title, height),
-        xaxis=dict(tickmode="array", tickvals=x, ticktext=list(labels)),
-        yaxis=dict(title=dict(text=yaxis_title), gridcolor="#eee", zerolinecolor="#999"),
-        barmode="group", legend=dict(orientation="h", y=-0.15), uniformtext=dict(minsize=9),
-    )
-    return go.Figure(data=data, layout=layout)
+    titles = [wrap_text(title, TITLE_WIDTH) for title, _series in panels]
+    blocks = [STEP_TITLE_PX * (1 + t.count("<br>")) + STEP_PANEL_PX + STEP_TICKS_PX for t in titles]
+    legend = any(len(series) > 1 for _title, series in panels)
+    plot_px = sum(blocks) + (STEP_LEGEND_PX if legend else 0)
+    data, layout, annotations, k = [], {}, [], 0
+    top = plot_px  # pixels from the plot area's bottom to the top of the current panel's block
+    for i, ((_title, series), title, block) in enumerate(zip(panels, titles, blocks, strict=True)):
+        suffix = "" if i == 0 else str(i + 1)
+        bar_top = top - (block - STEP_PANEL_PX - STEP_TICKS_PX)
+        bar_bottom = bar_top - STEP_PANEL_PX
+        values, grouped = [], len(series) > 1
+        for name, raw in series.items():
+            v = to_numpy(raw).astype(np.float64)
+            if v.shape != (len(labels),):
+                raise ValueError(f"series {name!r} needs {len(labels)} values, got shape {v.shape}")
+            values.append(v[np.isfinite(v)])
+            data.append(dict(
+                type="bar", x=x, y=np.where(np.isfinite(v), v, np.nan).tolist(), name=name,
+                xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=grouped,
+                text=[format_value(a, decimals) for a in v], textposition="outside", cliponaxis=False,
+                textangle=-90 if grouped else 0, textfont=dict(size=11), constraintext="none",
+                marker=dict(color=colors.get(name, PALETTE[k % len(PALETTE)])),
+                hovertemplate="%{text}<extra>" + name + "</extra>",
+            ))
+            k += 1
+        finite = np.concatenate(values) if values else np.zeros(1)
+        high = max(float(finite.max(initial=0.0)), 0.0)
+        low = min(float(finite.min(initial=0.0)), 0.0)
+        span = (high - low) or 1.0
+        room = 0.4 if grouped else 0.2  # an upright value needs more room than a level one
+        layout[f"xaxis{suffix}"] = dict(tickmode="array", tickvals=x, ticktext=list(labels), anchor=f"y{suffix}",
+                                        automargin=False)
+        # room above (and below, for negative bars) for the values written outside the bars
+        layout[f"yaxis{suffix}"] = dict(domain=[bar_bottom / plot_px, bar_top / plot_px], anchor=f"x{suffix}",
+                                        range=[low - (room * span if low < 0 else 0), high + room * span],
+                                        gridcolor="#eee", zerolinecolor="#999", automargin=False)
+        annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
+                                yref="paper", yanchor="top", showarrow=False, align="left", font=dict(size=14)))
+        top -= block
+    common = app_layout(None, plot_px + 20)
+    # fixed margins (the left one holds the y tick labels): Plotly never grows them, so it draws once
+    common["margin"] = dict(common["margin"], l=52, t=10, b=10, autoexpand=False)
+    return go.Figure(data=data, layout=dict(
+        common, annotations=annotations, barmode="group", uniformtext=dict(minsize=9),
+        legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="paper") if legend else None,
+        showlegend=legend, **layout))
 
 
 def weighted_sum_bars(

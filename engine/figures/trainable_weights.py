@@ -20,6 +20,7 @@ from engine.figures.core import (
     base_layout,
     heatmap_trace,
     matrix_axes_layout,
+    to_numpy,
     wrap_text,
 )
 from engine.sections.trainable_weights import DkSweep
@@ -193,43 +194,67 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
     return base_layout(fig, None, 400)
 
 
-def matrices_side_by_side(
+#: Pixel sizes of :func:`matrices_stacked`: a matrix row, a title line, the column labels, the gap under a panel.
+STACK_ROW_PX, STACK_TITLE_PX, STACK_LABELS_PX, STACK_GAP_PX = 34, 20, 36, 16
+
+
+def matrices_stacked(
     matrices: dict[str, object],
     row_labels: list[str],
     col_labels: list[str],
     colorscale: str = WEIGHTS_SCALE,
     zmin: float | None = 0.0,
     row_title: str | None = None,
-    col_title: str | None = None,
-    height: int = 300,
 ) -> go.Figure:
-    """Several small matrices of the same shape as heatmaps in one row (one figure, one panel each).
+    """Small matrices of the same shape as heatmaps, one above the other, in one figure.
+
+    One figure instead of one per matrix: a control that changes all of them (d_out, the seed) redraws one
+    chart instead of three (each chart Streamlit replaces costs the browser a new Plotly plot). Panels are
+    stacked, never side by side, so a phone-width figure keeps each matrix's full width. Each panel reads like
+    the printed tensor: its title above, column labels on top, row 0 at the top, values in the cells. Sizes
+    are fixed in pixels (:data:`STACK_ROW_PX` …) and so are the margins (the left one fits the longest row
+    label and the row title): Plotly never grows them and draws the figure once.
 
     Args:
-        matrices: panel title -> (rows, cols) tensor/array.
+        matrices: panel title -> (rows, cols) tensor/array, the same shape for every panel.
         row_labels, col_labels: tick labels shared by every panel.
         colorscale, zmin: colour mapping (``zmin=None`` for signed values).
-        row_title, col_title: axis titles of the first panel.
+        row_title: title of the row axis (on every panel).
 
     Returns:
-        A figure with one heatmap trace per matrix, row 0 on top in every panel.
+        A figure with one heatmap trace per matrix (panel i on axes ``x{i+1}``/``y{i+1}``), no colour bar.
+
+    Raises:
+        ValueError: if there is no matrix, or the shapes differ from each other or from the labels.
     """
-    n = len(matrices)
-    spacing = 0.25 / max(n, 1)
-    width = (1 - spacing * (n - 1)) / n
-    data, layout, annotations = [], app_layout(None, height), []
-    layout["margin"] = dict(layout["margin"], t=80)
-    for c, (title, matrix) in enumerate(matrices.items()):
-        suffix = "" if c == 0 else str(c + 1)
-        left = c * (width + spacing)
+    if not matrices:
+        raise ValueError("matrices_stacked needs at least one matrix")
+    shapes = {tuple(to_numpy(m).shape) for m in matrices.values()}
+    if shapes != {(len(row_labels), len(col_labels))}:
+        raise ValueError(f"every matrix must have shape ({len(row_labels)}, {len(col_labels)}), got {shapes}")
+    titles = [wrap_text(title, TITLE_WIDTH) for title in matrices]
+    blocks = [STACK_TITLE_PX * (1 + t.count("<br>")) + STACK_LABELS_PX + STACK_ROW_PX * len(row_labels)
+              + STACK_GAP_PX for t in titles]
+    plot_px = sum(blocks)
+    data, layout, annotations = [], {}, []
+    top = plot_px  # pixels from the plot area's bottom to the top of the current panel's block
+    for i, ((_title, matrix), title, block) in enumerate(zip(matrices.items(), titles, blocks, strict=True)):
+        suffix = "" if i == 0 else str(i + 1)
+        cells_top = top - (block - STACK_ROW_PX * len(row_labels) - STACK_GAP_PX)
+        cells_bottom = cells_top - STACK_ROW_PX * len(row_labels)
         trace = heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
         data.append(trace)
-        xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title if c == 0 else None, col_title)
-        layout[f"xaxis{suffix}"] = dict(xaxis, domain=[left, left + width], anchor=f"y{suffix}")
-        layout[f"yaxis{suffix}"] = dict(yaxis, domain=[0, 1], anchor=f"x{suffix}")
-        # the panel's title above its column labels, as make_subplots would place it, 30 px higher
-        annotations.append(dict(text=title, x=left + width / 2, xref="paper", xanchor="center", y=1.0, yref="paper",
-                                yanchor="bottom", yshift=30, showarrow=False, font=dict(size=16)))
+        xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, None)
+        layout[f"xaxis{suffix}"] = dict(xaxis, anchor=f"y{suffix}", automargin=False)
+        layout[f"yaxis{suffix}"] = dict(yaxis, domain=[cells_bottom / plot_px, cells_top / plot_px],
+                                        anchor=f"x{suffix}", automargin=False)
+        annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
+                                yref="paper", yanchor="top", showarrow=False, align="left", font=dict(size=14)))
+        top -= block
+    common = app_layout(None, plot_px + 10)
+    # the left margin holds the row labels (8 px a character) and the row title
+    label_px = 8 * max(len(label) for label in row_labels) + (28 if row_title else 8)
+    common["margin"] = dict(common["margin"], l=label_px, t=5, b=5, autoexpand=False)
     # axis domains in one constructor call instead of make_subplots and updates: cheaper on every rerun
-    return go.Figure(data=data, layout=dict(layout, annotations=annotations))
+    return go.Figure(data=data, layout=dict(common, annotations=annotations, **layout))
