@@ -98,7 +98,7 @@ def query_steps() -> None:
         applies = sections.chapter_setup(seed, d_out, q).query
         st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
         page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, applies)
-        diagram(projection_diagram(inputs, steps), width="stretch",
+        diagram(projection_diagram(inputs, steps), width="content",
                 alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
                       "√d_k, turned into weights by the softmax and used to sum the values."))
         st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
@@ -120,12 +120,13 @@ def query_steps() -> None:
         )
     with right:
         st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
         st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
-        page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
         st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
             values=page.fmt_row(steps.context_vec)))
-        page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+    # the checks at full width: a badge in a narrow column is cut short
+    page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+    page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
+    page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
     page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 
