@@ -414,3 +414,16 @@ def test_score_matrices_figure_takes_its_words():
     assert fig.layout.yaxis.title.text == "Q" and fig.layout.yaxis2.title.text is None
     # heatmaps carry 4 decimals (engine.figures.core.heatmap_trace)
     assert np.allclose(np.asarray(fig.data[1].z, dtype=float), scores.shifted.numpy(), atol=5e-5)
+
+
+def test_stacked_tables_make_room_for_the_title_lines_asked():
+    short = [figures.TablePanel("a", torch.ones(4, 4), "R", "C"), figures.TablePanel("b", torch.ones(4, 4), "R", "C")]
+    assert [figures.title_lines(p) for p in short] == [1, 1]
+    own = figures.stacked_tables_figure(short)
+    padded = figures.stacked_tables_figure(short, lines=[3, 2])
+    # three more title lines of 18 px: a taller figure, each heatmap lower by the lines above it
+    assert padded.layout.height - own.layout.height == 3 * figures.TITLE_LINE_PX
+    assert padded.layout.yaxis.domain[1] < own.layout.yaxis.domain[1]
+    assert figures.stacked_tables_figure(short, lines=[0, 0]).layout.height == own.layout.height
+    with pytest.raises(ValueError, match="one entry per panel"):
+        figures.stacked_tables_figure(short, lines=[2])

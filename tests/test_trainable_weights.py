@@ -181,7 +181,7 @@ def test_matrices_stacked_reads_like_the_tensors_one_panel_under_the_other():
     assert [t.yaxis for t in fig.data] == ["y", "y2", "y3"]
     assert [list(r) for r in fig.data[0].text] == [[f"{v:.4f}" for v in row] for row in w.W_query.tolist()]
     domains = [tuple(fig.layout[name].domain) for name in ("yaxis", "yaxis2", "yaxis3")]
-    for (low, high), (next_low, next_high) in zip(domains, domains[1:]):
+    for (low, _high), (_next_low, next_high) in zip(domains, domains[1:], strict=False):
         assert next_high < low  # each panel under the previous one, no overlap
     for name in ("yaxis", "yaxis2", "yaxis3"):
         assert fig.layout[name].autorange == "reversed" and fig.layout[name].automargin is False

@@ -202,14 +202,18 @@ def tables_section() -> None:
     # control redraws two charts, not four: each replaced chart is a full new Plotly plot in the browser). Side by
     # side on a wide screen, stacked on a phone; a control redraws only the tables it changes (the shipped
     # model's stays as it is)
-    for column, (name, p) in zip(st.columns(len(panels)), panels.items(), strict=True):
-        title = f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × {p.table.shape[1]})"
-        column.plotly_chart(figures.stacked_tables_figure([
-            figures.TablePanel(title, p.table, _("position"), _("dimension"),
-                               _("rows: position · columns: dimension")),
-            figures.TablePanel(_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED), p.similarity, _("position m"),
-                               _("position n"), _("rows: position m · columns: position n"), zmax=1.0),
-        ]), key=f"pe_tables_{name}")
+    stacks = {name: [
+        figures.TablePanel(f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × "
+                           f"{p.table.shape[1]})", p.table, _("position"), _("dimension"),
+                           _("rows: position · columns: dimension")),
+        figures.TablePanel(_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED), p.similarity, _("position m"),
+                           _("position n"), _("rows: position m · columns: position n"), zmax=1.0),
+    ] for name, p in panels.items()}
+    # room for as many title lines as the longest title of each row, so the columns' panels line up (the counts
+    # do not depend on the tables' shapes, so the shipped model's chart stays as it is when a slider moves)
+    lines = [max(figures.title_lines(stack[i]) for stack in stacks.values()) for i in range(2)]
+    for column, (name, stack) in zip(st.columns(len(stacks)), stacks.items(), strict=True):
+        column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines), key=f"pe_tables_{name}")
     with page.slot():
         if shipped is None:
             st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "

@@ -226,7 +226,19 @@ class TablePanel:
     zmax: float | None = None
 
 
-def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 280) -> go.Figure:
+def _title_text(panel: TablePanel) -> str:
+    """A panel's title (bold) and subtitle, wrapped for a figure a third of a desktop page wide."""
+    return (f"<b>{wrap_text(panel.title, TABLE_TITLE_CHARS)}</b>"
+            + (f"<br>{wrap_text(panel.subtitle, TABLE_TITLE_CHARS)}" if panel.subtitle else ""))
+
+
+def title_lines(panel: TablePanel) -> int:
+    """How many lines the title and subtitle of ``panel`` take in :func:`stacked_tables_figure`."""
+    return _title_text(panel).count("<br>") + 1
+
+
+def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 280,
+                          lines: Sequence[int] | None = None) -> go.Figure:
     """Large signed tables stacked top to bottom in one figure (e.g. a block_size x n_embd position table and its
     (block_size, block_size) similarity), row 0 on top, column labels on top.
 
@@ -244,26 +256,29 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
     Args:
         panels: the panels, top to bottom; tables may have different shapes.
         heatmap_height: height in px of each heatmap.
+        lines: title lines to make room for, per panel (at least each title's own, :func:`title_lines`): figures
+            drawn side by side pass the largest of each row, so that their panels line up.
 
     Returns:
         A figure with one heatmap trace per panel (z: the (rows, cols) table as a float32 array) on axes
         x, y (first panel), x2, y2, …; its height is the sum of the panels' blocks plus the margins.
 
     Raises:
-        ValueError: if there is no panel or a table is not 2-d.
+        ValueError: if there is no panel, a table is not 2-d, or ``lines`` does not have one entry per panel.
     """
     if not panels:
         raise ValueError("stacked_tables_figure needs at least one panel")
+    if lines is not None and len(lines) != len(panels):
+        raise ValueError(f"lines needs one entry per panel ({len(panels)}), got {len(lines)}")
     tables = []
     for panel in panels:
         z = to_numpy(panel.table).astype(np.float32)  # (rows, cols) float64 -> float32: half the JSON
         if z.ndim != 2:
             raise ValueError(f"panel {panel.title!r} must be 2-d, got shape {z.shape}")
         tables.append(z)
-    # titles wrapped: one figure is drawn in a third of a desktop page (about 30 characters a line)
-    texts = [f"<b>{wrap_text(p.title, TABLE_TITLE_CHARS)}</b>"
-             + (f"<br>{wrap_text(p.subtitle, TABLE_TITLE_CHARS)}" if p.subtitle else "") for p in panels]
-    title_px = [TITLE_LINE_PX * (t.count("<br>") + 1) + TITLE_GAP_PX for t in texts]
+    texts = [_title_text(p) for p in panels]
+    lines = [max(title_lines(p), wanted) for p, wanted in zip(panels, lines or [0] * len(panels), strict=True)]
+    title_px = [TITLE_LINE_PX * n + TITLE_GAP_PX for n in lines]
     plot_px = sum(title_px) + len(panels) * (COLUMN_LABELS_PX + heatmap_height + COLORBAR_PX)
 
     def paper(px: float) -> float:
