@@ -414,6 +414,13 @@ def test_score_matrices_figure_takes_its_words():
     assert fig.layout.yaxis.title.text == "Q" and fig.layout.yaxis2.title.text is None
     # heatmaps carry 4 decimals (engine.figures.core.heatmap_trace)
     assert np.allclose(np.asarray(fig.data[1].z, dtype=float), scores.shifted.numpy(), atol=5e-5)
+    # one colour bar (the last panel's), fixed margins wide enough for the longest position label
+    assert [t.showscale for t in fig.data] == [False, True]
+    assert fig.layout.margin.autoexpand is False and fig.layout.xaxis.automargin is False
+    shifted = figures.score_matrices_figure({"s": scores.shifted}, {"s": ["1000", "1001", "1002", "1003"]}, "Q", "H")
+    assert shifted.layout.margin.l > fig.layout.margin.l
+    # the panel title clears column labels that Plotly may turn upright (4 digits)
+    assert shifted.layout.annotations[0].yshift > fig.layout.annotations[0].yshift
 
 
 def test_stacked_tables_make_room_for_the_title_lines_asked():

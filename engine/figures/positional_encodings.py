@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     MODEBAR_MARGIN,
@@ -25,7 +24,7 @@ from engine.figures.core import (
     app_layout,
     base_layout,
     heatmap_trace,
-    matrix_axes,
+    matrix_axes_layout,
     to_numpy,
     wrap_text,
 )
@@ -443,16 +442,30 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     # short title lines: on a phone the right panel's title would reach under Plotly's toolbar
     titles = [wrap_text(name, 18) for name in matrices]
     lines = max(t.count("<br>") for t in titles)
-    fig = make_subplots(rows=1, cols=n, subplot_titles=titles, horizontal_spacing=0.12 / max(n - 1, 1))
-    for c, (name, matrix) in enumerate(matrices.items(), start=1):
+    gap = 0.12 / max(n - 1, 1)
+    width = (1 - gap * (n - 1)) / n
+    digits = max(len(label) for labels in position_labels.values() for label in labels)
+    traces, axes, annotations = [], {}, []
+    for c, (name, matrix) in enumerate(matrices.items()):
         labels = list(position_labels[name])
+        suffix = "" if c == 0 else str(c + 1)
+        left = c * (width + gap)
         trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
-                              decimals=decimals, showscale=c == n)
-        trace.hovertemplate = f"{hover}<extra></extra>"
-        fig.add_trace(trace, row=1, col=c)
-        matrix_axes(fig, labels, labels, row_title if c == 1 else None, None, row=1, col=c)
-    fig.update_annotations(yshift=30)
+                              decimals=decimals, showscale=c == n - 1)
+        trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>")
+        traces.append(trace)
+        xaxis, yaxis = matrix_axes_layout(labels, labels, row_title if c == 0 else None, None)
+        axes[f"xaxis{suffix}"] = dict(xaxis, domain=[left, left + width], anchor=f"y{suffix}", automargin=False)
+        axes[f"yaxis{suffix}"] = dict(yaxis, anchor=f"x{suffix}", automargin=False)
+        # above the column labels, which Plotly turns upright when they crowd (shifted positions: 4 digits)
+        annotations.append(dict(text=titles[c], x=left + width / 2, xref="paper", xanchor="center", y=1.0,
+                                yref="paper", yanchor="bottom", yshift=max(30, 12 + 10 * digits), showarrow=False,
+                                font=dict(size=16)))
     T = len(next(iter(position_labels.values())))
-    base_layout(fig, None, max(320, 34 * T + 160) + 18 * lines)
-    fig.update_layout(margin=dict(t=110 + 18 * lines))
-    return fig
+    layout = app_layout(None, max(320, 34 * T + 160) + 18 * lines, top=110 + 18 * lines)
+    # Fixed margins, not grown by Plotly (a figure whose margins grow is drawn twice): the left one holds the row
+    # title and the position labels (7 px a digit), the right one the colour bar with its labels and the toolbar
+    # (the sizes Plotly grew them to, measured in Chromium at 390 and 1440 px)
+    layout["margin"] = dict(layout["margin"], l=60 + 7 * digits, r=70, autoexpand=False)
+    # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
+    return go.Figure(traces, layout=dict(layout, annotations=annotations, **axes))
