@@ -63,26 +63,11 @@ page.header()
 inputs = A.chapter_inputs()  # (6, 3)
 dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
 
-# --- 1. projections, one query ------------------------------------------------------------------
-page.prose("projections")
-c1, c2 = st.columns(2)
-d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
-seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
-projections_apply = sections.projections_are_chapter(seed, d_out)
-with page.slot():
-    if not projections_apply:
-        st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
-                     "differ.").format(seed=chapter.TRAINABLE_SEED))
-
-out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
-w = sections.chapter_projections(seed, inputs.shape[1], d_out)
-
 
 @st.fragment
-def query_steps() -> None:
+def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[str]) -> None:
     """The projections and the query's three steps: the query token redraws this part only (d_out and the seed
-    above rerun the page). The matrices sit here, beside the query that uses them first; the query does not
+    above rerun sections 1-5). The matrices sit here, beside the query that uses them first; the query does not
     change them, so their chart stays as it is when the token changes."""
     left, right = st.columns([2, 3])
     with left:
@@ -130,43 +115,10 @@ def query_steps() -> None:
     page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 
-query_steps()
-
-# --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
-page.prose("scale")
-with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=f"{sections.DK_SAMPLES:,}")):
-    sweep = dk_sweep_cached()
-    dk_figure = dk_figure_cached(figures.DkSweepLabels(
-        spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
-        w_max_panel=_("largest of 8 softmax weights"),
-        grad_panel=_("gradient factor w(1−w) of it"),
-        without_scale=_("without scale"),
-        with_scale=_("with 1/√d_k"),
-        score_axis=_("score"),
-        step_title=_("d_k = {d_k}: var(q·k) = {var:.2f} (theory {d_k}), var(q·k/√d_k) = {var_scaled:.3f} "
-                     "(theory 1), {n:,} samples"),
-    ))
-st.plotly_chart(dk_figure, key="tw_dk_figure")
-DK_HEADERS = {
-    "d_k": "d_k",
-    "var_scores": "var(q·k)",
-    "var_scaled": "var(q·k/√d_k)",
-    "w_max_unscaled": _("mean w_max, unscaled"),
-    "w_max_scaled": _("mean w_max, scaled"),
-    "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
-    "grad_scaled": _("mean w_max(1-w_max), scaled"),
-}
-st.dataframe(sweep.stats.rename(columns=DK_HEADERS), hide_index=True, key="tw_dk_table",
-             column_config={DK_HEADERS[c]: st.column_config.NumberColumn(format="%.4f")
-                            for c in sections.DK_COLUMNS if c != "d_k"})
-page.show_code(sections.dk_sweep)
-
-# --- 3. the two classes -----------------------------------------------------------------------------
-page.prose("classes")
 @st.fragment
-def classes_and_exercise() -> None:
+def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_cols: list[str]) -> None:
     """Sections 3-5: the seed of SelfAttention_v2 redraws these sections only (d_out and the seed above rerun
-    the page)."""
+    sections 1-5)."""
     seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
                                   value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
@@ -225,7 +177,62 @@ def classes_and_exercise() -> None:
     page.show_code(sections.exercise_3_1, A.copy_v2_into_v1)
 
 
-classes_and_exercise()
+
+@st.fragment
+def projections_to_exercise() -> None:
+    """Sections 1-5, everything d_out and the seed drive: they rerun these sections only, not the page's header,
+    introduction, closing prose and quiz, nor the sidebar."""
+    # --- 1. projections, one query ------------------------------------------------------------------
+    page.prose("projections")
+    c1, c2 = st.columns(2)
+    d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
+    seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                               value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
+    projections_apply = sections.projections_are_chapter(seed, d_out)
+    with page.slot():
+        if not projections_apply:
+            st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
+                         "differ.").format(seed=chapter.TRAINABLE_SEED))
+
+    out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
+    w = sections.chapter_projections(seed, inputs.shape[1], d_out)
+    query_steps(d_out, seed, w, out_cols)
+
+    # --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
+    page.prose("scale")
+    with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=f"{sections.DK_SAMPLES:,}")):
+        sweep = dk_sweep_cached()
+        dk_figure = dk_figure_cached(figures.DkSweepLabels(
+            spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
+            w_max_panel=_("largest of 8 softmax weights"),
+            grad_panel=_("gradient factor w(1−w) of it"),
+            without_scale=_("without scale"),
+            with_scale=_("with 1/√d_k"),
+            score_axis=_("score"),
+            step_title=_("d_k = {d_k}: var(q·k) = {var:.2f} (theory {d_k}), var(q·k/√d_k) = {var_scaled:.3f} "
+                         "(theory 1), {n:,} samples"),
+        ))
+    st.plotly_chart(dk_figure, key="tw_dk_figure")
+    DK_HEADERS = {
+        "d_k": "d_k",
+        "var_scores": "var(q·k)",
+        "var_scaled": "var(q·k/√d_k)",
+        "w_max_unscaled": _("mean w_max, unscaled"),
+        "w_max_scaled": _("mean w_max, scaled"),
+        "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
+        "grad_scaled": _("mean w_max(1-w_max), scaled"),
+    }
+    st.dataframe(sweep.stats.rename(columns=DK_HEADERS), hide_index=True, key="tw_dk_table",
+                 column_config={DK_HEADERS[c]: st.column_config.NumberColumn(format="%.4f")
+                                for c in sections.DK_COLUMNS if c != "d_k"})
+    page.show_code(sections.dk_sweep)
+
+    # --- 3. the two classes -----------------------------------------------------------------------------
+    page.prose("classes")
+    classes_and_exercise(d_out, seed, projections_apply, out_cols)
+
+
+projections_to_exercise()
 
 page.prose("two_weights")
 page.check_yourself()
