@@ -434,3 +434,11 @@ def test_stacked_tables_make_room_for_the_title_lines_asked():
     assert figures.stacked_tables_figure(short, lines=[0, 0]).layout.height == own.layout.height
     with pytest.raises(ValueError, match="one entry per panel"):
         figures.stacked_tables_figure(short, lines=[2])
+
+
+def test_rope_pair_titles_keep_a_parenthesised_group_on_one_line():
+    rot = sections.rope_rotation(torch.ones(8), 4)
+    labels = figures.RopePairLabels(panel="pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos",
+                                    earlier="E", position="at {position}", pair="q{pair}")
+    title = figures.rope_pairs_figure(rot, 2, [1], labels).layout.annotations[0].text
+    assert title.split("<br>")[:2] == ["pair 1", "(dims\u00a02,\u00a03)"]

@@ -9,6 +9,7 @@ comes from the caller, in the reader's language: one small frozen dataclass of l
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -401,6 +402,8 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
                                         scaleanchor=f"x{suffix}", scaleratio=1, **frame)
         text = labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
                                    angle=math.degrees(position * theta[i]) % 360)
+        # a group in parentheses ("(dims 2, 3)") stays on one line: its spaces do not break
+        text = re.sub(r"\([^()]*\)", lambda group: group[0].replace(" ", "\u00a0"), text)
         annotations.append(dict(
             # wrapped to a phone's panel width (a quarter of 390 px)
             text="<br>".join(wrap_text(line, 16) for line in text.split("<br>")),
