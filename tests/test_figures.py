@@ -56,6 +56,11 @@ def test_step_bars_one_figure_panels_top_to_bottom_sharing_the_tokens():
     assert 0 <= low < high < top_low < top_high <= 1  # panel 1 above panel 2, no overlap
     # a one-series panel needs no legend entry; a grouped one writes its values upright, a phone's bars are narrow
     assert fig.data[0].showlegend is False and fig.data[1].showlegend is True
+    # one legend line per grouped series, inside the figure: two names do not fit one line on a phone
+    assert fig.layout.legend.orientation == "v" and fig.layout.legend.y == 0
+    single = core.step_bars([("scores", {"s": [3.0, -1.0]})], ["x", "x"])
+    assert single.layout.showlegend is False
+    assert fig.layout.height - single.layout.height > 2 * core.STEP_LEGEND_PX
     assert fig.data[0].textangle == 0 and fig.data[1].textangle == -90
     # room for the negative bar's value under it, and for the largest value above it
     assert fig.layout.yaxis.range[0] < -1.0 and fig.layout.yaxis.range[1] > 3.0

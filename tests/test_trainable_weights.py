@@ -192,3 +192,13 @@ def test_matrices_stacked_reads_like_the_tensors_one_panel_under_the_other():
         figures.matrices_stacked({}, rows, cols)
     with pytest.raises(ValueError, match=r"shape \(3, 2\)"):
         figures.matrices_stacked({"a": w.W_query, "b": torch.zeros(3, 3)}, rows, cols)
+
+
+def test_matrices_stacked_slants_many_column_labels_and_writes_three_decimals():
+    rows, cols = ["d0", "d1", "d2"], [f"sortie {j}" for j in range(8)]
+    few = figures.matrices_stacked({"W": torch.rand(3, 2)}, rows, cols[:2])
+    many = figures.matrices_stacked({"W": torch.full((3, 8), 0.123456)}, rows, cols)
+    assert few.layout.xaxis.tickangle == 0 and len(few.data[0].text[0][0]) == len("0.1234")
+    assert many.layout.xaxis.tickangle == -45 and many.data[0].text[0][0] == "0.123"
+    # room above the cells for the slanted labels: the same rows, a taller block above them
+    assert many.layout.height > few.layout.height

@@ -69,7 +69,7 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
     """The projections and the query's three steps: the query token redraws this part only (d_out and the seed
     above rerun sections 1-5). The matrices sit here, beside the query that uses them first; the query does not
     change them, so their chart stays as it is when the token changes."""
-    left, right = st.columns([2, 3])
+    left, right = st.columns(2)
     with left:
         st.plotly_chart(figures.matrices_stacked(
             {f"{name} ({inputs.shape[1]}×{d_out})": matrix
@@ -122,7 +122,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
     seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
                                   value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
-    left, right = st.columns([2, 3])
+    left, right = st.columns(2)
     with left:
         st.plotly_chart(figures.matrices_stacked(
             {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,

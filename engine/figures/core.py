@@ -267,8 +267,8 @@ def attention_heatmap(
     )
 
 
-#: Pixel sizes of :func:`step_bars`: a panel's bars, its title line, its token labels, the legend row.
-STEP_PANEL_PX, STEP_TITLE_PX, STEP_TICKS_PX, STEP_LEGEND_PX = 170, 20, 34, 30
+#: Pixel sizes of :func:`step_bars`: a panel's bars, its title line, its token labels, one legend line.
+STEP_PANEL_PX, STEP_TITLE_PX, STEP_TICKS_PX, STEP_LEGEND_PX = 170, 20, 34, 22
 
 
 def step_bars(
@@ -283,7 +283,7 @@ def step_bars(
     that changes both redraws one chart instead of two (each chart Streamlit replaces costs the browser a new
     Plotly plot). Each panel has its title above it and the token names under it; panels of several series
     group their bars, write the values upright (a phone's bars are too narrow for them level) and name the
-    series in a legend at the bottom. Sizes are fixed in pixels
+    series in a legend at the bottom, one line each. Sizes are fixed in pixels
     (:data:`STEP_PANEL_PX` …), and the margins hold the value labels (at most 5 characters, "−0.25"), so Plotly
     never has to grow them and draw the figure a second time.
 
@@ -305,8 +305,10 @@ def step_bars(
     x = list(range(len(labels)))
     titles = [wrap_text(title, TITLE_WIDTH) for title, _series in panels]
     blocks = [STEP_TITLE_PX * (1 + t.count("<br>")) + STEP_PANEL_PX + STEP_TICKS_PX for t in titles]
-    legend = any(len(series) > 1 for _title, series in panels)
-    plot_px = sum(blocks) + (STEP_LEGEND_PX if legend else 0)
+    # one legend line per series of a grouped panel: on a phone two names do not fit on one line
+    entries = sum(len(series) for _title, series in panels if len(series) > 1)
+    legend = entries > 0
+    plot_px = sum(blocks) + STEP_LEGEND_PX * entries
     data, layout, annotations, k = [], {}, [], 0
     top = plot_px  # pixels from the plot area's bottom to the top of the current panel's block
     for i, ((_title, series), title, block) in enumerate(zip(panels, titles, blocks, strict=True)):
@@ -347,7 +349,7 @@ def step_bars(
     common["margin"] = dict(common["margin"], l=52, t=10, b=10, autoexpand=False)
     return go.Figure(data=data, layout=dict(
         common, annotations=annotations, barmode="group", uniformtext=dict(minsize=9),
-        legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="bottom", yref="paper") if legend else None,
+        legend=dict(orientation="v", x=0, xanchor="left", y=0, yanchor="bottom", yref="paper") if legend else None,
         showlegend=legend, **layout))
 
 

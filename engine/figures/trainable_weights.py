@@ -233,7 +233,11 @@ def matrices_stacked(
     if shapes != {(len(row_labels), len(col_labels))}:
         raise ValueError(f"every matrix must have shape ({len(row_labels)}, {len(col_labels)}), got {shapes}")
     titles = [wrap_text(title, TITLE_WIDTH) for title in matrices]
-    blocks = [STACK_TITLE_PX * (1 + t.count("<br>")) + STACK_LABELS_PX + STACK_ROW_PX * len(row_labels)
+    # five columns and more: the column labels slant and take more height (their length decides), the cells
+    # write 3 decimals; both stay legible in a phone-width or half-page figure (about 30 px a column)
+    many = len(col_labels) >= 5
+    labels_px = max(STACK_LABELS_PX, 16 + 5 * max(len(label) for label in col_labels)) if many else STACK_LABELS_PX
+    blocks = [STACK_TITLE_PX * (1 + t.count("<br>")) + labels_px + STACK_ROW_PX * len(row_labels)
               + STACK_GAP_PX for t in titles]
     plot_px = sum(blocks)
     data, layout, annotations = [], {}, []
@@ -242,11 +246,12 @@ def matrices_stacked(
         suffix = "" if i == 0 else str(i + 1)
         cells_top = top - (block - STACK_ROW_PX * len(row_labels) - STACK_GAP_PX)
         cells_bottom = cells_top - STACK_ROW_PX * len(row_labels)
-        trace = heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False)
+        trace = heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False,
+                              decimals=3 if many else 4)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
         data.append(trace)
         xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, None)
-        layout[f"xaxis{suffix}"] = dict(xaxis, anchor=f"y{suffix}", automargin=False)
+        layout[f"xaxis{suffix}"] = dict(xaxis, anchor=f"y{suffix}", automargin=False, tickangle=-45 if many else 0)
         layout[f"yaxis{suffix}"] = dict(yaxis, domain=[cells_bottom / plot_px, cells_top / plot_px],
                                         anchor=f"x{suffix}", automargin=False)
         annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
