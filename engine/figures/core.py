@@ -284,8 +284,8 @@ def step_bars(
     Plotly plot). Each panel has its title above it and the token names under it; panels of several series
     group their bars, write the values upright (a phone's bars are too narrow for them level) and name the
     series in a legend at the bottom, one line each. Sizes are fixed in pixels
-    (:data:`STEP_PANEL_PX` …), and the margins hold the value labels (at most 5 characters, "−0.25"), so Plotly
-    never has to grow them and draw the figure a second time.
+    (:data:`STEP_PANEL_PX` …), and the left margin holds the y tick labels (up to 5 characters, "−0.25"), so
+    Plotly never has to grow the margins and draw the figure a second time.
 
     Args:
         panels: ``(title, {series name: (T,) values})`` per panel, top to bottom.
@@ -294,7 +294,7 @@ def step_bars(
         decimals: digits written on the bars.
 
     Returns:
-        A figure with one bar trace per series, panel i on axes ``x{i+1}``/``y{i+1}``.
+        A figure with one bar trace per series: the first panel on axes ``x``/``y``, the next on ``x2``/``y2``, …
 
     Raises:
         ValueError: if there is no panel, or a series does not have one value per token.
