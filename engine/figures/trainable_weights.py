@@ -211,7 +211,8 @@ def matrices_stacked(
     One figure instead of one per matrix: a control that changes all of them (d_out, the seed) redraws one
     chart instead of three (each chart Streamlit replaces costs the browser a new Plotly plot). Panels are
     stacked, never side by side, so a phone-width figure keeps each matrix's full width. Each panel reads like
-    the printed tensor: its title above, column labels on top, row 0 at the top, values in the cells. Sizes
+    the printed tensor: its title above, column labels on top (slanted from five columns on), row 0 at the top,
+    values in the cells (4 decimals; 3 from five columns on, where a column is about 30 px on a phone). Sizes
     are fixed in pixels (:data:`STACK_ROW_PX` …) and so are the margins (the left one fits the longest row
     label and the row title): Plotly never grows them and draws the figure once.
 
