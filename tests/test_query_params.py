@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.plotly_json import ROOT
+from ui import url
 
 #: Values an attacker could put in a shared link: Markdown links and images, HTML, huge numbers.
 CRAFTED = ["[click](https://attacker.example/x)", "![img](https://attacker.example/i.png)",
@@ -71,7 +72,8 @@ def bound_widget_keys(path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call):
             kw = {k.arg: k.value for k in node.keywords}
-            if "bind" in kw and isinstance(kw.get("key"), ast.Constant):
+            bound = "bind" in kw or getattr(node.func, "attr", None) == "int_input"  # ui.url.int_input binds
+            if bound and isinstance(kw.get("key"), ast.Constant):
                 keys.append(kw["key"].value)
     return keys
 
@@ -80,3 +82,33 @@ def test_every_control_of_every_page_is_bound_to_the_url_under_a_unique_key():
     keys = [k for path in sorted((ROOT / "views").glob("*.py")) for k in bound_widget_keys(path)]
     assert len(keys) > 40
     assert len(keys) == len(set(keys)), "two pages share a URL parameter"
+
+
+#: Every integer input bound to the URL, by page (ui.url.int_input).
+INT_INPUTS = {"views/trainable_weights.py": ("tw_seed", "tw_seed_v2"), "views/dropout.py": ("do_seed",),
+              "views/multi_head.py": ("mh_seed", "mh_try_d_out", "mh_try_heads"),
+              "views/memory_layout.py": ("ml_d0", "ml_d1", "ml_cost_B", "ml_cost_H", "ml_cost_dh")}
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", "1e309"])
+@pytest.mark.parametrize("script", sorted(INT_INPUTS))
+def test_an_infinite_number_in_the_link_leaves_an_integer_input_at_its_default(script, value):
+    """Streamlit's binding turns a bound integer input's value into int(float(value)): an infinite one raised
+    OverflowError in the page (``?tw_seed=inf``). The input shows its default, and the link loses the value."""
+    keys = INT_INPUTS[script]
+    defaults = page_at(script)
+    at = page_at(script, **dict.fromkeys(keys, value))
+    assert not at.exception, [e.value for e in at.exception]
+    for key in keys:
+        assert at.number_input(key=key).value == defaults.number_input(key=key).value
+        assert key not in at.query_params
+    at.number_input(key=keys[0]).increment().run()  # the input works on (the browser writes it to the URL)
+    assert not at.exception
+    assert at.number_input(key=keys[0]).value == defaults.number_input(key=keys[0]).value + 1
+
+
+@pytest.mark.parametrize(("value", "unreadable"), [("inf", True), ("-inf", True), ("1e309", True), ("nan", False),
+                                                   ("99999999999999999999", False), ("7", False), ("", False),
+                                                   ("[x](y)", False)])
+def test_which_values_no_control_can_read(value, unreadable):
+    assert url.is_unreadable(value) is unreadable

@@ -8,7 +8,7 @@ from engine import chapter, diagrams
 from engine.device import pick_device
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
-from ui import page
+from ui import page, url
 from ui.diagram import diagram
 from ui.i18n import _
 
@@ -57,8 +57,8 @@ inputs = A.chapter_inputs()  # (6, 3)
 
 # --- 1. slider over p ---------------------------------------------------------------------------------
 page.prose("slider")
-seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           value=chapter.DROPOUT_SEED, key="do_seed", bind="query-params"))
+seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                     value=chapter.DROPOUT_SEED, key="do_seed")
 slider_labels = figures.SliderLabels(
     ones_panel="dropout(ones(6, 6))", weights_panel="dropout(causal attn_weights)", sum_panel=_("row sum"),
     step=_("p = {p:.1f}: each weight is dropped with probability {p:.1f}; survivors × 1/(1−p) = {scale:.4g} "

@@ -24,7 +24,7 @@ from engine.lab.runner import LabRunner
 from engine.sections import multi_head
 from engine.training import train
 from ui import lab_panels as panels
-from ui import page
+from ui import page, url
 from ui.diagram import diagram
 from ui.i18n import _, ngettext
 
@@ -310,8 +310,7 @@ dropout = float(c2.slider("dropout", *rules.DROPOUT, step=0.05,
                           value=quick.dropout, key="lab_dropout", bind="query-params"))
 causal = c3.checkbox(_("causal mask"), value=True, key="lab_causal", bind="query-params",
                      help=_("Off: every position sees the whole window, including its own answer (see section 6)."))
-seed = int(c4.number_input(_("seed"), *rules.SEEDS, step=1,
-                           value=rules.DEFAULT_SEED, key="lab_seed", bind="query-params"))
+seed = url.int_input(c4, _("seed"), *rules.SEEDS, step=1, value=rules.DEFAULT_SEED, key="lab_seed")
 price = dropout_price()
 if price is not None and 256 in price.speedup:
     st.caption(_("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
@@ -328,8 +327,7 @@ if measured_loss is not None:
     st.caption(panels.dropout_loss_text(measured_loss, gpt.PRESETS["course"]))
 c1, c2, c3, _c4 = st.columns(4)
 quick_training = rules.PRESET_TRAINING["quick"]
-steps = int(c1.number_input(_("steps"), *rules.STEPS, step=50,
-                            value=quick_training["steps"], key="lab_steps", bind="query-params"))
+steps = url.int_input(c1, _("steps"), *rules.STEPS, step=50, value=quick_training["steps"], key="lab_steps")
 batch_size = int(c2.selectbox(_("batch size"), rules.BATCH_SIZES,
                               index=rules.BATCH_SIZES.index(quick_training["batch_size"]),
                               key="lab_batch", bind="query-params"))
@@ -430,12 +428,10 @@ with st.form("lab_generate_form", border=False):
     prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params")
     temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
                                   value=0.8, key="lab_temp", bind="query-params"))
-    top_k = int(c3.number_input(_("top-k (0 = all)"), *rules.TOP_K, step=1,
-                                value=20, key="lab_top_k", bind="query-params"))
+    top_k = url.int_input(c3, _("top-k (0 = all)"), *rules.TOP_K, step=1, value=20, key="lab_top_k")
     length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
                            value=64, key="lab_length", bind="query-params"))
-    gen_seed = int(c5.number_input(_("sampling seed"), *rules.SEEDS, step=1,
-                                   value=0, key="lab_gen_seed", bind="query-params"))
+    gen_seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
     st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=current is None)
 if current is not None:
     out = generated(current.model_id, prompt, length, temperature, top_k, gen_seed, current)
@@ -584,8 +580,8 @@ else:
         st.caption(_("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
                      "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
                      "below each table).").format(seeds=", ".join(map(str, done_seeds))))
-rerun_steps = int(st.number_input(_("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10,
-                                  value=100, key="lab_rerun_steps", bind="query-params"))
+rerun_steps = url.int_input(st, _("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10, value=100,
+                            key="lab_rerun_steps")
 live = st.session_state.get("lab_exp_live", {})
 for name in lab_experiments.EXPERIMENTS:
     st.markdown(f"#### {panels.experiment_title(name)}")

@@ -7,7 +7,7 @@ import streamlit as st
 from engine import chapter, layout
 from engine.figures import memory_layout as figures
 from engine.sections import memory_layout as sections
-from ui import page
+from ui import page, url
 from ui.i18n import N_, _
 
 #: The explorer's operations, by recipe key (code stays code; the words around it are translated).
@@ -111,8 +111,8 @@ def explorer_section() -> None:
                           index=0, key="ml_recipe", bind="query-params")
     new_text = c3.text_input(_("new shape (view / reshape)"),
                              value="3, 2", key="ml_new_shape", bind="query-params")
-    d0 = int(c4.number_input("d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0", bind="query-params"))
-    d1 = int(c5.number_input("d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1", bind="query-params"))
+    d0 = url.int_input(c4, "d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0")
+    d1 = url.int_input(c5, "d1", min_value=-4, max_value=3, step=1, value=1, key="ml_d1")
 
     base_shape, base_error = sections.shape_or_default(base_text, DEFAULT_START, allow_infer=False)
     new_shape, new_error = sections.shape_or_default(new_text, (-1,))
@@ -186,11 +186,9 @@ page.prose("cost")
 def cost_section() -> None:
     """Section 5: B, H, d_h and the dtype redraw this section only."""
     c1, c2, c3, c4 = st.columns(4)
-    batch = int(c1.number_input("B", min_value=1, max_value=512, step=1, value=8, key='ml_cost_B', bind="query-params"))
-    heads = int(c2.number_input("H", min_value=1, max_value=128, step=1, value=12, key='ml_cost_H',
-                                bind="query-params"))
-    head_dim = int(c3.number_input("d_h", min_value=1, max_value=512, step=1, value=64, key="ml_cost_dh",
-                                   bind="query-params"))
+    batch = url.int_input(c1, "B", min_value=1, max_value=512, step=1, value=8, key="ml_cost_B")
+    heads = url.int_input(c2, "H", min_value=1, max_value=128, step=1, value=12, key="ml_cost_H")
+    head_dim = url.int_input(c3, "d_h", min_value=1, max_value=512, step=1, value=64, key="ml_cost_dh")
     dtype_name = c4.selectbox("dtype", DTYPE_NAMES, index=DTYPE_NAMES.index("float32"), key="ml_cost_dtype",
                               bind="query-params")
     cost_labels = figures.CostLabels(

@@ -14,7 +14,7 @@ from engine.figures import SIGNED_SCALE, attention_heatmap
 from engine.figures import multi_head as figures
 from engine.layout import human_bytes
 from engine.sections import multi_head as sections
-from ui import page
+from ui import page, url
 from ui.diagram import diagram
 from ui.i18n import _
 
@@ -142,8 +142,8 @@ page.header()
 
 # --- 1. the wrapper ---------------------------------------------------------------------------------
 page.prose("wrapper")
-seed = int(st.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                           value=chapter.MHA_WRAPPER_SEED, key="mh_seed", bind="query-params"))
+seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                     value=chapter.MHA_WRAPPER_SEED, key="mh_seed")
 applies = seed == chapter.MHA_WRAPPER_SEED
 with page.slot():
     if not applies:
@@ -280,10 +280,8 @@ page.prose("try")
 def try_section() -> None:
     """The d_out / num_heads check: its two inputs redraw this block only."""
     c1, c2 = st.columns(2)
-    try_d_out = int(c1.number_input("d_out", min_value=1, max_value=4096, step=1,
-                                    value=32, key="mh_try_d_out", bind="query-params"))
-    try_heads = int(c2.number_input("num_heads", min_value=1, max_value=256, step=1,
-                                    value=4, key="mh_try_heads", bind="query-params"))
+    try_d_out = url.int_input(c1, "d_out", min_value=1, max_value=4096, step=1, value=32, key="mh_try_d_out")
+    try_heads = url.int_input(c2, "num_heads", min_value=1, max_value=256, step=1, value=4, key="mh_try_heads")
     check = sections.split_check(try_d_out, try_heads)
     if check.error is None:
         st.success(_("d_out {d_out} splits into {heads} heads of head_dim {head_dim}.").format(

@@ -8,7 +8,7 @@ from engine import chapter, diagrams, palette
 from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
-from ui import page
+from ui import page, url
 from ui.diagram import diagram
 from ui.i18n import _
 
@@ -119,8 +119,8 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
 def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_cols: list[str]) -> None:
     """Sections 3-5: the seed of SelfAttention_v2 redraws these sections only (d_out and the seed above rerun
     sections 1-5)."""
-    seed_v2 = int(st.number_input(_("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
-                                  value=chapter.SA_V2_SEED, key="tw_seed_v2", bind="query-params"))
+    seed_v2 = url.int_input(st, _("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
+                            value=chapter.SA_V2_SEED, key="tw_seed_v2")
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
     left, right = st.columns(2)
     with left:
@@ -186,8 +186,8 @@ def projections_to_exercise() -> None:
     page.prose("projections")
     c1, c2 = st.columns(2)
     d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
-    seed = int(c2.number_input(_("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                               value=chapter.TRAINABLE_SEED, key="tw_seed", bind="query-params"))
+    seed = url.int_input(c2, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                         value=chapter.TRAINABLE_SEED, key="tw_seed")
     projections_apply = sections.projections_are_chapter(seed, d_out)
     with page.slot():
         if not projections_apply:
