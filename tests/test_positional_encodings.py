@@ -442,3 +442,8 @@ def test_rope_pair_titles_keep_a_parenthesised_group_on_one_line():
                                     earlier="E", position="at {position}", pair="q{pair}")
     title = figures.rope_pairs_figure(rot, 2, [1], labels).layout.annotations[0].text
     assert title.split("<br>")[:2] == ["pair 1", "(dims\u00a02,\u00a03)"]
+
+
+def test_stacked_tables_figure_draws_an_empty_table():
+    fig = figures.stacked_tables_figure([figures.TablePanel("empty", torch.zeros(0, 4), "R", "C")])
+    assert np.asarray(fig.data[0].z).shape == (0, 4) and fig.data[0].zmax > 0

@@ -348,7 +348,7 @@ def step_bars(
     # fixed margins (the left one holds the y tick labels): Plotly never grows them, so it draws once
     common["margin"] = dict(common["margin"], l=52, t=10, b=10, autoexpand=False)
     return go.Figure(data=data, layout=dict(
-        common, annotations=annotations, barmode="group", uniformtext=dict(minsize=9),
+        common, annotations=annotations, barmode="group",
         legend=dict(orientation="v", x=0, xanchor="left", y=0, yanchor="bottom", yref="paper") if legend else None,
         showlegend=legend, **layout))
 

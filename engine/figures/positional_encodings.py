@@ -291,7 +291,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
         heat_top = top + title + COLUMN_LABELS_PX
         heat_bottom = heat_top + heatmap_height
         suffix = "" if i == 0 else str(i + 1)
-        limit = float(panel.zmax if panel.zmax is not None else max(float(np.abs(z).max()), 1e-12))
+        limit = float(panel.zmax if panel.zmax is not None else max(float(np.abs(z).max(initial=0.0)), 1e-12))
         traces.append(go.Heatmap(
             z=z, xaxis=f"x{suffix}", yaxis=f"y{suffix}", colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit, zmid=0,
             colorbar=dict(orientation="h", x=0.5, xanchor="center", len=1, lenmode="fraction",
