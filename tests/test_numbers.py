@@ -1,0 +1,72 @@
+"""ui.numbers: every number a reader reads, in the reader's own format (Babel)."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+from babel.numbers import parse_decimal
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ui import numbers
+
+LANGS = ("en", "fr", "de")
+BABEL = {"en": "en", "fr": "fr", "de": "de"}
+
+
+@pytest.mark.parametrize(("lang", "decimal", "count", "pct"), [
+    ("en", "6.245", "1,621,248", "98.34%"),
+    ("fr", "6,245", "1\u202f621\u202f248", "98,34\u00a0%"),
+    ("de", "6,245", "1.621.248", "98,34\u00a0%"),
+])
+def test_the_issue_examples_read_as_each_language_writes_them(lang, decimal, count, pct):
+    assert numbers.num(6.2451, 3, lang=lang) == decimal
+    assert numbers.integer(1_621_248, lang=lang) == count
+    assert numbers.percent(0.9834, 2, lang=lang) == pct
+
+
+@given(value=st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), decimals=st.integers(0, 6),
+       lang=st.sampled_from(LANGS))
+def test_a_formatted_number_parses_back_to_the_rounded_value(value, decimals, lang):
+    text = numbers.num(value, decimals, lang=lang)
+    parsed = parse_decimal(text.replace("\u202f", "\u00a0") if lang == "fr" else text, locale=BABEL[lang],
+                           strict=False)
+    assert abs(parsed - Decimal(repr(value))) <= Decimal(10) ** -decimals / 2 + Decimal("1e-9")
+    assert len(text.partition({"en": ".", "fr": ",", "de": ","}[lang])[2]) == decimals
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_non_finite_values_are_written_not_crashed_on(lang):
+    assert numbers.num(math.inf, 2, lang=lang) == "∞"
+    assert numbers.num(-math.inf, 2, lang=lang) == "-∞"
+    assert numbers.num(math.nan, 2, lang=lang) == "NaN"
+    assert numbers.percent(math.nan, lang=lang) == "NaN"
+    assert numbers.sci(math.inf, lang=lang) == "∞"
+
+
+def test_scientific_notation_uses_the_decimal_sign_of_the_language():
+    assert numbers.sci(1.4e-45, 1, lang="en") == "1.4E-45"
+    assert numbers.sci(1.4e-45, 1, lang="fr") == "1,4E-45"
+    assert numbers.sci(0.0, 1, lang="de") == "0,0"
+
+
+def test_plotly_separators_follow_the_language():
+    assert numbers.plotly_separators("en") == ".,"
+    assert numbers.plotly_separators("de") == ",."
+    assert numbers.plotly_separators("fr")[0] == ","
+
+
+def test_an_unknown_language_falls_back_to_english():
+    assert numbers.num(1234.5, 1, lang="xx") == "1,234.5"
+
+
+@pytest.mark.parametrize("bad", [-1, 13])
+def test_out_of_range_digits_are_refused(bad):
+    with pytest.raises(ValueError):
+        numbers.num(1.0, bad, lang="en")
+    with pytest.raises(ValueError):
+        numbers.percent(1.0, bad, lang="en")
+    with pytest.raises(ValueError):
+        numbers.sci(1.0, bad, lang="en")

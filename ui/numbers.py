@@ -1,0 +1,117 @@
+"""Numbers in the reader's own format: one helper for every number shown outside code and tensor prints.
+
+A French reader reads ``3,168`` as three point one six eight, a German one reads ``6.245`` as six
+thousand: every number in prose placeholders, captions, badges, metrics, table cells and chart texts
+goes through this module, which formats it with Babel (CLDR's data for the reader's language:
+decimal sign, group separator, percent and unit spacing). Code listings, tensor prints and the
+chapters' printed outputs stay exactly as PyTorch prints them and never come here.
+
+Every function takes ``lang`` (``"fr"``, ``"de"`` or ``"en"``); left out, it is the reader's
+language of this session (:func:`ui.i18n.current_language`), so views call ``num(x, 4)`` and tests
+call ``num(x, 4, lang="fr")``. Non-finite values are written as the locale writes them (``∞``,
+``NaN``).
+
+Example::
+
+    >>> num(6.2451, 3, lang="de"), integer(1621248, lang="fr"), percent(0.9834, 2, lang="fr")
+    ('6,245', '1\\u202f621\\u202f248', '98,34\\xa0%')
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from babel import Locale
+from babel.numbers import format_decimal, format_percent, format_scientific
+
+from ui.i18n import DEFAULT_LANGUAGE, LANGUAGES, current_language
+
+#: Plotly's ``layout.separators`` per language: the decimal sign, then the group separator (d3's
+#: locale); French groups with a narrow no-break space, as Babel does.
+_PLOTLY_SEPARATORS = {"en": ".,", "fr": ",\u202f", "de": ",."}
+
+
+def _lang(lang: str | None) -> str:
+    """``lang`` checked against the app's languages; ``None`` is the reader's."""
+    code = current_language() if lang is None else lang
+    return code if code in LANGUAGES else DEFAULT_LANGUAGE
+
+
+@functools.cache
+def _locale(lang: str) -> Locale:
+    return Locale.parse(lang)
+
+
+def _non_finite(value: float, locale: Locale) -> str:
+    """``∞``, ``-∞`` or ``NaN`` as the locale writes them."""
+    symbols = locale.number_symbols.get("latn", locale.number_symbols)
+    if math.isnan(value):
+        return symbols["nan"]
+    return (symbols["minusSign"] if value < 0 else "") + symbols["infinity"]
+
+
+def num(value: float, decimals: int = 2, lang: str | None = None, group: bool = True) -> str:
+    """``value`` with exactly ``decimals`` digits after the locale's decimal sign.
+
+    Args:
+        value: any real number (a tensor's ``.item()``, a float, an int).
+        decimals: digits after the decimal sign, 0 … 12.
+        lang: the language code; the reader's when ``None``.
+        group: write the locale's group separator in the integer part (``1 234,5``).
+
+    Returns:
+        ``"0,1385"`` (fr, 4 decimals), ``"1,621,248"`` (en, 0 decimals), ``"∞"`` for infinity.
+
+    Raises:
+        ValueError: ``decimals`` outside 0 … 12.
+    """
+    if not 0 <= decimals <= 12:
+        raise ValueError(f"decimals must be in 0 … 12, got {decimals}")
+    locale = _locale(_lang(lang))
+    if not math.isfinite(value):
+        return _non_finite(float(value), locale)
+    pattern = ("#,##0" if group else "0") + ("." + "0" * decimals if decimals else "")
+    return format_decimal(float(value), format=pattern, locale=locale)
+
+
+def integer(value: int, lang: str | None = None) -> str:
+    """A count with the locale's group separator: ``1,621,248`` (en), ``1.621.248`` (de), ``1 621 248`` (fr)."""
+    return num(int(value), 0, lang)
+
+
+def percent(fraction: float, decimals: int = 0, lang: str | None = None) -> str:
+    """``fraction`` (0.9834) as a percentage in the locale's pattern: ``98.34%`` (en), ``98,34 %`` (fr, de).
+
+    Raises:
+        ValueError: ``decimals`` outside 0 … 12.
+    """
+    if not 0 <= decimals <= 12:
+        raise ValueError(f"decimals must be in 0 … 12, got {decimals}")
+    locale = _locale(_lang(lang))
+    if not math.isfinite(fraction):
+        return _non_finite(float(fraction), locale)
+    pattern = locale.percent_formats[None].pattern
+    if decimals:
+        last_zero = pattern.rindex("0")
+        pattern = pattern[:last_zero + 1] + "." + "0" * decimals + pattern[last_zero + 1:]
+    return format_percent(float(fraction), format=pattern, locale=locale)
+
+
+def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
+    """``value`` in scientific notation with ``digits`` after the decimal sign: ``1.4E-45`` (en), ``1,4E-45`` (fr).
+
+    Raises:
+        ValueError: ``digits`` outside 0 … 12.
+    """
+    if not 0 <= digits <= 12:
+        raise ValueError(f"digits must be in 0 … 12, got {digits}")
+    if not math.isfinite(value) or value == 0:
+        return num(value, digits, lang)
+    pattern = "0" + ("." + "0" * digits if digits else "") + "E0"
+    return format_scientific(float(value), format=pattern, locale=_locale(_lang(lang)))
+
+
+def plotly_separators(lang: str | None = None) -> str:
+    """Plotly's ``layout.separators`` for the language (decimal sign, then group separator)."""
+    return _PLOTLY_SEPARATORS[_lang(lang)]
