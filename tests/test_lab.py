@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from engine.corpus import corpus_from_bytes
 from engine.gpt import GPT, config_params, preset
 from engine.lab import jobs as J
 from engine.lab import models as M
+from engine.lab import results as RS
 from engine.lab import runner as R
 from engine.lab import settings as S
 from engine.rng import uses_global_rng
@@ -624,9 +626,9 @@ def test_last_attention_and_kv_cache_figures():
 
 
 def test_shipped_dropout_measurement_is_the_course_presets_training_and_its_choice():
-    loss = S.dropout_loss()
+    loss = RS.dropout_loss()
     assert loss is not None, "assets/lab_dropout.json is missing: see engine.lab.experiments (--experiments dropout)"
-    data = json.loads(S.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
+    data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
     assert data["complete"] and data["corpus"]["name"] == "tang" and len(loss.seeds) >= 3
     course = S.PRESET_TRAINING["course"]
     assert (loss.steps, loss.batch_size, loss.learning_rate) == (course["steps"], course["batch_size"],
@@ -640,13 +642,13 @@ def test_shipped_dropout_measurement_is_the_course_presets_training_and_its_choi
     # the preset follows the measurement: dropout only where it lowers the loss beyond the seed noise
     rates = (preset("course").attn_dropout_rate, preset("course").resid_dropout_rate)
     if loss.dropout_helps:
-        assert any(loss.lowers_loss[r.key] for r in loss.runs if (r.attn_dropout, r.resid_dropout) == rates)
+        assert any(loss.lowers(r.key) for r in loss.runs if (r.attn_dropout, r.resid_dropout) == rates)
     else:
         assert rates == (0.0, 0.0)
 
 
 def _dropout_file(tmp_path, change) -> Path:
-    data = json.loads(S.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
+    data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
     change(data)
     path = tmp_path / "dropout.json"
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -678,26 +680,111 @@ def _set(keys, value):
         "no speed", "no comparisons", "no verdict", "machine"])
 def test_dropout_loss_refuses_a_malformed_file(tmp_path, change):
     with pytest.raises(ValueError):
-        S.dropout_loss(_dropout_file(tmp_path, change))
+        RS.dropout_loss(_dropout_file(tmp_path, change))
 
 
 def test_dropout_loss_reads_the_noise_rules_verdict(tmp_path):
-    assert S.dropout_loss(tmp_path / "missing.json") is None
+    assert RS.dropout_loss(tmp_path / "missing.json") is None
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     with pytest.raises(ValueError):
-        S.dropout_loss(tmp_path / "bad.json")
+        RS.dropout_loss(tmp_path / "bad.json")
 
     def lower_both(data):
         both = next(c for c in data["experiments"]["dropout"]["comparisons"] if c["b"] == "dropout_both"
                     and c["a"] == "dropout_0")
         both.update(delta_mean=-0.5, exceeds_noise=True)
 
-    loss = S.dropout_loss(_dropout_file(tmp_path, lower_both))
-    assert loss.lowers_loss["dropout_both"] and loss.dropout_helps
+    loss = RS.dropout_loss(_dropout_file(tmp_path, lower_both))
+    assert loss.lowers("dropout_both") and loss.dropout_helps
 
     def raise_both(data):
         for c in data["experiments"]["dropout"]["comparisons"]:
             if c["a"] == "dropout_0":
                 c.update(delta_mean=0.5, exceeds_noise=True)  # worse beyond the noise: not a reason to keep dropout
 
-    assert not S.dropout_loss(_dropout_file(tmp_path, raise_both)).dropout_helps
+    assert not RS.dropout_loss(_dropout_file(tmp_path, raise_both)).dropout_helps
+
+
+def test_the_shipped_results_are_read_into_dataclasses_with_the_files_values():
+    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
+    results = RS.read_results()
+    assert results is not None and data["format"] in RS.READABLE_FORMATS
+    assert (results.command, results.steps, results.batch_size, results.block_size, results.corpus) == (
+        data["command"], data["settings"]["steps"], data["settings"]["batch_size"],
+        data["settings"]["base_model"]["block_size"], data["corpus"]["name"])
+    assert [e.name for e in results.experiments] == list(data["experiments"])
+    for exp in results.experiments:
+        raw = data["experiments"][exp.name]
+        assert exp.seeds == tuple(raw["seeds"]) and len(exp.comparisons) == len(raw["comparisons"])
+        for run, r in zip(exp.runs, raw["runs"], strict=True):
+            assert (run.key, run.params, run.n_seeds) == (r["key"], r["params"], r["n_seeds"])
+            assert (run.train_loss, run.val_loss, run.val_std, run.last_position_loss) == (
+                r["final_train_loss_mean"], r["fixed_val_loss_mean"], r["fixed_val_loss_std"],
+                r["last_position_val_loss_mean"])
+            assert run.history.step == tuple(r["history"]["step"]) and run.loss_by_position[-1] == r[
+                "last_position_val_loss"]
+            assert run.perplexity == pytest.approx(math.exp(r["fixed_val_loss_mean"]))
+    assert results.seeds == tuple(sorted({s for e in data["experiments"].values() for s in e["seeds"]}))
+
+
+def _format_2(data: dict) -> dict:
+    """A format-3 file as format 2 wrote it: one seed, no statistics, no fixed windows, no comparisons."""
+    old = {**data, "format": "lab-experiments/2", "experiments": {}}
+    for name, exp in data["experiments"].items():
+        runs = [{k: v for k, v in r.items() if not k.endswith(("_mean", "_std")) and k not in (
+            "seeds", "n_seeds", "seed_results", "fixed_val_loss", "step_tokens_per_s")} for r in exp["runs"]]
+        old["experiments"][name] = {k: v for k, v in exp.items() if k not in ("seeds", "comparisons", "seed")}
+        old["experiments"][name]["runs"] = runs
+    return old
+
+
+def test_a_format_2_file_and_a_live_rerun_read_as_one_seed(tmp_path):
+    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_format_2(data)), encoding="utf-8")
+    old = RS.read_results(path)
+    for exp in old.experiments:
+        raw = data["experiments"][exp.name]["runs"]
+        assert not exp.seeds and not exp.comparisons and not exp.several_seeds
+        assert [r.val_loss for r in exp.runs] == [r["final_val_loss"] for r in raw]  # no fixed windows in /2
+        assert [r.train_loss for r in exp.runs] == [r["final_train_loss"] for r in raw]
+        assert all(r.val_std is None and r.step_tokens_per_s is None for r in exp.runs)
+    live = {"name": "causal", "steps": 10, "batch_size": 8, "corpus": "tang300", "stopped": False,
+            "runs": [{k: v for k, v in r.items() if not k.endswith(("_mean", "_std")) and k not in (
+                "seeds", "n_seeds", "seed_results")} for r in data["experiments"]["causal"]["runs"]]}
+    rerun = RS.experiment_result(live)
+    assert [r.val_loss for r in rerun.runs] == [r["fixed_val_loss"] for r in live["runs"]]
+    assert rerun.run("no_mask").key == "no_mask" and rerun.same_params == (
+        len({r["params"] for r in live["runs"]}) == 1)
+
+
+@pytest.mark.parametrize("change", [
+    _set(("experiments", "heads", "runs"), []),
+    _set(("experiments", "heads", "runs", 0, "fixed_val_loss_mean"), -1.0),
+    _set(("experiments", "heads", "runs", 0, "params"), "many"),
+    _set(("experiments", "heads", "runs", 0, "history", "step"), [0]),
+    _set(("experiments", "heads", "runs", 0, "loss_by_position"), list(range(RS.MAX_POINTS + 1))),
+    _set(("experiments", "heads", "comparisons", 0, "exceeds_noise"), "yes"),
+    _set(("settings", "base_model"), None),
+    _set(("experiments", "heads", "runs", 0, "config", "n_head"), 0),
+], ids=["no runs", "negative loss", "text params", "short curve", "too long", "verdict", "no model", "bad config"])
+def test_read_results_refuses_a_malformed_file(tmp_path, change):
+    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError):
+        RS.read_results(path)
+
+
+def test_dropout_price_reads_the_benchmark_and_refuses_a_broken_one(tmp_path):
+    data = json.loads(RS.BENCH_TRAIN_FILE.read_text(encoding="utf-8"))
+    price = RS.dropout_price()
+    rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["rows"]}
+    assert (price.both_on, price.attn_off) == (rows[(0.1, 0.1)]["tokens_per_s"], rows[(0.0, 0.1)]["tokens_per_s"])
+    block = data["config"]["block_size"]
+    assert price.speedup_at(block) == pytest.approx(price.attn_off / price.both_on)
+    assert price.speedup_at(7) is None and [t for t, _x in price.speedup] == sorted(t for t, _x in price.speedup)
+    data["rows"] = data["rows"][:1]
+    (tmp_path / "bench.json").write_text(json.dumps(data), encoding="utf-8")
+    assert RS.dropout_price(tmp_path / "bench.json") is None and RS.dropout_price(tmp_path / "none.json") is None

@@ -12,7 +12,7 @@ from torch import nn
 from engine.corpus import corpus_from_bytes
 from engine.gpt import GPT, POS_ENCODINGS, config_params, preset
 from engine.lab import experiments as X
-from engine.lab import settings as rules
+from engine.lab import results as lab_results
 from engine.lab.jobs import wait_until_finished
 from engine.lab.runner import LabRunner
 from engine.training import TrainConfig
@@ -248,8 +248,8 @@ DROPOUT_CLAIMS = {"dropout_0": (0.0, 0.0), "dropout_resid": (0.0, 0.1), "dropout
 @pytest.mark.parametrize("base_dropout", [0.0, 0.1, 0.3])
 def test_dropout_runs_set_the_rates_they_claim_whatever_the_preset(base_dropout):
     runs = X.PRESET_EXPERIMENTS["dropout"].runs
-    assert {run.key: None for run in runs}.keys() == DROPOUT_CLAIMS.keys() == rules.DROPOUT_RUNS.keys()
-    assert rules.DROPOUT_RUNS == DROPOUT_CLAIMS
+    assert {run.key: None for run in runs}.keys() == DROPOUT_CLAIMS.keys() == lab_results.DROPOUT_RUNS.keys()
+    assert lab_results.DROPOUT_RUNS == DROPOUT_CLAIMS
     assert "dropout" not in X.EXPERIMENTS and X.ALL_EXPERIMENTS["dropout"] is X.PRESET_EXPERIMENTS["dropout"]
     base = preset("course", dropout=base_dropout)
     others = {k: v for k, v in base.to_dict().items() if "dropout" not in k}
@@ -279,7 +279,7 @@ def test_dropout_command_records_speed_and_is_read_by_the_lab(tmp_path, capsys):
         assert math.isclose(r["step_tokens_per_s_mean"], X.mean_std(per_seed)[0], rel_tol=1e-4)
         # the optimizer steps alone are never slower than the whole run, evaluations included
         assert all(s["step_tokens_per_s"] >= s["tokens_per_s"] for s in r["seed_results"])
-    loss = rules.dropout_loss(out)
+    loss = lab_results.dropout_loss(out)
     assert (loss.steps, loss.batch_size, loss.seeds, loss.corpus) == (2, 1, (3, 4), "tang300")
     for r in runs:
         read = loss.run(r["key"])

@@ -1,0 +1,458 @@
+"""The Lab's shipped measurements, read once into frozen dataclasses: experiment results and the dropout price.
+
+Three files ship with the app:
+
+* :data:`RESULTS_FILE` (``assets/lab_experiments.json``) and :data:`DROPOUT_RESULTS_FILE`
+  (``assets/lab_dropout.json``), written by ``python -m engine.lab.experiments`` in format
+  ``lab-experiments/2`` (one seed) or ``lab-experiments/3`` (several seeds, their mean and sample
+  standard deviation, and for each pair of runs the seed-noise verdict);
+* :data:`BENCH_TRAIN_FILE` (``assets/bench_train.json``), written by ``python -m engine.bench train``.
+
+A live rerun of one experiment (``engine.lab.experiments.run_experiment``'s dict, one seed) is read by
+the same :func:`experiment_result`. Every reader checks types and finiteness and raises ``ValueError``
+for a file it cannot read, so the page says "cannot be read" instead of showing a traceback; the
+page then never looks at raw JSON. Nothing here imports another module of ``engine.lab``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.gpt import GPTConfig
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+#: The lesson's experiments (section 6 of the Lab).
+RESULTS_FILE = ASSETS / "lab_experiments.json"
+#: The "dropout" experiment, the course preset's choice (same format as :data:`RESULTS_FILE`).
+DROPOUT_RESULTS_FILE = ASSETS / "lab_dropout.json"
+#: The training benchmark that measured the price of dropout (``python -m engine.bench train``).
+BENCH_TRAIN_FILE = ASSETS / "bench_train.json"
+#: The format ``python -m engine.lab.experiments`` writes, and every format read here (/2: one seed).
+RESULTS_FORMAT = "lab-experiments/3"
+READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
+#: The dropout experiment's runs in the order the page lists them: {run key: (attn_dropout, resid_dropout)}.
+DROPOUT_RUNS = {"dropout_0": (0.0, 0.0), "dropout_resid": (0.0, 0.1), "dropout_both": (0.1, 0.1)}
+#: Most runs, seeds and loss values per run a file may hold (a file is bounded before it is trusted).
+MAX_RUNS, MAX_SEEDS, MAX_POINTS = 16, 16, 4096
+
+
+def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
+    """The raw JSON of a results file of a :data:`READABLE_FORMATS` format; None when it does not exist.
+
+    Raises:
+        ValueError: if the file is not valid JSON or not a results file of those formats.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
+        raise ValueError(f"{path}: not a results file of format {READABLE_FORMATS}")
+    return data
+
+
+def _number(value, name: str, minimum: float = 0.0) -> float:
+    """``value`` as a finite float >= ``minimum``; ValueError otherwise (bools and strings included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def _count(value, name: str, minimum: int = 0) -> int:
+    """``value`` as an int >= ``minimum``; ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _numbers(values, name: str, limit: int = MAX_POINTS) -> tuple[float, ...]:
+    if not isinstance(values, list) or len(values) > limit:
+        raise ValueError(f"{name} must be a list of at most {limit} numbers")
+    return tuple(_number(v, name) for v in values)
+
+
+@dataclass(frozen=True)
+class History:
+    """The loss curve of one run (its first seed): evaluation steps and the losses there, in nats."""
+
+    step: tuple[int, ...]
+    train_loss: tuple[float, ...]
+    val_loss: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Continuations of ``prompt`` written by a run's model: greedy, and sampled at temperature 0.8, top-k 20."""
+
+    prompt: str
+    greedy: str
+    sampled: str
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of an experiment, its losses summarised over its seeds.
+
+    Attributes:
+        key: the run's stable key (``"heads_4"``, ``"no_mask"`` ...).
+        config: the model it trained.
+        params: its parameter count.
+        history: the first seed's loss curve.
+        train_loss: final training loss in nats, mean over the seeds.
+        val_loss: validation loss in nats on the fixed windows (the same for every run and seed), mean over
+            the seeds; a /2 file without fixed windows gives the trainer's last estimate.
+        val_std: sample standard deviation of ``val_loss`` over the seeds; None for one seed.
+        n_seeds: trainings summarised.
+        last_position_loss: validation loss at the window's last position (the one generation uses), mean.
+        loss_by_position: the first seed's validation loss at each position (block_size values).
+        wall_s: the first seed's wall time in seconds.
+        step_tokens_per_s: training tokens per second of the optimizer steps, mean over seeds (None when
+            the file did not record it).
+        samples: the first seed's continuations (None when absent).
+    """
+
+    key: str
+    config: GPTConfig
+    params: int
+    history: History
+    train_loss: float
+    val_loss: float
+    val_std: float | None
+    n_seeds: int
+    last_position_loss: float
+    loss_by_position: tuple[float, ...]
+    wall_s: float
+    step_tokens_per_s: float | None
+    samples: Samples | None
+
+    @property
+    def perplexity(self) -> float:
+        """``exp(val_loss)``: as uncertain as a uniform choice among this many characters."""
+        return math.exp(min(self.val_loss, 50.0))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two runs' mean validation losses compared with the seed-noise rule of the file.
+
+    Attributes:
+        a, b: run keys; ``delta`` is mean_b − mean_a in nats.
+        noise: the rule's bound in nats; None when a run has one seed.
+        exceeds_noise: whether |delta| > noise; None when a run has one seed.
+    """
+
+    a: str
+    b: str
+    delta: float
+    noise: float | None
+    exceeds_noise: bool | None
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """One experiment: its runs in the experiment's order, the training they shared, the comparisons.
+
+    Attributes:
+        name: the experiment's key (``"heads"``, ``"positions"``, ``"causal"``, ``"dropout"``).
+        runs: one :class:`RunResult` per run.
+        steps, batch_size: of every run's training.
+        corpus: the training text's name.
+        seeds: the seeds every run was trained with (empty when the file does not say).
+        comparisons: one per pair of runs (empty for a /2 file or a live rerun).
+    """
+
+    name: str
+    runs: tuple[RunResult, ...]
+    steps: int
+    batch_size: int
+    corpus: str
+    seeds: tuple[int, ...]
+    comparisons: tuple[Comparison, ...]
+
+    def run(self, key: str) -> RunResult:
+        """The run of ``key``; raises KeyError for a key not in the experiment."""
+        return {r.key: r for r in self.runs}[key]
+
+    @property
+    def several_seeds(self) -> bool:
+        """True when some run was trained with more than one seed (the table then shows a spread)."""
+        return any(r.n_seeds > 1 for r in self.runs)
+
+    @property
+    def same_params(self) -> bool:
+        """True when every run has the same parameter count."""
+        return len({r.params for r in self.runs}) == 1
+
+
+def _run(data: Mapping) -> RunResult:
+    key = str(data["key"])
+    n = _count(data.get("n_seeds", 1), f"{key}: n_seeds", 1)
+    if n > MAX_SEEDS:
+        raise ValueError(f"{key}: more than {MAX_SEEDS} seeds")
+
+    def mean(field: str) -> float:
+        return _number(data.get(f"{field}_mean", data.get(field)), f"{key}: {field}")
+
+    if "fixed_val_loss_mean" in data:
+        val = _number(data["fixed_val_loss_mean"], f"{key}: fixed_val_loss_mean")
+        std = _number(data["fixed_val_loss_std"], f"{key}: fixed_val_loss_std") if n > 1 else None
+    else:
+        val, std, n = _number(data.get("fixed_val_loss", data.get("final_val_loss")), f"{key}: val loss"), None, 1
+    h = data["history"]
+    history = History(tuple(_count(s, f"{key}: step") for s in h["step"][:MAX_POINTS]),
+                      _numbers(h["train_loss"], f"{key}: train_loss"), _numbers(h["val_loss"], f"{key}: val_loss"))
+    if not len(history.step) == len(history.train_loss) == len(history.val_loss):
+        raise ValueError(f"{key}: the loss curve's lists differ in length")
+    by_position = _numbers(data["loss_by_position"], f"{key}: loss_by_position")
+    if not by_position:
+        raise ValueError(f"{key}: no loss by position")
+    speed = data.get("step_tokens_per_s_mean", data.get("step_tokens_per_s"))
+    s = data.get("samples")
+    samples = None if s is None else Samples(str(s["prompt"]), str(s["greedy"]), str(s["sampled"]))
+    return RunResult(key, GPTConfig.from_dict(dict(data["config"])), _count(data["params"], f"{key}: params", 1),
+                     history, mean("final_train_loss"), val, std, n, mean("last_position_val_loss"), by_position,
+                     _number(data["wall_s"], f"{key}: wall_s"),
+                     None if speed is None else _number(speed, f"{key}: step_tokens_per_s"), samples)
+
+
+def _comparison(data: Mapping) -> Comparison:
+    exceeds = data["exceeds_noise"]
+    if exceeds is not None and not isinstance(exceeds, bool):
+        raise ValueError(f"comparison {data['a']}/{data['b']}: exceeds_noise must be true, false or null")
+    noise = data["noise"]
+    return Comparison(str(data["a"]), str(data["b"]), _number(data["delta_mean"], "delta_mean", -math.inf),
+                      None if noise is None else _number(noise, "noise"), exceeds)
+
+
+def experiment_result(data: Mapping) -> ExperimentResult:
+    """One experiment of a results file, or a live rerun (``engine.lab.experiments.run_experiment``'s dict).
+
+    Raises:
+        ValueError: for a missing field, a value of the wrong type, a negative or non-finite loss, more than
+            :data:`MAX_RUNS` runs or :data:`MAX_SEEDS` seeds.
+    """
+    try:
+        runs = data["runs"]
+        if not isinstance(runs, list) or not 1 <= len(runs) <= MAX_RUNS:
+            raise ValueError(f"an experiment holds 1 to {MAX_RUNS} runs, got {runs!r:.40}")
+        seeds = [s for s in data.get("seeds", []) if s is not None][:MAX_SEEDS]
+        return ExperimentResult(str(data["name"]), tuple(_run(r) for r in runs),
+                                _count(data["steps"], "steps", 1), _count(data["batch_size"], "batch_size", 1),
+                                str(data["corpus"]), tuple(_count(s, "seed") for s in seeds),
+                                tuple(_comparison(c) for c in data.get("comparisons", [])[:MAX_RUNS ** 2]))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not an experiment's results ({exc!r})") from exc
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """A results file of ``python -m engine.lab.experiments``: what ran, where, and each experiment.
+
+    Attributes:
+        command: the command line that wrote it.
+        steps, batch_size, learning_rate: every run's training (peak learning rate).
+        block_size: the base model's context length.
+        corpus, corpus_vocab_size: the training text's name and its vocabulary size (tokens).
+        cpu, threads, device: where it ran.
+        total_wall_s: the command's wall time in seconds.
+        complete: False when the command was interrupted.
+        experiments: in the file's order.
+    """
+
+    command: str
+    steps: int
+    batch_size: int
+    learning_rate: float
+    block_size: int
+    corpus: str
+    corpus_vocab_size: int
+    cpu: str
+    threads: int
+    device: str
+    total_wall_s: float
+    complete: bool
+    experiments: tuple[ExperimentResult, ...]
+
+    def get(self, name: str) -> ExperimentResult | None:
+        """The experiment ``name``, or None when the file lacks it."""
+        return next((e for e in self.experiments if e.name == name), None)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """Every seed any experiment was trained with, sorted."""
+        return tuple(sorted({s for e in self.experiments for s in e.seeds}))
+
+
+def read_results(path: str | Path = RESULTS_FILE) -> ResultsFile | None:
+    """Reads a results file; None when it does not exist.
+
+    Raises:
+        ValueError: if it is not a results file of a :data:`READABLE_FORMATS` format or a value is missing,
+            of the wrong type, negative or not finite.
+    """
+    data = load_results(path)
+    if data is None:
+        return None
+    try:
+        s, machine, corpus = data["settings"], data["machine"], data["corpus"]
+        experiments = data["experiments"]
+        if not isinstance(experiments, dict) or len(experiments) > MAX_RUNS:
+            raise ValueError(f"{path}: experiments must be a mapping of at most {MAX_RUNS}")
+        return ResultsFile(str(data["command"]), _count(s["steps"], "steps", 1), _count(s["batch_size"], "batch", 1),
+                           _number(s["learning_rate"], "learning_rate"),
+                           _count(s["base_model"]["block_size"], "block_size", 1), str(corpus["name"]),
+                           _count(corpus["vocab_size"], "vocab_size", 1), str(machine["cpu"]),
+                           _count(machine["torch_threads"], "torch_threads", 1), str(machine["device"]),
+                           _number(data["total_wall_s"], "total_wall_s"), data.get("complete") is True,
+                           tuple(experiment_result({"name": name, **e}) for name, e in experiments.items()))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not an experiments results file ({exc!r})") from exc
+
+
+@dataclass(frozen=True)
+class DropoutPrice:
+    """What dropout costs in training speed, from the shipped training benchmark (one machine, one run).
+
+    Attributes:
+        cpu: the benchmark machine's CPU model.
+        batch_size, block_size: of the timed course-preset steps.
+        both_on, attn_off, both_off: tokens/s with attention and residual dropout 0.1, with attention
+            dropout 0 (residual 0.1), with both 0.
+        speedup: ((T, how many times faster a step is with attention dropout off, residual kept), ...) for
+            each timed sequence length T, in increasing T.
+    """
+
+    cpu: str
+    batch_size: int
+    block_size: int
+    both_on: float
+    attn_off: float
+    both_off: float
+    speedup: tuple[tuple[int, float], ...]
+
+    def speedup_at(self, seq_len: int) -> float | None:
+        """The speed-up at sequence length ``seq_len``, or None when it was not timed."""
+        return dict(self.speedup).get(seq_len)
+
+
+def dropout_price(path: Path | str = BENCH_TRAIN_FILE) -> DropoutPrice | None:
+    """Reads :class:`DropoutPrice` from the benchmark file; None if it is missing, unreadable or lacks a setting."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["rows"]}
+        on, attn_off, off = rows[(0.1, 0.1)], rows[(0.0, 0.1)], rows[(0.0, 0.0)]
+        scaling = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["t_scaling"]}
+        with_attn, without = scaling[(0.1, 0.1)], scaling[(0.0, 0.1)]
+        speedup = {_count(t, "seq_len", 1): _number(a, "step_ms") / _number(b, "step_ms", 1e-12) for t, a, b in
+                   zip(with_attn["seq_lens"], with_attn["step_ms"], without["step_ms"], strict=True)}
+        block = _count(data["config"]["block_size"], "block_size", 1)
+        speedup[block] = _number(attn_off["tokens_per_s"], "tokens_per_s") / _number(on["tokens_per_s"], "", 1e-12)
+        return DropoutPrice(str(data["machine"]["cpu"]), _count(on["batch_size"], "batch_size", 1), block,
+                            _number(on["tokens_per_s"], "tokens_per_s"), _number(attn_off["tokens_per_s"], "t"),
+                            _number(off["tokens_per_s"], "tokens_per_s"), tuple(sorted(speedup.items())))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class DropoutRun:
+    """One setting of the dropout experiment, summarised over its seeds.
+
+    Attributes:
+        key: the run key (a key of :data:`DROPOUT_RUNS`).
+        attn_dropout, resid_dropout: the rates it trained with.
+        val_loss_mean, val_loss_std: validation cross-entropy in nats on the fixed validation windows, mean and
+            sample standard deviation over the seeds.
+        tokens_per_s: training tokens per second over the optimizer steps (evaluations excluded), mean over seeds.
+    """
+
+    key: str
+    attn_dropout: float
+    resid_dropout: float
+    val_loss_mean: float
+    val_loss_std: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class DropoutLoss:
+    """What dropout buys in validation loss within the course preset's training, and what it costs in speed.
+
+    Read from the shipped results of ``python -m engine.lab.experiments --experiments dropout``.
+
+    Attributes:
+        runs: one :class:`DropoutRun` per key of :data:`DROPOUT_RUNS`, in that order.
+        steps, batch_size, learning_rate: the training of every run.
+        seeds: the seeds every run was trained with.
+        corpus: the training text's name.
+        cpu, threads: where it was measured.
+        lowers_loss: ((run key with dropout, True when its mean validation loss is lower than without
+            dropout by more than the seed noise), ...), in :data:`DROPOUT_RUNS` order.
+    """
+
+    runs: tuple[DropoutRun, ...]
+    steps: int
+    batch_size: int
+    learning_rate: float
+    seeds: tuple[int, ...]
+    corpus: str
+    cpu: str
+    threads: int
+    lowers_loss: tuple[tuple[str, bool], ...]
+
+    @property
+    def dropout_helps(self) -> bool:
+        """True when some dropout setting lowers the validation loss beyond the seed noise."""
+        return any(lowers for _key, lowers in self.lowers_loss)
+
+    def lowers(self, key: str) -> bool:
+        """Whether run ``key`` lowers the loss beyond the seed noise (False for ``dropout_0``)."""
+        return dict(self.lowers_loss).get(key, False)
+
+    def run(self, key: str) -> DropoutRun:
+        """The run of ``key``; raises KeyError for a key not in :data:`DROPOUT_RUNS`."""
+        return {r.key: r for r in self.runs}[key]
+
+
+def dropout_loss(path: Path | str = DROPOUT_RESULTS_FILE) -> DropoutLoss | None:
+    """Reads :class:`DropoutLoss` from the dropout experiment's results file; None when it does not exist.
+
+    Raises:
+        ValueError: if the file is not a results file (:func:`read_results`), lacks the "dropout" experiment,
+            one of its three runs, a second seed, a speed, or the noise-rule comparisons with ``dropout_0``,
+            or holds a rate that differs from :data:`DROPOUT_RUNS`.
+    """
+    results = read_results(path)
+    if results is None:
+        return None
+    exp = results.get("dropout")
+    if exp is None:
+        raise ValueError(f"{path}: no dropout experiment")
+    runs = []
+    for key, rates in DROPOUT_RUNS.items():
+        try:
+            r = exp.run(key)
+        except KeyError as exc:
+            raise ValueError(f"{path}: run {key!r} missing") from exc
+        if (r.config.attn_dropout_rate, r.config.resid_dropout_rate) != rates or r.val_std is None:
+            raise ValueError(f"{path}: run {key!r} has other rates or fewer than two seeds")
+        if r.step_tokens_per_s is None:
+            raise ValueError(f"{path}: run {key!r} has no tokens/s")
+        runs.append(DropoutRun(key, *rates, r.val_loss, r.val_std, r.step_tokens_per_s))
+    lowers = {}
+    for c in exp.comparisons:
+        if c.a == "dropout_0" and c.b in DROPOUT_RUNS:
+            if c.exceeds_noise is None:
+                raise ValueError(f"{path}: comparison {c.a}/{c.b} has no noise verdict")
+            lowers[c.b] = c.exceeds_noise and c.delta < 0
+    if set(lowers) != set(DROPOUT_RUNS) - {"dropout_0"}:
+        raise ValueError(f"{path}: comparisons with dropout_0 missing")
+    return DropoutLoss(tuple(runs), exp.steps, exp.batch_size, results.learning_rate, exp.seeds, exp.corpus,
+                       results.cpu, results.threads, tuple((k, lowers[k]) for k in DROPOUT_RUNS if k in lowers))
