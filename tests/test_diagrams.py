@@ -1,5 +1,5 @@
-"""engine.diagrams and engine.palette: every diagram builds at the extremes of its controls, names
-the shapes it was given, escapes the caller's words, and is valid DOT.
+"""engine.diagrams (a module per page, core shared) and engine.palette: every diagram builds at the extremes
+of its controls, names the shapes it was given, escapes the caller's words, and is valid DOT.
 
 DOT is checked by a small parser below (balanced braces, every edge's ends declared, every
 HTML-like label well-formed XML); where the ``dot`` binary is installed, it also renders.
@@ -19,8 +19,20 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from engine import diagrams as D
 from engine import palette as P
+from engine.diagrams.causal_mask import CausalMaskLabels, CausalMaskShapes, causal_mask
+from engine.diagrams.core import FILL_LIGHTEN, shape_text
+from engine.diagrams.dropout import DropoutLabels, DropoutShapes, dropout
+from engine.diagrams.home import HomeLabels, HomeShapes, home
+from engine.diagrams.lab import LabLabels, LabShapes, gpt_parts, lab
+from engine.diagrams.multi_head import MULTI_HEAD_HALVES, MultiHeadLabels, MultiHeadShapes, multi_head
+from engine.diagrams.positional_encodings import (
+    PositionalEncodingsLabels,
+    PositionalEncodingsShapes,
+    positional_encodings,
+)
+from engine.diagrams.self_attention import SelfAttentionLabels, SelfAttentionShapes, self_attention
+from engine.diagrams.trainable_weights import TrainableWeightsLabels, TrainableWeightsShapes, trainable_weights
 from engine.gpt import GPT, POS_ENCODINGS, config_params, count_params, preset
 from ui.diagram import svg_of
 
@@ -194,56 +206,56 @@ def case(name: str, size: int):
     """(dot, shapes written on it, texts it must show) for a diagram at a size (1 = smallest)."""
     T = size
     if name == "home":
-        labels = make_labels(D.HomeLabels, tokens=T)
-        shapes = D.HomeShapes(encoder_states=(T, 16), hidden_state=(16,), attn_weights=(T,), context_vec=(16,))
-        return D.home(labels, shapes), [(T, 16)[1:], (16,), (T,)], labels
+        labels = make_labels(HomeLabels, tokens=T)
+        shapes = HomeShapes(encoder_states=(T, 16), hidden_state=(16,), attn_weights=(T,), context_vec=(16,))
+        return home(labels, shapes), [(T, 16)[1:], (16,), (T,)], labels
     if name == "self_attention":
-        labels = make_labels(D.SelfAttentionLabels)
+        labels = make_labels(SelfAttentionLabels)
         inputs = torch.zeros(T, 3)
-        shapes = D.SelfAttentionShapes(inputs=inputs.shape, query=inputs[0].shape, attn_scores=(T,),
+        shapes = SelfAttentionShapes(inputs=inputs.shape, query=inputs[0].shape, attn_scores=(T,),
                                        attn_weights=(T,), context_vec=(3,))
-        return D.self_attention(labels, shapes), [(T, 3), (3,), (T,)], labels
+        return self_attention(labels, shapes), [(T, 3), (3,), (T,)], labels
     if name == "trainable_weights":
-        labels = make_labels(D.TrainableWeightsLabels)
+        labels = make_labels(TrainableWeightsLabels)
         d_out = 1 if T == 1 else 64
-        shapes = D.TrainableWeightsShapes(inputs=(T, 3), W_query=(3, d_out), W_key=(3, d_out), W_value=(3, d_out),
+        shapes = TrainableWeightsShapes(inputs=(T, 3), W_query=(3, d_out), W_key=(3, d_out), W_value=(3, d_out),
                                           query=(d_out,), keys=(T, d_out), values=(T, d_out), attn_scores=(T,),
                                           attn_weights=(T,), context_vec=(d_out,), d_k=d_out)
-        return D.trainable_weights(labels, shapes), [(T, 3), (3, d_out), (d_out,), (T, d_out), (T,)], labels
+        return trainable_weights(labels, shapes), [(T, 3), (3, d_out), (d_out,), (T, d_out), (T,)], labels
     if name == "causal_mask":
-        labels = make_labels(D.CausalMaskLabels)
+        labels = make_labels(CausalMaskLabels)
         sq = (T, T)
-        shapes = D.CausalMaskShapes(attn_scores=sq, mask=sq, masked_scores=sq, attn_weights_causal=sq,
+        shapes = CausalMaskShapes(attn_scores=sq, mask=sq, masked_scores=sq, attn_weights_causal=sq,
                                     attn_weights=sq, masked_simple=sq, row_sums=(T,), masked_simple_norm=sq, d_k=2)
-        return D.causal_mask(labels, shapes), [sq, (T,)], labels
+        return causal_mask(labels, shapes), [sq, (T,)], labels
     if name.startswith("dropout"):
         p = {"dropout_0": 0.0, "dropout_09": 0.9}[name]
-        labels = make_labels(D.DropoutLabels)
-        shapes = D.DropoutShapes(attn_weights=(T, T), dropped=(T, T), values=(T, 2), context_vec=(T, 2), p=p)
-        return D.dropout(labels, shapes), [(T, T), (T, 2)], labels
+        labels = make_labels(DropoutLabels)
+        shapes = DropoutShapes(attn_weights=(T, T), dropped=(T, T), values=(T, 2), context_vec=(T, 2), p=p)
+        return dropout(labels, shapes), [(T, T), (T, 2)], labels
     if name.startswith("multi_head"):
         H = {"multi_head_1": 1, "multi_head_12": 12}[name]
-        labels = make_labels(D.MultiHeadLabels)
+        labels = make_labels(MultiHeadLabels)
         b, hd = 2, 2
-        shapes = D.MultiHeadShapes(b=b, num_tokens=T, d_in=3, d_out=H * hd, num_heads=H, head_dim=hd)
+        shapes = MultiHeadShapes(b=b, num_tokens=T, d_in=3, d_out=H * hd, num_heads=H, head_dim=hd)
         steps = [(b, T, 3), (b, T, H * hd), (b, T, H, hd), (b, H, T, hd), (b, H, T, T), (b, T, hd)]
-        return D.multi_head(labels, shapes), steps, labels
+        return multi_head(labels, shapes), steps, labels
     if name.startswith("pos_"):
         kind = name[4:]
-        labels = make_labels(D.PositionalEncodingsLabels)
-        shapes = D.PositionalEncodingsShapes(
+        labels = make_labels(PositionalEncodingsLabels)
+        shapes = PositionalEncodingsShapes(
             idx=(1, T), tok_emb=(1, T, 32), x=(1, T, 32), q=(1, 4, T, 8), k=(1, 4, T, 8), attn_scores=(1, 4, T, T),
             pos_table=(T, 32) if kind in ("learned", "sinusoidal") else None, rope=(T, 4) if kind == "rope" else None)
         written = [(1, T), (1, T, 32), (1, 4, T, 8), (1, 4, T, T)]
         written += [(T, 32)] if shapes.pos_table else []
         written += [(T, 4)] if shapes.rope else []
-        return D.positional_encodings(labels, shapes, kind), written, labels
+        return positional_encodings(labels, shapes, kind), written, labels
     if name.startswith("lab_"):
         kind, n_layer = name[4:].rsplit("_", 1)
         model = _meta_gpt(int(n_layer), kind)
-        labels = make_labels(D.LabLabels)
-        shapes = D.LabShapes(idx=(1, T), residual=(1, T, 32), logits=(1, T, 16), attn_weights=(1, 4, T, T))
-        return D.lab(labels, shapes, D.gpt_parts(model)), [(1, T), (1, T, 32), (1, T, 16), (1, 4, T, T)], labels
+        labels = make_labels(LabLabels)
+        shapes = LabShapes(idx=(1, T), residual=(1, T, 32), logits=(1, T, 16), attn_weights=(1, 4, T, T))
+        return lab(labels, shapes, gpt_parts(model)), [(1, T), (1, T, 32), (1, T, 16), (1, 4, T, T)], labels
     raise KeyError(name)
 
 
@@ -263,7 +275,7 @@ def test_each_diagram_is_valid_dot_with_its_shapes_and_words(name, size):
     assert parsed.edges and len(parsed.nodes) >= 5
     visible = "\n".join(parsed.labels)
     for shape in shapes:
-        assert D.shape_text(shape) in visible, f"{D.shape_text(shape)} missing from {name}"
+        assert shape_text(shape) in visible, f"{shape_text(shape)} missing from {name}"
     # every plain text label is shown exactly as given (escaping undone by the XML reader)...
     for f in fields(labels):
         value = getattr(labels, f.name)
@@ -286,39 +298,39 @@ def test_position_diagrams_show_the_right_route(kind):
 @pytest.mark.parametrize("kind", ["none", "learned", "sinusoidal"])
 def test_unrotated_q_and_k_share_one_label_when_their_shapes_agree(kind):
     """Two parallel arrows from the projections to the dot products: two labels would collide."""
-    labels = make_labels(D.PositionalEncodingsLabels)
+    labels = make_labels(PositionalEncodingsLabels)
     table = (6, 32) if kind != "none" else None
-    same = D.PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
+    same = PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
                                        k=(1, 4, 6, 8), attn_scores=(1, 4, 6, 6), pos_table=table)
-    visible = parse_dot(D.positional_encodings(labels, same, kind)).labels
+    visible = parse_dot(positional_encodings(labels, same, kind)).labels
     assert visible.count("q, k\n(1, 4, 6, 8)") == 1 and "k\n(1, 4, 6, 8)" not in visible
-    other = D.PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
+    other = PositionalEncodingsShapes(idx=(1, 6), tok_emb=(1, 6, 32), x=(1, 6, 32), q=(1, 4, 6, 8),
                                         k=(1, 4, 6, 4), attn_scores=(1, 4, 6, 6), pos_table=table)
-    visible = parse_dot(D.positional_encodings(labels, other, kind)).labels
+    visible = parse_dot(positional_encodings(labels, other, kind)).labels
     assert "q\n(1, 4, 6, 8)" in visible and "k\n(1, 4, 6, 4)" in visible
 
 
 def test_multi_head_collapses_many_heads_but_names_first_and_last():
     for heads in (1, 3, 12):
-        labels = make_labels(D.MultiHeadLabels)
-        shapes = D.MultiHeadShapes(b=1, num_tokens=4, d_in=3, d_out=2 * heads, num_heads=heads, head_dim=2)
-        visible = "\n".join(parse_dot(D.multi_head(labels, shapes)).labels)
+        labels = make_labels(MultiHeadLabels)
+        shapes = MultiHeadShapes(b=1, num_tokens=4, d_in=3, d_out=2 * heads, num_heads=heads, head_dim=2)
+        visible = "\n".join(parse_dot(multi_head(labels, shapes)).labels)
         drawn = {i for i in range(1, heads + 1) if labels.head(i) in visible}
         assert drawn == ({1, 2, 3} if heads == 3 else {1, heads})
         assert ("⋯" in visible) == (heads > 3)
 
 
 def test_multi_head_draws_the_halves_asked_for():
-    labels = make_labels(D.MultiHeadLabels)
-    shapes = D.MultiHeadShapes(b=1, num_tokens=5, d_in=8, d_out=8, num_heads=4, head_dim=2)
-    for halves in (("wrapper",), ("split",), D.MULTI_HEAD_HALVES):
-        parsed = parse_dot(D.multi_head(labels, shapes, halves=halves))
+    labels = make_labels(MultiHeadLabels)
+    shapes = MultiHeadShapes(b=1, num_tokens=5, d_in=8, d_out=8, num_heads=4, head_dim=2)
+    for halves in (("wrapper",), ("split",), MULTI_HEAD_HALVES):
+        parsed = parse_dot(multi_head(labels, shapes, halves=halves))
         assert parsed.clusters == len(halves)
         assert ("w_concat" in parsed.nodes) == ("wrapper" in halves)
         assert ("s_out_proj" in parsed.nodes) == ("split" in halves)
     for bad in ((), ("heads",)):
         with pytest.raises(ValueError, match="halves"):
-            D.multi_head(labels, shapes, halves=bad)
+            multi_head(labels, shapes, halves=bad)
 
 
 def test_home_collapses_long_sentences():
@@ -330,9 +342,9 @@ def test_home_collapses_long_sentences():
 
 @pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.9])
 def test_dropout_writes_p_and_the_survivors_scale(p):
-    labels = make_labels(D.DropoutLabels)
-    shapes = D.DropoutShapes(attn_weights=(4, 4), dropped=(4, 4), values=(4, 2), context_vec=(4, 2), p=p)
-    dot = D.dropout(labels, shapes)
+    labels = make_labels(DropoutLabels)
+    shapes = DropoutShapes(attn_weights=(4, 4), dropped=(4, 4), values=(4, 2), context_vec=(4, 2), p=p)
+    dot = dropout(labels, shapes)
     visible = "\n".join(parse_dot(dot).labels)
     assert f"p = {p:.4g}" in visible
     assert f"× {1 / (1 - p):.4g}" in visible
@@ -341,8 +353,8 @@ def test_dropout_writes_p_and_the_survivors_scale(p):
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5])
 def test_dropout_refuses_a_rate_outside_0_1(p):
     with pytest.raises(ValueError, match="p must be"):
-        D.dropout(make_labels(D.DropoutLabels),
-                  D.DropoutShapes(attn_weights=(4, 4), dropped=(4, 4), values=(4, 2), context_vec=(4, 2), p=p))
+        dropout(make_labels(DropoutLabels),
+                  DropoutShapes(attn_weights=(4, 4), dropped=(4, 4), values=(4, 2), context_vec=(4, 2), p=p))
 
 
 def test_causal_mask_draws_the_mask_of_its_size():
@@ -352,9 +364,9 @@ def test_causal_mask_draws_the_mask_of_its_size():
 
 
 def test_newlines_in_labels_break_lines():
-    labels = make_labels(D.SelfAttentionLabels)
-    labels = D.SelfAttentionLabels(**{**{f.name: getattr(labels, f.name) for f in fields(labels)}, "query": "a\nb"})
-    dot = D.self_attention(labels, D.SelfAttentionShapes(inputs=(2, 3), query=(3,), attn_scores=(2,),
+    labels = make_labels(SelfAttentionLabels)
+    labels = SelfAttentionLabels(**{**{f.name: getattr(labels, f.name) for f in fields(labels)}, "query": "a\nb"})
+    dot = self_attention(labels, SelfAttentionShapes(inputs=(2, 3), query=(3,), attn_scores=(2,),
                                                          attn_weights=(2,), context_vec=(3,)))
     assert "a<BR/>b" in dot
 
@@ -366,63 +378,63 @@ def test_newlines_in_labels_break_lines():
 
 def test_labels_are_required_and_typed():
     with pytest.raises(TypeError):
-        D.SelfAttentionLabels(inputs="x")  # the other fields have no default
-    good = {f.name: "w" for f in fields(D.SelfAttentionLabels)}
+        SelfAttentionLabels(inputs="x")  # the other fields have no default
+    good = {f.name: "w" for f in fields(SelfAttentionLabels)}
     with pytest.raises(TypeError, match="query"):
-        D.SelfAttentionLabels(**{**good, "query": 3})
-    lab = {f.name: "w" for f in fields(D.LabLabels)}
+        SelfAttentionLabels(**{**good, "query": 3})
+    words = {f.name: "w" for f in fields(LabLabels)}
     with pytest.raises(TypeError, match="params"):
-        D.LabLabels(**lab)  # params must be a callable
+        LabLabels(**words)  # params must be a callable
     with pytest.raises(TypeError, match="source_tokens"):
-        D.HomeLabels(**{f.name: "w" for f in fields(D.HomeLabels)})
+        HomeLabels(**{f.name: "w" for f in fields(HomeLabels)})
 
 
 def test_a_callable_label_must_return_text():
-    labels = make_labels(D.LabLabels)
-    bad = D.LabLabels(**{**{f.name: getattr(labels, f.name) for f in fields(labels)}, "params": lambda n: n})
+    labels = make_labels(LabLabels)
+    bad = LabLabels(**{**{f.name: getattr(labels, f.name) for f in fields(labels)}, "params": lambda n: n})
     with pytest.raises(TypeError, match="must return str"):
-        shapes = D.LabShapes(idx=(1, 2), residual=(1, 2, 32), logits=(1, 2, 16))
-        D.lab(bad, shapes, D.gpt_parts(_meta_gpt(1, "learned")))
+        shapes = LabShapes(idx=(1, 2), residual=(1, 2, 32), logits=(1, 2, 16))
+        lab(bad, shapes, gpt_parts(_meta_gpt(1, "learned")))
 
 
 def test_shapes_take_tensor_shapes_and_refuse_non_sizes():
-    s = D.SelfAttentionShapes(inputs=torch.zeros(6, 3).shape, query=(3,), attn_scores=[6], attn_weights=(6,),
+    s = SelfAttentionShapes(inputs=torch.zeros(6, 3).shape, query=(3,), attn_scores=[6], attn_weights=(6,),
                               context_vec=(3,))
     assert s.inputs == (6, 3) and type(s.inputs) is tuple and s.attn_scores == (6,)
     for bad in ((6.0, 3), (-1, 3), "63", (True, 3), 6):
         with pytest.raises((TypeError, ValueError)):
-            D.SelfAttentionShapes(inputs=bad, query=(3,), attn_scores=(6,), attn_weights=(6,), context_vec=(3,))
+            SelfAttentionShapes(inputs=bad, query=(3,), attn_scores=(6,), attn_weights=(6,), context_vec=(3,))
     with pytest.raises(ValueError, match="positive int"):
-        D.MultiHeadShapes(b=0, num_tokens=6, d_in=3, d_out=4, num_heads=2, head_dim=2)
+        MultiHeadShapes(b=0, num_tokens=6, d_in=3, d_out=4, num_heads=2, head_dim=2)
     with pytest.raises(ValueError, match="num_heads \\* head_dim"):
-        D.MultiHeadShapes(b=2, num_tokens=6, d_in=3, d_out=5, num_heads=2, head_dim=2)
+        MultiHeadShapes(b=2, num_tokens=6, d_in=3, d_out=5, num_heads=2, head_dim=2)
 
 
 def test_shape_text_prints_like_python():
     for shape in [(), (6,), (6, 3), (1, 4, 5, 8)]:
-        assert D.shape_text(shape) == str(tuple(shape))
-    assert D.shape_text(torch.zeros(2, 6, 4).shape) == "(2, 6, 4)"
+        assert shape_text(shape) == str(tuple(shape))
+    assert shape_text(torch.zeros(2, 6, 4).shape) == "(2, 6, 4)"
 
 
 def test_unknown_choices_raise():
     dot_args = case("self_attention", 2)
     assert dot_args[0]
-    labels = make_labels(D.SelfAttentionLabels)
-    shapes = D.SelfAttentionShapes(inputs=(2, 3), query=(3,), attn_scores=(2,), attn_weights=(2,), context_vec=(3,))
+    labels = make_labels(SelfAttentionLabels)
+    shapes = SelfAttentionShapes(inputs=(2, 3), query=(3,), attn_scores=(2,), attn_weights=(2,), context_vec=(3,))
     with pytest.raises(ValueError, match="rankdir"):
-        D.self_attention(labels, shapes, rankdir="sideways")
-    assert 'rankdir="LR"' in D.self_attention(labels, shapes, rankdir="LR")
-    pos = D.PositionalEncodingsShapes(idx=(1, 2), tok_emb=(1, 2, 8), x=(1, 2, 8), q=(1, 2, 2, 4), k=(1, 2, 2, 4),
+        self_attention(labels, shapes, rankdir="sideways")
+    assert 'rankdir="LR"' in self_attention(labels, shapes, rankdir="LR")
+    pos = PositionalEncodingsShapes(idx=(1, 2), tok_emb=(1, 2, 8), x=(1, 2, 8), q=(1, 2, 2, 4), k=(1, 2, 2, 4),
                                       attn_scores=(1, 2, 2, 2))
     with pytest.raises(ValueError, match="pos_encoding"):
-        D.positional_encodings(make_labels(D.PositionalEncodingsLabels), pos, "alibi")
+        positional_encodings(make_labels(PositionalEncodingsLabels), pos, "alibi")
     with pytest.raises(ValueError, match="pos_table"):
-        D.positional_encodings(make_labels(D.PositionalEncodingsLabels), pos, "learned")
+        positional_encodings(make_labels(PositionalEncodingsLabels), pos, "learned")
     with pytest.raises(ValueError, match="rope"):
-        D.positional_encodings(make_labels(D.PositionalEncodingsLabels), pos, "rope")
+        positional_encodings(make_labels(PositionalEncodingsLabels), pos, "rope")
     with pytest.raises(ValueError, match="source token"):
-        D.home(make_labels(D.HomeLabels, tokens=2),
-               D.HomeShapes(encoder_states=(3, 4), hidden_state=(4,), attn_weights=(3,), context_vec=(4,)))
+        home(make_labels(HomeLabels, tokens=2),
+               HomeShapes(encoder_states=(3, 4), hidden_state=(4,), attn_weights=(3,), context_vec=(4,)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -434,7 +446,7 @@ def test_unknown_choices_raise():
 @pytest.mark.parametrize("n_layer", [1, 8])
 def test_gpt_parts_add_up_and_follow_the_layer_formulas(kind, n_layer):
     model = _meta_gpt(n_layer, kind)
-    parts = D.gpt_parts(model)
+    parts = gpt_parts(model)
     n, V = model.config.n_embd, model.config.vocab_size
     assert parts.total == config_params(model.config) == count_params(model)
     assert parts.n_layer == n_layer and parts.pos_encoding == kind
@@ -447,9 +459,9 @@ def test_gpt_parts_add_up_and_follow_the_layer_formulas(kind, n_layer):
 
 def test_lab_writes_each_parts_count_through_the_callers_words():
     model = _meta_gpt(2, "learned")
-    parts = D.gpt_parts(model)
-    labels = make_labels(D.LabLabels)
-    dot = D.lab(labels, D.LabShapes(idx=(1, 5), residual=(1, 5, 32), logits=(1, 5, 16)), parts)
+    parts = gpt_parts(model)
+    labels = make_labels(LabLabels)
+    dot = lab(labels, LabShapes(idx=(1, 5), residual=(1, 5, 32), logits=(1, 5, 16)), parts)
     visible = "\n".join(parse_dot(dot).labels)
     for n in (parts.tok_emb, parts.pos_emb, parts.attn, parts.mlp, parts.ln_f, parts.lm_head):
         assert labels.params(n) in visible
@@ -524,7 +536,7 @@ def test_roles_stay_apart_for_colour_blind_readers(deficiency):
 
 def test_filled_boxes_keep_text_readable():
     for name in ROLES:
-        fill = P.lighten(getattr(P, name), D.FILL_LIGHTEN)
+        fill = P.lighten(getattr(P, name), FILL_LIGHTEN)
         assert P.contrast_ratio(fill, P.text_colour(fill)) >= 4.5, name
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from engine import attention as A
 from engine import chapter
-from engine.diagrams import shape_text
+from engine.diagrams.core import shape_text
 from engine.sections import dropout as sections
 from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations

@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
-from engine.diagrams import shape_text
+from engine.diagrams.core import shape_text
 from engine.sections import self_attention as sections
 from tests.plotly_json import ROOT, open_page
 

@@ -6,10 +6,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from engine import chapter
-from engine import diagrams as D
 from engine import gpt as G
 from engine import positions as P
 from engine.checkpoint import save_checkpoint
+from engine.diagrams import core as D
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from tests.plotly_json import ROOT, badges, figures, open_page, texts

@@ -7,7 +7,7 @@ import pytest
 
 from engine import attention as A
 from engine import chapter, palette
-from engine.diagrams import shape_text
+from engine.diagrams.core import shape_text
 from engine.sections import self_attention as sections
 from tests.plotly_json import badges, captions, decode, figures, open_page, texts
 from ui.i18n import translations

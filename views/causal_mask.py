@@ -4,8 +4,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams
+from engine import chapter
 from engine.device import pick_device
+from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import page

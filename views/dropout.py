@@ -4,8 +4,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams
+from engine import chapter
 from engine.device import pick_device
+from engine.diagrams import dropout as diagrams
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
 from ui import page, url

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import diagrams
+from engine.diagrams import home as diagrams
 from engine.figures import vectors_3d
 from engine.sections import self_attention as sections
 from ui import page

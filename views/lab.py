@@ -11,10 +11,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine import budget, chapter, diagrams, gpt
+from engine import budget, chapter, gpt
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_bytes
 from engine.corpus import MISSING_TANG_ASSET, load_corpus
 from engine.device import describe_device, pick_device, release_free_memory
+from engine.diagrams import lab as diagrams
 from engine.figures import lab as figures
 from engine.lab import experiments as lab_experiments
 from engine.lab import models

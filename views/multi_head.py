@@ -8,8 +8,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams, gpt
+from engine import chapter, gpt
 from engine.bench import attention as bench
+from engine.diagrams import multi_head as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap
 from engine.figures import multi_head as figures
 from engine.layout import human_bytes

@@ -5,8 +5,9 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-from engine import chapter, diagrams, positions
+from engine import chapter, positions
 from engine import gpt as G
+from engine.diagrams import positional_encodings as diagrams
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams, palette
+from engine import chapter, palette
+from engine.diagrams import self_attention as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, step_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
 from ui import page

@@ -4,7 +4,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine import attention as A
-from engine import chapter, diagrams, palette
+from engine import chapter, palette
+from engine.diagrams import trainable_weights as diagrams
 from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
