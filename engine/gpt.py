@@ -21,19 +21,22 @@ rotations come from ``engine.positions``. Only "learned" is limited to block_siz
 
 Dropout has two rates, kept apart as in nanoGPT's modules: ``attn_dropout`` on the attention weights
 (inside SDPA, or after the softmax on the manual path) and ``resid_dropout`` on the embeddings and
-on both residual branches. Attention-weight dropout is the expensive one on a CPU: it pushes SDPA off
-its fused kernel onto the math path, which also stores the T x T weights (``python -m engine.bench
-train`` prices each setting). A config that gives only ``dropout`` (every checkpoint written before
+on both residual branches. Attention-weight dropout is the expensive one: it pushes SDPA off its fused
+kernel onto the math path, which also stores the T x T weights (``python -m engine.bench train``
+prices each setting). A config that gives only ``dropout`` (every checkpoint written before
 the split) uses it for both.
 
 Generation (``GPT.generate``) keeps a KV cache by default: see :class:`KVCache` for what is reused,
-and for the window slide past block_size.
+and for the window slide past block_size. It draws every token by one rule, :func:`sampling_probs`
+(temperature, top-k, top-p), which the Lab's next-character view shows; :func:`eval_mode` is the one
+way to run a model without dropout and give it back in the mode it was in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import NamedTuple
 
@@ -139,17 +142,13 @@ class GPTConfig:
 
 
 PRESETS: dict[str, GPTConfig] = {
-    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context. No dropout: on the
-    # full Tang corpus (3.3M training tokens) the Lab's course training (1000 steps of batch 4, 0.5M
-    # tokens) sees every window about once, and dropout 0.1 (on the residual path, or there and on the
-    # attention weights) raised the validation loss beyond the seed noise while costing tokens/s
-    # (assets/lab_dropout.json, ``python -m engine.lab.experiments --experiments dropout``; the
-    # Lab shows the numbers). Dropout pays off when a small text is seen many times over (tang300).
+    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context. No dropout: the course
+    # training sees each window of the Tang corpus about once, and the dropout experiment
+    # (``python -m engine.lab.experiments --experiments dropout``, assets/lab_dropout.json, shown in the Lab)
+    # found no rate that lowers the validation loss beyond the seed noise. Dropout pays off when a small
+    # text is seen many times over (tang300).
     "course": GPTConfig(block_size=128, n_embd=128, n_head=4, n_layer=4, dropout=0.0),
-    # Small enough that ~300 steps of batch 32 train in about a minute on a 2-core CPU. No dropout, for
-    # the course preset's reason: the Lab's quick training (400 steps of batch 8 at block_size 64) sees
-    # 0.2M tokens; a one-off check on the full corpus, 3 seeds, gave val loss 5.718 ± 0.013 without
-    # dropout and 5.755 ± 0.016 with 0.1 everywhere.
+    # The Lab's one-click training: a smaller model and context, no dropout for the course preset's reason.
     "quick": GPTConfig(block_size=64, n_embd=64, n_head=4, n_layer=2, dropout=0.0),
     # For tests: about 27k parameters at vocab_size 16, no dropout so runs are deterministic.
     "tiny": GPTConfig(vocab_size=16, block_size=16, n_embd=32, n_head=4, n_layer=2, dropout=0.0),
@@ -170,6 +169,24 @@ def config_params(config: GPTConfig) -> int:
     """Parameters of a GPT with this config, counted on the ``meta`` device (nothing allocated)."""
     with torch.device("meta"):
         return count_params(GPT(config))
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Puts ``model`` in eval mode (dropout off) for the ``with`` block, then back in the mode it was in.
+
+    The project's one way to run a model for inference or measurement without changing what its
+    owner left: the previous mode is restored even when the block raises.
+
+    Yields:
+        ``model`` itself.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def preset(name: str, **overrides) -> GPTConfig:
@@ -226,15 +243,7 @@ class CausalSelfAttention(nn.Module):
                 dropout) if ``return_weights``, else None.
         """
         B, T, C = x.size()
-        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
-        head_dim = C // self.n_head
-        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        if self.rope:  # rotate each head's q and k by their positions; v is left as it is
-            cos, sin = self._rope_cos_sin(T)  # (T, hs/2) each
-            q = positions.rotate_pairs(q, cos, sin)  # (B, nh, T, hs)
-            k = positions.rotate_pairs(k, cos, sin)  # (B, nh, T, hs)
+        q, k, v = self._split_heads(x, start=0)  # 3 x (B, nh, T, hs)
         if return_weights:
             context_vec, attn_weights = self._manual_attention(q, k, v)
         else:
@@ -245,11 +254,36 @@ class CausalSelfAttention(nn.Module):
         y = context_vec.transpose(1, 2).contiguous().view(B, T, C)  # (B, nh, T, hs) -> (B, T, nh, hs) -> (B, T, C)
         return self.resid_dropout(self.proj(y)), attn_weights
 
-    def _rope_cos_sin(self, T: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE's cos/sin for positions 0..T-1, (T, hs/2) each; computed when T exceeds the cached block_size."""
-        if T <= self.rope_cos.size(0):
-            return self.rope_cos[:T], self.rope_sin[:T]
-        cos, sin = positions.rope_cos_sin(T, 2 * self.rope_cos.size(1))
+    def _split_heads(self, x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v of the tokens at positions start..start+T-1, cut into heads (and rotated by RoPE).
+
+        The one head split of the uncached pass (``start`` 0) and of the cached one (``start`` = the
+        tokens already cached), so both see the same q, k, v for the same token at the same position.
+
+        Args:
+            x: float (B, T, C) with C = n_embd.
+            start: absolute position of the first token (>= 0).
+
+        Returns:
+            q, k, v: float (B, n_head, T, head_dim) each; q and k rotated by their positions with "rope".
+        """
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
+        head_dim = C // self.n_head
+        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, T, nh, hs) -> (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, T, nh, hs) -> (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, T, nh, hs) -> (B, nh, T, hs)
+        if self.rope:  # rotate each head's q and k by their absolute positions; v is left as it is
+            cos, sin = self._rope_cos_sin(start, start + T)  # (T, hs/2) each
+            q = positions.rotate_pairs(q, cos, sin)  # (B, nh, T, hs)
+            k = positions.rotate_pairs(k, cos, sin)  # (B, nh, T, hs)
+        return q, k, v
+
+    def _rope_cos_sin(self, start: int, end: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos/sin for positions start..end-1, (end - start, hs/2) each; computed past the cached block_size."""
+        if end <= self.rope_cos.size(0):
+            return self.rope_cos[start:end], self.rope_sin[start:end]
+        cos, sin = positions.rope_cos_sin(range(start, end), 2 * self.rope_cos.size(1))
         return cos.to(self.rope_cos.device), sin.to(self.rope_sin.device)
 
     def _manual_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -295,15 +329,7 @@ class CausalSelfAttention(nn.Module):
             raise ValueError("a KV cache needs a causal model: without the mask earlier tokens see later ones")
         if start < 0 or end > k_cache.size(2):
             raise ValueError(f"positions {start}..{end - 1} do not fit a cache of {k_cache.size(2)} positions")
-        head_dim = C // self.n_head
-        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
-        q = q.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, head_dim).transpose(1, 2)  # (B, T, C) -> (B, nh, T, hs)
-        if self.rope:  # absolute positions start..end-1, the rows the uncached pass would use
-            cos, sin = self.rope_cos[start:end], self.rope_sin[start:end]  # (T, hs/2) each
-            q = positions.rotate_pairs(q, cos, sin)  # (B, nh, T, hs)
-            k = positions.rotate_pairs(k, cos, sin)  # (B, nh, T, hs)
+        q, k, v = self._split_heads(x, start)  # 3 x (B, nh, T, hs), at positions start..end-1
         k_cache[:, :, start:end] = k  # (B, nh, T, hs) into positions start..end-1
         v_cache[:, :, start:end] = v
         keys, values = k_cache[:, :, :end], v_cache[:, :, :end]  # (B, nh, end, hs): every position so far
@@ -543,12 +569,16 @@ class GPT(nn.Module):
         use_cache: bool = True,
         seed: int | None = None,
         banned_ids: Sequence[int] = (),
+        top_p: float = 1.0,
+        allowed_next: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
     ) -> torch.Tensor:
-        """Extends each row of ``idx`` by ``max_new_tokens`` sampled tokens.
+        """Extends each row of ``idx`` by up to ``max_new_tokens`` sampled tokens.
 
         The model runs in eval mode (no dropout) and is put back in its previous mode afterwards.
         Each new token is predicted from the last block_size tokens only (a longer sequence is
-        cropped, so positions always run 0..block_size-1 within the window).
+        cropped, so positions always run 0..block_size-1 within the window), and drawn by
+        :func:`sample_next` (the rule of :func:`sampling_probs`: banned and disallowed ids, then
+        temperature, top-k and top-p).
 
         With ``use_cache`` (the default) keys and values are kept per layer and per head
         (:class:`KVCache`): while the sequence fits in block_size each step computes them for the one
@@ -563,42 +593,46 @@ class GPT(nn.Module):
 
         Args:
             idx: int64 (B, T) prompt ids, T >= 1 (any length).
-            max_new_tokens: number of tokens to add (>= 0).
+            max_new_tokens: most tokens to add (>= 0); fewer only when ``allowed_next`` stops.
             temperature: 0 picks the most likely token (greedy, deterministic, no random draw);
                 > 0 divides the logits before sampling (below 1: sharper, above 1: flatter).
-            top_k: keep only the k most likely tokens before sampling; values above vocab_size are
-                clamped to vocab_size; None keeps all.
+            top_k: keep only the k most likely tokens before sampling; values above vocab_size keep
+                every token; None keeps all.
             generator: a ``torch.Generator`` on the model's device, for reproducible samples.
             use_cache: reuse keys/values between steps (same tokens, faster); False runs the full
                 forward pass on the window at every step.
             seed: seeds the private generator when ``generator`` is None.
-            banned_ids: token ids never emitted (their logits are set to -inf before top-k and
-                sampling, and greedy picks among the others): e.g. ``(tokenizer.unk_id,)``, the
-                unknown token that stands for rare characters and has no character to show.
+            banned_ids: token ids never emitted (probability 0 at every step, and greedy picks among
+                the others): e.g. ``(tokenizer.unk_id,)``, the unknown token that stands for rare
+                characters and has no character to show.
+            top_p: nucleus sampling's mass in (0, 1]; 1 keeps every token (see :func:`sampling_probs`).
+            allowed_next: called before each step with the int64 (B, n) tokens generated so far
+                (n = 0 at the first step); returns a bool mask broadcastable to (B, vocab_size) of the
+                ids allowed at this step, or None to stop generating. This is how a caller imposes a
+                form (e.g. a poem's line lengths) inside the sampling loop.
 
         Returns:
-            int64 (B, T + max_new_tokens): the prompt followed by the new ids (all < vocab_size,
-            none in ``banned_ids``).
+            int64 (B, T + n) with n <= max_new_tokens: the prompt followed by the new ids (all
+            < vocab_size, none in ``banned_ids``, each allowed by ``allowed_next`` at its step).
 
         Raises:
-            ValueError: for an empty prompt, a negative temperature or max_new_tokens, top_k < 1,
-                ``banned_ids`` outside [0, vocab_size) or covering the whole vocabulary, or
-                logits that are not finite (a diverged model, or a temperature so small that
-                logits / temperature overflows: use 0 for greedy).
+            ValueError: for an empty prompt, a negative max_new_tokens, sampling settings that
+                :func:`check_sampling` refuses, ``banned_ids`` outside [0, vocab_size) or covering the
+                whole vocabulary, a step where no id is allowed, or logits that are not finite (a
+                diverged model, or a temperature so small that logits / temperature overflows: use
+                0 for greedy).
         """
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
-        if top_k is not None and top_k < 1:
-            raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
+        check_sampling(temperature, top_k, top_p)
         banned = sorted({int(i) for i in banned_ids})
         vocab_size = self.config.vocab_size
         if banned and (banned[0] < 0 or banned[-1] >= vocab_size or len(banned) >= vocab_size):
             raise ValueError(f"banned_ids must be ids in [0, {vocab_size}) leaving one allowed, got {banned}")
-        ban = torch.tensor(banned, dtype=torch.long, device=idx.device) if banned else None  # (n_banned,)
+        not_banned = torch.ones(vocab_size, dtype=torch.bool, device=idx.device)  # (V,)
+        not_banned[banned] = False
         if generator is None:
             generator = torch.Generator(device=idx.device)
             if seed is None:
@@ -607,11 +641,16 @@ class GPT(nn.Module):
                 generator.manual_seed(seed)
         block_size = self.config.block_size
         use_cache = use_cache and self.config.causal
-        was_training = self.training
-        self.eval()
-        try:
+        prompt_len = idx.size(1)
+        with eval_mode(self):
             cache = self.new_cache(idx.size(0)) if use_cache and max_new_tokens else None
             for _ in range(max_new_tokens):
+                allowed = not_banned
+                if allowed_next is not None:
+                    rule = allowed_next(idx[:, prompt_len:])  # (B, n) so far -> bool (B or 1, V), or None
+                    if rule is None:
+                        break
+                    allowed = allowed & rule.to(device=idx.device, dtype=torch.bool)  # (B or 1, V)
                 if cache is None:
                     idx_cond = idx[:, -block_size:]  # (B, <= block_size)
                     logits = self(idx_cond).logits[:, -1, :]  # (B, T, V) -> (B, V): last position only
@@ -620,10 +659,8 @@ class GPT(nn.Module):
                 else:  # first step, or the window slid: compute the last block_size tokens afresh
                     cache.length = 0
                     logits = self.forward_cached(idx[:, -block_size:], cache)  # (B, <= block_size) -> (B, V)
-                idx_next = _pick_next(logits, temperature, top_k, generator, ban)  # (B, 1)
+                idx_next = sample_next(logits, temperature, top_k, top_p, generator, allowed)  # (B, 1)
                 idx = torch.cat((idx, idx_next), dim=1)  # (B, T) -> (B, T + 1)
-        finally:
-            self.train(was_training)
         return idx
 
 
@@ -727,32 +764,108 @@ def kv_cache_steps(prompt_len: int, max_new_tokens: int, block_size: int, causal
     return rows
 
 
-def _pick_next(
-    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None,
-    ban: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Chooses one id per row from logits (B, V) -> int64 (B, 1); never an id of ``ban`` (int64 (n,)).
+def check_sampling(temperature: float, top_k: int | None, top_p: float) -> None:
+    """Checks the settings of :func:`sampling_probs`.
 
     Raises:
-        ValueError: if a logit is NaN or infinite, before or after the division by the temperature.
+        ValueError: unless temperature is a finite number >= 0, top_k is None or an integer >= 1
+            and top_p is a number in (0, 1] (the message names the value).
     """
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be an integer >= 1 or None, got {top_k!r}")
+    if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+
+
+def sampling_probs(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float = 1.0,
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The probability of each next token under the project's one sampling rule.
+
+    ``GPT.generate`` draws from these probabilities and the Lab's next-character view shows them, so
+    the two cannot disagree. In order:
+
+    1. ids where ``allowed`` is False get probability 0 (the unknown token, a poem form's mask);
+    2. temperature 0 puts all the mass on the most likely allowed id (greedy);
+    3. otherwise the logits are divided by the temperature (below 1: sharper, above 1: flatter);
+    4. top-k keeps the k most likely allowed ids (exactly k; all of them when fewer are allowed);
+    5. top-p keeps, of those, the smallest set of the most likely ids whose probabilities add up
+       to at least top_p, and always the most likely one (nucleus sampling, Holtzman et al., 2019,
+       "The Curious Case of Neural Text Degeneration");
+    6. a softmax over what is kept.
+
+    Args:
+        logits: float (..., V) unnormalised scores, e.g. (B, V) or (V,).
+        temperature: >= 0; 0 means greedy.
+        top_k: None keeps every id; values above V keep every id.
+        top_p: in (0, 1]; 1 keeps every id.
+        allowed: bool tensor broadcastable to (..., V), or None (every id allowed).
+
+    Returns:
+        float32 (float64 for float64 logits) (..., V): rows sum to 1, zeros outside the kept set.
+
+    Raises:
+        ValueError: for settings :func:`check_sampling` refuses, a logit that is NaN or infinite, a
+            row with no allowed id, or a temperature so small that logits / temperature overflows
+            (use 0 for greedy).
+    """
+    check_sampling(temperature, top_k, top_p)
     if not torch.isfinite(logits).all():
         raise ValueError("the model's logits are not finite (NaN or inf): its weights have diverged")
-    allowed = logits.size(-1)
-    if ban is not None:
-        logits = logits.index_fill(-1, ban, float("-inf"))  # (B, V), banned columns at -inf
-        allowed -= ban.numel()
+    x = logits if logits.dtype == torch.float64 else logits.float()  # (..., V)
+    neg_inf = float("-inf")
+    n_allowed = x.size(-1)
+    if allowed is not None:
+        allowed = allowed.to(device=x.device, dtype=torch.bool).expand_as(x)  # (..., V)
+        n_allowed = allowed.sum(-1)  # (...,)
+        if not bool((n_allowed > 0).all()):
+            raise ValueError("no token is allowed at this step: the mask of allowed ids is all False")
+        x = x.masked_fill(~allowed, neg_inf)
     if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    overflowed = torch.isneginf(logits).sum(-1) > logits.size(-1) - allowed  # (B,): more -inf than banned ids
-    if torch.isnan(logits).any() or torch.isposinf(logits).any() or overflowed.any():
+        return F.one_hot(x.argmax(dim=-1), x.size(-1)).to(x.dtype)  # (..., V)
+    scaled = x / temperature  # (..., V)
+    if bool(torch.isnan(scaled).any() | torch.isposinf(scaled).any()) \
+            or bool((torch.isfinite(scaled).sum(-1) < n_allowed).any()):
         raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows; use 0 for greedy")
-    if top_k is not None:
-        k = min(top_k, allowed)
-        kth = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest allowed logit
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)  # (B, V), 0 at banned ids
+    if top_k is not None and top_k < x.size(-1):
+        top = torch.topk(scaled, top_k, dim=-1).indices  # (..., k); disallowed ids (-inf) only when fewer are allowed
+        keep = torch.zeros_like(scaled, dtype=torch.bool).scatter_(-1, top, True)  # (..., V)
+        scaled = scaled.masked_fill(~keep, neg_inf)
+    probs = torch.softmax(scaled, dim=-1)  # (..., V)
+    if top_p < 1:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)  # (..., V) each, most likely first
+        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V): mass of the more likely ids; 0 for the first
+        keep = torch.empty_like(before, dtype=torch.bool).scatter_(-1, order, before < top_p)  # back to id order
+        probs = torch.softmax(scaled.masked_fill(~keep, neg_inf), dim=-1)  # (..., V)
+    return probs
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One id per row drawn by the rule of :func:`sampling_probs`: logits (B, V) -> int64 (B, 1), (V,) -> (1,).
+
+    Temperature 0 takes the most likely allowed id without a random draw (so ``generator`` is
+    untouched); otherwise one draw per row from ``generator`` (the global RNG when it is None).
+
+    Raises:
+        ValueError: as :func:`sampling_probs`.
+    """
+    probs = sampling_probs(logits, temperature, top_k, top_p, allowed)
+    if temperature == 0:
+        return probs.argmax(dim=-1, keepdim=True)
     return torch.multinomial(probs, num_samples=1, generator=generator)
 
 
@@ -765,6 +878,7 @@ def generate_text(
     top_k: int | None = None,
     seed: int | None = None,
     use_cache: bool = True,
+    top_p: float = 1.0,
 ) -> str:
     """Text in, text out: the prompt followed by ``max_new_tokens`` generated characters.
 
@@ -773,7 +887,7 @@ def generate_text(
         tokenizer: a ``CharTokenizer``; the prompt is encoded with errors="strict".
         prompt: the start of the text; an empty prompt starts the model from a newline (when the
             vocabulary has one), which is not repeated in the result.
-        temperature, top_k, use_cache: see ``GPT.generate``; the tokenizer's unknown token (if it has
+        temperature, top_k, top_p, use_cache: see ``GPT.generate``; the tokenizer's unknown token (if it has
             one) is never emitted.
         seed: seeds a private generator, so the same seed gives the same text; None seeds it from
             the operating system (different text each call). The global RNG is never used.
@@ -791,5 +905,5 @@ def generate_text(
     idx = torch.tensor([tokenizer.encode(start)], dtype=torch.long, device=device)  # (1, T)
     unk_id = getattr(tokenizer, "unk_id", None)
     out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=use_cache,
-                         banned_ids=() if unk_id is None else (unk_id,))
+                         banned_ids=() if unk_id is None else (unk_id,), top_p=top_p)
     return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())
