@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from torch.utils import benchmark
 
+from engine.device import describe_device
+
 #: The /proc/cpuinfo flags reported, in this order (the vector units that set fp32 matmul speed).
 ISA_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
 
@@ -64,8 +66,20 @@ def load_average() -> float | None:
         return None
 
 
-def machine_info() -> dict:
-    """Where the numbers were measured: CPU model, cores, ISA flags, torch's kernel ISA and threads, versions, load."""
+def machine_info(device: str | torch.device = "cpu") -> dict:
+    """Where the numbers were measured: CPU model, cores, ISA flags, torch's kernel ISA and threads, versions, load,
+    and the device computed on.
+
+    The project's one description of a machine: the benchmarks and ``python -m engine.lab.experiments`` store it.
+
+    Args:
+        device: the device the numbers come from ("cpu", "cuda", "cuda:1", "mps"); it is named, not checked
+            for speed. ``device_name`` is ``engine.device.describe_device``'s ("CPU", "CUDA (NVIDIA H200)").
+
+    Raises:
+        RuntimeError: for a device string torch does not parse.
+    """
+    device = torch.device(device)
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
@@ -75,7 +89,9 @@ def machine_info() -> dict:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "device": "cpu",
+        "cuda": torch.version.cuda,
+        "device": device.type,
+        "device_name": describe_device(device),
         "load_average_1min": load_average(),
     }
 
