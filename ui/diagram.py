@@ -10,6 +10,9 @@ image, which the browser draws at once.
 Where ``dot`` is not installed (it comes with the Debian package ``graphviz``, listed in ``packages.txt``), or
 fails, or the environment variable ``ATTENTION_DIAGRAMS`` is ``browser``, the diagram falls back to
 ``st.graphviz_chart`` with the same source: the reader always gets the diagram.
+
+:func:`colour_legend` writes the one caption that names the diagrams' colours, built from the roles of
+``engine.palette``; every page with a diagram calls it instead of writing its own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ import shutil
 import subprocess
 
 import streamlit as st
+from babel.lists import format_list
+
+from engine import palette
+from ui.i18n import N_, _, current_language
 
 #: Environment variable choosing where diagrams are laid out: "server" (default) or "browser".
 RENDERER_ENV = "ATTENTION_DIAGRAMS"
@@ -26,6 +33,19 @@ RENDERER_ENV = "ATTENTION_DIAGRAMS"
 DOT_TIMEOUT_S = 10
 #: Longest DOT source laid out on the server (the essay's diagrams are 2 000-5 000 characters).
 MAX_DOT_CHARS = 100_000
+#: The legend's entries, in its order: a role's colour in ``engine.palette`` and the words naming the role
+#: and its colour (a message id). The diagrams and the heatmaps draw these roles in these colours.
+LEGEND_ROLES: tuple[tuple[str, str], ...] = (
+    (palette.QUERY, N_("queries purple")),
+    (palette.KEY, N_("keys orange")),
+    (palette.VALUE, N_("values green")),
+    (palette.ATTN_SCORES, N_("scores vermillion")),
+    (palette.ATTN_WEIGHTS, N_("attention weights blue")),
+    (palette.CONTEXT, N_("context vectors sky blue")),
+    (palette.MASK, N_("the mask black")),
+    (palette.DROPOUT, N_("dropout yellow")),
+    (palette.POSITION, N_("position information wine")),
+)
 
 
 def renderer() -> str:
@@ -68,3 +88,19 @@ def diagram(dot: str, alt: str, width: str = "stretch") -> None:
         st.graphviz_chart(dot, width=width, alt=alt)
     else:
         st.image(svg, width=width, alt=alt)
+
+
+def legend_text() -> str:
+    """The colour legend in the reader's language: one swatch and name per role of :data:`LEGEND_ROLES`.
+
+    Each swatch is a "■" in the role's own colour (Streamlit's ``:color[…]{foreground="#RRGGBB"}``
+    Markdown); the entries are joined as the language joins a list (Babel's ``format_list``).
+    """
+    entries = [f':color[■]{{foreground="{colour}"}} {_(words)}' for colour, words in LEGEND_ROLES]
+    return _("Diagram colours, the same on every page and in the heatmaps: {colours}. Each arrow carries a "
+             "tensor's name and shape.").format(colours=format_list(entries, locale=current_language()))
+
+
+def colour_legend() -> None:
+    """The caption under a page's diagram that names the colour of every role (:func:`legend_text`)."""
+    st.caption(legend_text())

@@ -10,7 +10,7 @@ from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import page
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, ngettext
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -125,10 +125,7 @@ with left:
             alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
                   "softmax; right, the softmax comes first, the future weights are zeroed and each row "
                   "is divided by its sum. Both give the same weights."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                     "shape."))
+    colour_legend()
 with right:
     page.prose("same_result")
 page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)

@@ -10,7 +10,7 @@ from engine.diagrams import dropout as diagrams
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
 from ui import page, url
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -133,10 +133,7 @@ def modes_section() -> None:
                       "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
                       "the weights go straight to the sum."))
         st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
-        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                         "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                         "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                         "shape."))
+        colour_legend()
     with right:
         if modes.train_calls_differ:
             st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",

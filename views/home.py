@@ -7,7 +7,7 @@ from engine.diagrams import home as diagrams
 from engine.figures import vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import _
 from ui.nav import PAGES
 
@@ -44,10 +44,7 @@ with right:
     st.caption(_("Left: the decoder sees only the last hidden state, whatever the length of the sentence. "
                  "Right: at each step it weighs every encoder state. Here the encoder states are the "
                  "six 3-d vectors of the running example below."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                 "shape."))
+    colour_legend()
 page.prose("example")
 st.plotly_chart(
     vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS,

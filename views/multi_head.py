@@ -16,7 +16,7 @@ from engine.figures import multi_head as figures
 from engine.layout import human_bytes
 from engine.sections import multi_head as sections
 from ui import page, url
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -246,10 +246,7 @@ def heads_section() -> None:
                 alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
                       "attends, joins the heads and applies out_proj."))
     st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
-    st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                     "shape."))
+    colour_legend()
 
     page.prose("cost")
     m1, m2, m3 = st.columns(3)

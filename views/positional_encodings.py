@@ -12,7 +12,7 @@ from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from ui import page
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, ngettext
 
 N_EMBD_CHOICES = [32, 64, 128]
@@ -165,10 +165,7 @@ for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
             diagram(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
                     alt=_("Diagram: where the {encoding} encoding brings position information into "
                           "attention.").format(encoding=encoding))
-st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                 "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                 "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                 "shape."))
+colour_legend()
 page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------

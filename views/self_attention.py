@@ -8,7 +8,7 @@ from engine.diagrams import self_attention as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, step_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
 from ui import page
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -132,10 +132,7 @@ def query_sections(inputs, is_chapter: bool) -> None:
         diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
                 alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
                       "sum that gives the context vector."))
-        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                     "shape."))
+        colour_legend()
     st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
     page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
     st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))

@@ -10,7 +10,7 @@ from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
 from ui import page, url
-from ui.diagram import diagram
+from ui.diagram import colour_legend, diagram
 from ui.i18n import _
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -87,10 +87,7 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
         diagram(projection_diagram(inputs, steps), width="content",
                 alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
                       "√d_k, turned into weights by the softmax and used to sum the values."))
-        st.caption(_("Diagram colours, the same on every page and in the heatmaps: queries purple, keys orange, "
-                     "values green, scores vermillion, attention weights blue, context vectors sky blue, the mask "
-                     "black, dropout yellow, position information wine. Each arrow carries a tensor's name and "
-                     "shape."))
+        colour_legend()
 
     left, right = st.columns([3, 2])
     with left:
