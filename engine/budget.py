@@ -51,14 +51,26 @@ MAX_STEPS = 5000
 #: Distinct characters a training text or checkpoint may have: tang300 has 2,500 and song100 fewer; a text with
 #: 200,000 distinct characters would make the logits alone (B * T * vocab_size floats, ~13 bytes each) ~2.6 GB.
 MAX_VOCAB = 6000
-#: An uploaded training text (bytes): 2 MB of UTF-8 are at most 2M characters, 16 MB as int64 token ids.
-MAX_TEXT_BYTES = 2 * MB
+#: The unit of the upload limits. Streamlit's ``file_uploader(max_upload_size=n)`` makes the browser refuse files over
+#: n * 1000**2 bytes (n * 1024**2 on Windows), so a limit in whole megabytes of 10**6 bytes is one the widget states
+#: exactly: a file the widget lets through on Windows but the check below refuses gets the page's message instead.
+UPLOAD_UNIT = 1_000_000
+#: An uploaded training text (bytes): 2 MB of UTF-8 are at most 2M characters, 8 MB as int32 token ids.
+MAX_TEXT_BYTES = 2 * UPLOAD_UNIT
 #: Parameters a model may have: the largest Lab model (8 layers of 256, block 256, MAX_VOCAB characters) has 9.4M.
 MAX_PARAMS = 10_000_000
-#: An uploaded checkpoint file (bytes): MAX_PARAMS float32 weights plus its JSON description.
-MAX_CHECKPOINT_BYTES = 4 * MAX_PARAMS + 2 * MB
 #: The JSON header of a safetensors checkpoint (tensor table, config, vocabulary, training history).
 MAX_HEADER_BYTES = 2 * MB
+#: An uploaded checkpoint file (bytes): MAX_PARAMS float32 weights, the 8-byte length and a header of
+#: MAX_HEADER_BYTES, in whole upload units (43 MB).
+MAX_CHECKPOINT_BYTES = -(-(4 * MAX_PARAMS + 8 + MAX_HEADER_BYTES) // UPLOAD_UNIT) * UPLOAD_UNIT
+#: What one reader's session may hold in uploaded files at once (bytes): one text and one checkpoint, the Lab's two
+#: upload widgets. The server refuses an upload that would go past it before reading its body (``serve.py``).
+MAX_SESSION_UPLOAD_BYTES = MAX_TEXT_BYTES + MAX_CHECKPOINT_BYTES
+#: Files one session may hold at once: a widget's file, and its next one while the widget replaces it.
+MAX_SESSION_UPLOAD_FILES = 4
+#: What every session together may hold in uploaded files, or have on the way (bytes): two sessions' worth.
+MAX_UPLOADS_HELD_BYTES = 2 * MAX_SESSION_UPLOAD_BYTES
 
 #: Bytes per unit of each term, fitted (least squares) to the measurements above: (training state per parameter,
 #: per B*T*n_embd*n_layer activation, per B*n_head*T^2*n_layer attention entry, per B*T*vocab_size logit).
@@ -126,6 +138,18 @@ def estimate(config: GPTConfig, batch_size: int, steps: int, eval_interval: int 
     evaluations = steps // eval_interval + 1 if eval_interval else 0
     total_flops = steps * step_flops + evaluations * 2 * eval_iters * step_flops / 3
     return Estimate(params=params, memory_bytes=int(memory), step_flops=step_flops, seconds=total_flops / FLOPS_PER_S)
+
+
+def upload_widget_mb(limit_bytes: int) -> int:
+    """The ``max_upload_size`` (megabytes) of a ``file_uploader`` for a limit of ``limit_bytes``.
+
+    Raises:
+        ValueError: if the limit is not a positive whole number of :data:`UPLOAD_UNIT` (the widget could
+            then not state it).
+    """
+    if limit_bytes < UPLOAD_UNIT or limit_bytes % UPLOAD_UNIT:
+        raise ValueError(f"an upload limit must be a positive multiple of {UPLOAD_UNIT} bytes, got {limit_bytes}")
+    return limit_bytes // UPLOAD_UNIT
 
 
 def size_refusals(config: GPTConfig) -> list[Refusal]:

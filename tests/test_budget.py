@@ -68,3 +68,36 @@ def test_the_largest_model_the_controls_allow_fits_the_parameter_cap():
     assert budget.MAX_CHECKPOINT_BYTES >= 4 * budget.MAX_PARAMS
 
 
+
+
+def test_one_upload_limit_in_the_unit_the_widget_counts():
+    """The widget's max_upload_size (megabytes of 10**6 bytes in most browsers) states the engine's limit exactly,
+    and the engine refuses the first byte over it (files of 2 000 001 bytes used to pass the engine)."""
+    from engine.lab.models import read_corpus_upload
+
+    for limit in (budget.MAX_TEXT_BYTES, budget.MAX_CHECKPOINT_BYTES):
+        assert budget.upload_widget_mb(limit) * budget.UPLOAD_UNIT == limit
+    assert budget.MAX_CHECKPOINT_BYTES >= 4 * budget.MAX_PARAMS + 8 + budget.MAX_HEADER_BYTES
+    for wrong in (0, budget.UPLOAD_UNIT - 1, budget.UPLOAD_UNIT + 1, 2 * budget.MB):
+        with pytest.raises(ValueError):
+            budget.upload_widget_mb(wrong)
+    line = "白日依山尽\n\n".encode()
+    at_limit = (line * (budget.MAX_TEXT_BYTES // len(line) + 1))[: budget.MAX_TEXT_BYTES]
+    at_limit = at_limit[: len(at_limit.decode("utf-8", "ignore").encode())]  # whole characters only
+    assert read_corpus_upload(at_limit, "full.txt").problem is None
+    over = b"a" * (budget.MAX_TEXT_BYTES + 1)
+    outcome = read_corpus_upload(over, "over.txt")
+    assert (outcome.problem, outcome.value, outcome.limit) == ("too_large", len(over), budget.MAX_TEXT_BYTES)
+
+
+def test_the_server_caps_uploads_above_every_limit():
+    """Streamlit's server refuses a file over server.maxUploadSize (MiB) while it streams; that cap lets the largest
+    legitimate file through and no more than a megabyte besides; a session holds at most one file of each kind."""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    cap = config["server"]["maxUploadSize"] * 2**20
+    largest = max(budget.MAX_TEXT_BYTES, budget.MAX_CHECKPOINT_BYTES)
+    assert largest <= cap < largest + 2**20
+    assert budget.MAX_SESSION_UPLOAD_BYTES == budget.MAX_TEXT_BYTES + budget.MAX_CHECKPOINT_BYTES
+    assert budget.MAX_UPLOADS_HELD_BYTES >= budget.MAX_SESSION_UPLOAD_BYTES
