@@ -6,6 +6,8 @@ from collections import Counter
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.corpus import (
     BUILTIN_CORPORA,
@@ -22,7 +24,9 @@ from engine.corpus import (
     Corpus,
     CorpusError,
     Record,
+    Records,
     corpus_from_bytes,
+    decode_text,
     is_val_by_hash,
     load_corpus,
     parse_fortunes,
@@ -125,24 +129,60 @@ def test_unknown_corpus_name():
 
 
 @pytest.mark.parametrize(
-    "data, message",
+    "data, reason",
     [
         (b"", "empty"),
         (b"  \n\n ", "empty"),
-        (b"abc\x00def" * 10, "NUL bytes"),
-        ("白日依山尽".encode("gbk") * 10, "not UTF-8"),
-        (b"ab", "too short"),
+        ("  \n".encode("utf-16"), "empty"),
+        (b"abc\x00def" * 10, "binary"),
+        ("abc\x00def".encode("utf-16-le"), "binary"),  # NUL bytes between the letters, no mark: not UTF-16
+        ("abc\x00def".encode("utf-16"), "binary"),  # a NUL character once decoded
+        ("白日依山尽".encode("gbk") * 10, "not_utf8"),
+        (b"\xff\xfe" + "白日".encode("utf-16-le") + b"\x00", "not_utf8"),  # an odd byte count after the mark
+        (b"\xff\xfe\x00\xd8a\x00", "not_utf8"),  # a lone surrogate in UTF-16
+        (b"ab", "too_short"),
     ],
 )
-def test_corpus_from_bytes_errors(data, message):
-    with pytest.raises(CorpusError, match=message):
+def test_corpus_from_bytes_errors(data, reason):
+    with pytest.raises(CorpusError) as caught:
         corpus_from_bytes(data, "upload.txt")
+    assert caught.value.reason == reason and "upload.txt" in str(caught.value)
 
 
 def test_corpus_from_bytes_too_large():
-    with pytest.raises(CorpusError, match="over the 20 MB limit"):
+    with pytest.raises(CorpusError) as caught:
         corpus_from_bytes(b"a" * (MAX_BYTES + 1), "big.txt")
+    assert caught.value.reason == "too_large" and str(MAX_BYTES) in str(caught.value)
     assert issubclass(CorpusError, ValueError)
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"])
+def test_text_with_a_byte_order_mark_is_decoded(codec):
+    text = "\n\n".join(f"白日依山尽 {i}\r\nline two 😀" for i in range(12))
+    data = ("\ufeff" + text if codec in ("utf-16-le", "utf-16-be", "utf-32-be") else text).encode(codec)
+    assert data[:2] in (b"\xff\xfe", b"\xfe\xff", b"\xef\xbb") or data[:4] == b"\x00\x00\xfe\xff"
+    assert decode_text(data, "notepad.txt") == text.replace("\r\n", "\n")
+    corpus = corpus_from_bytes(data, "notepad.txt")
+    assert corpus.text == text.replace("\r\n", "\n") and len(corpus.records) == 12
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"),
+                        min_size=1).filter(lambda t: t.strip() and "\n\n" not in t and t == t.strip("\n")),
+                min_size=1, max_size=30))
+@settings(max_examples=60, deadline=None)
+def test_records_are_views_of_the_text(bodies):
+    records = Records([Record("", "", b) for b in bodies])
+    assert len(records) == len(bodies) and records.text == RECORD_SEPARATOR.join(bodies)
+    assert [r.body for r in records] == bodies == list(records.bodies())
+    assert records[-1].body == bodies[-1] and [r.body for r in records[1:3]] == bodies[1:3]
+    with pytest.raises(IndexError):
+        records[len(bodies)]
+
+
+def test_records_keep_titles_only_when_there_are_some():
+    named = Records([Record("t1", "a1", "x"), Record("", "", "y")])
+    assert (named[0].title, named[0].author, named[1].title) == ("t1", "a1", "")
+    assert Records([Record("", "", "x")])._titles is None
 
 
 def test_corpus_from_bytes_paragraphs_and_fortunes():

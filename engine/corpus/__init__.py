@@ -23,7 +23,11 @@ joined by a blank line.
 
 Where the package is missing, ``load_corpus`` falls back to English text that ships with every
 CPython (``pydoc_data.topics``, the language reference's topic texts) and says how to get the poems
-in ``Corpus.message``. User text arrives as bytes through ``corpus_from_bytes``.
+in ``Corpus.message``. User text arrives as bytes through ``corpus_from_bytes``: UTF-8 (with or without a
+byte-order mark) or UTF-16/UTF-32 with their byte-order mark, decoded by ``decode_text``.
+
+A corpus keeps its records as offsets into its one text (:class:`Records`), not as one object per record: a
+2 MB upload of one-line paragraphs is ~70 000 records, which as ``Record`` objects held ~13 MB per reader.
 
 Split of every other corpus: records are split 90/10 deterministically (every tenth record,
 indices 9, 19, 29 ..., goes to validation, which spreads the validation poems over the whole
@@ -38,11 +42,13 @@ import logging
 import lzma
 import re
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, overload
 
+import numpy as np
 import torch
 
 from engine.tokenizer import CharTokenizer, char_counts
@@ -79,7 +85,16 @@ _LABEL_RE = re.compile(r"^(题目|作者)\s*[:：]\s*")
 
 
 class CorpusError(ValueError):
-    """A text that cannot be used as a corpus (empty, binary, not UTF-8, too large, too short)."""
+    """A text that cannot be used as a corpus (empty, binary, not UTF-8, too large, too short).
+
+    Attributes:
+        reason: a stable key for pages: "empty", "too_large", "binary", "not_utf8", "too_short" or
+            "unreadable" (a corpus asset that is not what it should be).
+    """
+
+    def __init__(self, message: str, reason: str = "unreadable"):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -156,6 +171,62 @@ def parse_paragraphs(text: str) -> list[Record]:
     return [Record("", "", p.strip("\n")) for p in paragraphs if p.strip()]
 
 
+class Records(Sequence[Record]):
+    """A corpus's records as a read-only sequence over its text: bodies are slices, nothing per record but offsets.
+
+    The text is the bodies joined by :data:`RECORD_SEPARATOR`; ``starts`` (int64, shape (n + 1,)) holds where
+    each body starts and, last, where a body after the last one would start, so body i is
+    ``text[starts[i] : starts[i + 1] - len(RECORD_SEPARATOR)]``. Titles and authors are kept only when a
+    record has one (the poem collections); a record is built when it is read.
+
+    Args:
+        records: the parsed records.
+
+    Attributes:
+        text: the bodies joined by the separator.
+    """
+
+    def __init__(self, records: Sequence[Record]):
+        bodies = [r.body for r in records]
+        self.text = RECORD_SEPARATOR.join(bodies)
+        lengths = np.fromiter((len(b) + len(RECORD_SEPARATOR) for b in bodies), dtype=np.int64, count=len(bodies))
+        self._starts = np.zeros(len(bodies) + 1, dtype=np.int64)  # (n + 1,)
+        np.cumsum(lengths, out=self._starts[1:])
+        has_names = any(r.title or r.author for r in records)
+        self._titles = tuple(r.title for r in records) if has_names else None
+        self._authors = tuple(r.author for r in records) if has_names else None
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    def body(self, i: int) -> str:
+        """The body of record ``i`` (0 <= i < len)."""
+        return self.text[int(self._starts[i]) : int(self._starts[i + 1]) - len(RECORD_SEPARATOR)]
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Record]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"record {i} of {n}")
+        i %= n
+        if self._titles is None:
+            return Record("", "", self.body(i))
+        return Record(self._titles[i], self._authors[i], self.body(i))
+
+    def __iter__(self) -> Iterator[Record]:
+        return (self[i] for i in range(len(self)))
+
+    def bodies(self) -> Iterator[str]:
+        """Every body, in order."""
+        return (self.body(i) for i in range(len(self)))
+
+
 @dataclass(frozen=True)
 class VocabStats:
     """What the corpus's vocabulary covers (lesson: the Lab's corpus step).
@@ -194,9 +265,10 @@ class Corpus:
             rest (and validation characters never seen in training) to one unknown token.
 
     Attributes:
-        name, records, message: as given; message is a stable key (``MISSING_FORTUNES``,
+        name, message: as given; message is a stable key (``MISSING_FORTUNES``,
             ``MISSING_TANG_ASSET``) that the page words for the reader (e.g. why the
             fallback text is used), None when all is well.
+        records: the records (:class:`Records`: offsets into ``text``, a record built when read).
         text: the record bodies joined by a blank line.
         tokenizer: the ``CharTokenizer`` (see ``min_count``).
         train_ids, val_ids: int32 tensors of shape (n_train,), (n_val,) on the CPU (half of int64's memory:
@@ -222,11 +294,11 @@ class Corpus:
         if not records:
             raise CorpusError(f"corpus {name!r} has no text")
         self.name = name
-        self.records: tuple[Record, ...] = tuple(records)
+        self.records = records if isinstance(records, Records) else Records(records)
         self.message = message
         self.split = split
         self.min_count = min_count
-        self.text = RECORD_SEPARATOR.join(r.body for r in self.records)
+        self.text = self.records.text
         train_text, val_text = self._split_texts()
         if min_count == 1:
             self.tokenizer = CharTokenizer.from_text(self.text)
@@ -241,14 +313,11 @@ class Corpus:
             )
 
     def _split_texts(self) -> tuple[str, str]:
-        if self.split == "hash":
-            is_val = [is_val_by_hash(r.body) for r in self.records]
-            train = [r.body for r, v in zip(self.records, is_val, strict=False) if not v]
-            val = [r.body for r, v in zip(self.records, is_val, strict=False) if v]
-            return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
-        if len(self.records) >= VAL_EVERY:
-            train = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY != VAL_EVERY - 1]
-            val = [r.body for i, r in enumerate(self.records) if i % VAL_EVERY == VAL_EVERY - 1]
+        if self.split == "hash" or len(self.records) >= VAL_EVERY:
+            train, val = [], []
+            for i, body in enumerate(self.records.bodies()):
+                is_val = is_val_by_hash(body) if self.split == "hash" else i % VAL_EVERY == VAL_EVERY - 1
+                (val if is_val else train).append(body)
             return RECORD_SEPARATOR.join(train), RECORD_SEPARATOR.join(val)
         cut = len(self.text) - max(2, len(self.text) // VAL_EVERY)
         return self.text[:cut], self.text[cut:]
@@ -408,45 +477,78 @@ def load_corpus(
                      "'fortunes-zh' package (packages.txt installs it on Streamlit Community Cloud). "
                      "Using English text from pydoc_data.topics.", path)
         return fallback_corpus(message=MISSING_FORTUNES)
-    return _corpus_from_text(decode_text(path.read_bytes(), str(path)), name)
+    return corpus_from_text(decode_text(path.read_bytes(), str(path)), name)
 
 
-def decode_text(data: bytes, name: str) -> str:
-    """Checks and decodes uploaded bytes as UTF-8 text (BOM removed, line ends normalised to "\\n").
+#: Byte-order marks and their codecs, longest first (UTF-32-LE's mark begins with UTF-16-LE's).
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def decode_text(data: bytes, name: str, max_bytes: int = MAX_BYTES) -> str:
+    """Checks and decodes uploaded bytes as text (BOM removed, line ends normalised to "\\n").
+
+    A file that starts with a byte-order mark is decoded with the encoding the mark names (UTF-8,
+    UTF-16 or UTF-32, as Windows' Notepad saves "Unicode" text); any other file must be UTF-8.
+
+    Args:
+        data: the file's bytes.
+        name: names the file in messages.
+        max_bytes: the largest file accepted (default 20 MB).
 
     Raises:
-        CorpusError: if ``data`` is empty or whitespace only, larger than 20 MB, holds NUL bytes
-            (binary), or is not valid UTF-8 (the message gives the byte offset).
+        CorpusError: with ``reason`` "too_large" (over ``max_bytes``), "empty" (nothing but
+            whitespace), "not_utf8" (not valid in its encoding; the message gives the byte offset)
+            or "binary" (a NUL byte in a file without a byte-order mark, a NUL character in one with it).
     """
-    if len(data) > MAX_BYTES:
-        raise CorpusError(f"{name}: {len(data) / 2**20:.1f} MB is over the 20 MB limit")
-    if not data.strip():
-        raise CorpusError(f"{name}: the file is empty")
-    if b"\x00" in data:
-        raise CorpusError(f"{name}: the file holds NUL bytes, so it looks binary, not text")
+    if len(data) > max_bytes:
+        raise CorpusError(f"{name}: {len(data)} bytes is over the limit of {max_bytes}", "too_large")
+    codec, skip = "utf-8", 0
+    for mark, bom_codec in _BOMS:
+        if data.startswith(mark):
+            codec, skip = bom_codec, len(mark)
+            break
+    if codec == "utf-8" and b"\x00" in data:  # UTF-8 text never holds a NUL byte; an image or archive does
+        raise CorpusError(f"{name}: the file holds NUL bytes, so it looks binary, not text", "binary")
     try:
-        text = data.decode("utf-8-sig")
+        text = data[skip:].decode(codec)
     except UnicodeDecodeError as exc:
+        offset = skip + exc.start
         raise CorpusError(
-            f"{name}: not UTF-8 text (invalid byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "save the file as UTF-8 and try again"
+            f"{name}: not {codec.upper()} text (invalid byte 0x{data[offset]:02x} at offset {offset}); "
+            "save the file as UTF-8 and try again", "not_utf8"
         ) from exc
+    if not text.strip():
+        raise CorpusError(f"{name}: the file is empty", "empty")
+    if "\x00" in text:
+        raise CorpusError(f"{name}: the file holds NUL characters, so it looks binary, not text", "binary")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def corpus_from_bytes(data: bytes, name: str = "upload") -> Corpus:
-    """Builds a corpus from an uploaded file's bytes.
-
-    A text with lines holding ``%`` is read as a fortune file; any other text is split into
-    records at blank lines.
+    """Builds a corpus from an uploaded file's bytes (decoded by ``decode_text``; see :func:`corpus_from_text`).
 
     Raises:
         CorpusError: see ``decode_text``; also when the text is too short to split.
     """
-    return _corpus_from_text(decode_text(data, name), name)
+    return corpus_from_text(decode_text(data, name), name)
 
 
-def _corpus_from_text(text: str, name: str) -> Corpus:
-    is_fortune = any(line.rstrip() == "%" for line in text.split("\n"))
+_FORTUNE_SEPARATOR = re.compile(r"^%[^\S\n]*$", re.MULTILINE)
+
+
+def corpus_from_text(text: str, name: str) -> Corpus:
+    """A corpus from decoded text: a text with a line holding only ``%`` is read as a fortune file, any
+    other text is split into records at blank lines.
+
+    Raises:
+        CorpusError: ("too_short") when the text has no record or a split would be under 2 tokens.
+    """
+    is_fortune = _FORTUNE_SEPARATOR.search(text) is not None
     records = parse_fortunes(text) if is_fortune else parse_paragraphs(text)
-    return Corpus(name, records)
+    try:
+        return Corpus(name, records)
+    except CorpusError as exc:
+        raise CorpusError(str(exc), "too_short") from exc
