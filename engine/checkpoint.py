@@ -15,6 +15,13 @@ the caps of :mod:`engine.budget`, and checks every stored tensor's dtype, shape 
 against the shapes the config implies (computed on the meta device). Only then are the weights
 read; a weight that is NaN or infinite is refused. A 420-byte file that declares n_embd 10^6
 is refused from its header, with memory near the file's size.
+
+The description is checked field by field like the tensors (:func:`check_description`): every config
+field has its type (``causal`` a boolean, sizes integers, rates finite numbers), the vocabulary holds
+no lone surrogate (which no UTF-8 text can produce and no page can send on), and the training summary
+keeps only the fields this app writes, each of its type and within bounds (losses finite, a seed that
+``torch.manual_seed`` takes, a history of equal-length lists of finite numbers). JSON allows ``1e400``
+(read as infinity) and integers of any length; none of them gets past the header.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ class CheckpointError(ValueError):
 
     Attributes:
         reason: a stable key for pages to translate: "missing", "unreadable", "format", "config",
-            "too_large", "shapes", "not_finite" or "mismatch".
+            "summary", "too_large", "shapes", "not_finite" or "mismatch".
     """
 
     def __init__(self, message: str, reason: str = "unreadable"):
@@ -162,7 +169,7 @@ def _safetensors_header(data: bytes, where: str) -> tuple[dict, int]:
         raise CheckpointError(f"{where}: header of {length} bytes is over {budget.MAX_HEADER_BYTES}", "too_large")
     try:
         header = json.loads(data[8 : 8 + length].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, an integer over Python's 4300 digits, nesting
         raise CheckpointError(f"{where}: not a safetensors checkpoint: unreadable header ({exc})") from exc
     if not isinstance(header, dict):
         raise CheckpointError(f"{where}: not a safetensors checkpoint: the header is not a JSON object")
@@ -173,6 +180,169 @@ def _check_format(meta: object, where: str) -> None:
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise CheckpointError(f"{where}: expected format {CHECKPOINT_FORMAT!r}, found {found!r}", "format")
+
+
+# --- the description, field by field ---------------------------------------------------------------------------------
+#: Longest text field of a summary (corpus name, device, torch version, command line), characters.
+MAX_SUMMARY_TEXT = 1000
+#: Most evaluations a summary's history may list: one every step of the longest training, and the first.
+MAX_HISTORY_ROWS = budget.MAX_STEPS + 1
+#: Largest loss a summary may state (nats): an untrained model over MAX_VOCAB characters starts near ln 6000 = 8.7.
+MAX_LOSS = 1000.0
+#: ``torch.manual_seed`` takes integers in [-2**63, 2**64); the app's seeds are non-negative.
+MAX_SEED = 2**63 - 1
+_BIG = 10**12  # bound of the summary's other counts and measurements (steps, seconds, tokens/s)
+
+_CONFIG_FIELDS = {"vocab_size": "size", "block_size": "size", "n_embd": "size", "n_head": "size",
+                  "n_layer": "size", "dropout": "rate", "attn_dropout": "rate?", "resid_dropout": "rate?",
+                  "bias": "bool", "pos_encoding": "text", "causal": "bool"}
+_TRAIN_FIELDS = {"steps": (1, budget.MAX_STEPS * 100), "batch_size": (1, _BIG), "learning_rate": (0.0, 10.0),
+                 "min_lr_ratio": (0.0, 1.0), "warmup_steps": (0, _BIG), "weight_decay": (0.0, 10.0),
+                 "beta1": (0.0, 1.0), "beta2": (0.0, 1.0), "grad_clip": (0.0, 1e6), "eval_interval": (1, _BIG),
+                 "eval_iters": (1, _BIG), "seed": (0, MAX_SEED)}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object, low: float, high: float) -> bool:
+    """A finite int or float (never a bool) in [low, high]; JSON's 1e400 is read as infinity and fails."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if _is_int(value) and value.bit_length() > 64:  # 10**400: no float conversion needed to refuse it
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
+def _is_text(value: object, limit: int = MAX_SUMMARY_TEXT) -> bool:
+    """A string of at most ``limit`` characters without lone surrogates (it would not encode as UTF-8)."""
+    if not isinstance(value, str) or len(value) > limit:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_config_fields(config: object, where: str) -> None:
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{where}: the config is not a JSON object", "config")
+    for name, value in config.items():
+        kind = _CONFIG_FIELDS.get(name)
+        ok = {"size": lambda v: _is_int(v) and 1 <= v <= _BIG, "rate": lambda v: _is_number(v, 0.0, 1.0),
+              "rate?": lambda v: v is None or _is_number(v, 0.0, 1.0), "bool": lambda v: isinstance(v, bool),
+              "text": lambda v: _is_text(v, 32), None: lambda v: False}[kind](value)
+        if not ok:
+            shown = repr(value)[:40]
+            raise CheckpointError(f"{where}: config field {name!r} = {shown} is not a valid {kind or 'field'}",
+                                  "config")
+
+
+def _check_summary(summary: object, where: str) -> dict:
+    """The summary's fields this app writes, each checked; anything else in it is left out.
+
+    Raises:
+        CheckpointError: ("summary") for a summary that is not an object, or a known field of the
+            wrong type or out of bounds.
+    """
+    if summary is None:
+        return {}
+    if not isinstance(summary, dict):
+        raise CheckpointError(f"{where}: the training summary is not a JSON object", "summary")
+
+    def bad(name: str) -> CheckpointError:
+        return CheckpointError(f"{where}: summary field {name!r} = {repr(summary[name])[:40]} is invalid", "summary")
+
+    out: dict = {}
+    for name, value in summary.items():
+        if name in ("corpus", "device", "torch_version", "command", "preset"):
+            if not _is_text(value):
+                raise bad(name)
+        elif name in ("steps_done",):
+            if not (_is_int(value) and 0 <= value <= _BIG):
+                raise bad(name)
+        elif name == "stopped":
+            if not isinstance(value, bool):
+                raise bad(name)
+        elif name in ("final_train_loss", "final_val_loss"):
+            if not _is_number(value, 0.0, MAX_LOSS):
+                raise bad(name)
+        elif name in ("wall_s", "tokens_per_s"):
+            if not _is_number(value, 0.0, _BIG):
+                raise bad(name)
+        elif name == "train_config":
+            value = _check_train_config(value, where)
+        elif name == "history":
+            value = _check_history(value, where)
+        else:
+            continue
+        out[name] = value
+    return out
+
+
+def _check_train_config(train: object, where: str) -> dict:
+    if not isinstance(train, dict):
+        raise CheckpointError(f"{where}: summary field 'train_config' is not a JSON object", "summary")
+    out = {}
+    for name, value in train.items():
+        if name == "device":
+            ok = value is None or _is_text(value, 32)
+        elif name in _TRAIN_FIELDS:
+            low, high = _TRAIN_FIELDS[name]
+            ok = (_is_int(value) if isinstance(low, int) else True) and _is_number(value, low, high)
+        else:
+            continue
+        if not ok:
+            raise CheckpointError(f"{where}: train_config field {name!r} = {repr(value)[:40]} is invalid", "summary")
+        out[name] = value
+    return out
+
+
+def _check_history(history: object, where: str) -> dict:
+    if not isinstance(history, dict):
+        raise CheckpointError(f"{where}: summary field 'history' is not a JSON object", "summary")
+    lengths = set()
+    for name, column in history.items():
+        if (not _is_text(name, 32) or not isinstance(column, list) or len(column) > MAX_HISTORY_ROWS
+                or not all(_is_number(v, -_BIG, _BIG) for v in column)):
+            raise CheckpointError(f"{where}: the history's column {str(name)[:32]!r} is not a list of finite "
+                                  f"numbers (at most {MAX_HISTORY_ROWS})", "summary")
+        lengths.add(len(column))
+    if len(lengths) > 1:
+        raise CheckpointError(f"{where}: the history's columns differ in length ({sorted(lengths)})", "summary")
+    return dict(history)
+
+
+def check_description(meta: object, where: str = "checkpoint") -> tuple[GPTConfig, CharTokenizer, dict]:
+    """A checkpoint's JSON description checked field by field: its config, vocabulary and training summary.
+
+    Args:
+        meta: the parsed JSON (format, config, tokenizer, summary).
+        where: names the file in messages.
+
+    Returns:
+        ``(config, tokenizer, summary)``; the summary holds only the fields this app writes.
+
+    Raises:
+        CheckpointError: "format" for a foreign format; "config" for a config field of the wrong type
+            or out of range, an unknown config field, or a vocabulary that is invalid or holds a lone
+            surrogate; "summary" for an invalid summary field.
+    """
+    _check_format(meta, where)
+    _check_config_fields(meta.get("config"), where)
+    tokenizer_dict = meta.get("tokenizer")
+    if isinstance(tokenizer_dict, dict) and not all(
+            _is_text(tokenizer_dict.get(key) or "", budget.MAX_HEADER_BYTES) for key in ("chars", "unk")):
+        raise CheckpointError(f"{where}: the vocabulary holds a character that is not valid Unicode text "
+                              "(a lone surrogate)", "config")
+    try:
+        config = GPTConfig.from_dict(meta["config"])
+        tokenizer = CharTokenizer.from_dict(tokenizer_dict)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{where}: invalid config or tokenizer ({exc})", "config") from exc
+    return config, tokenizer, _check_summary(meta.get("summary"), where)
 
 
 def _expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
@@ -195,16 +365,12 @@ def inspect_checkpoint(meta: object, header: dict, data_bytes: int, where: str =
 
     Raises:
         CheckpointError: for a foreign format ("format"); an invalid config or tokenizer, or a
-            vocabulary whose size differs from the config's ("config"); sizes over the caps of
+            vocabulary whose size differs from the config's ("config"); an invalid training summary
+            ("summary", see :func:`check_description`); sizes over the caps of
             :mod:`engine.budget` ("too_large"); a tensor table whose names, dtypes, shapes or
             byte ranges differ from what the config implies ("shapes").
     """
-    _check_format(meta, where)
-    try:
-        config = GPTConfig.from_dict(meta["config"])
-        tokenizer = CharTokenizer.from_dict(meta["tokenizer"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{where}: invalid config or tokenizer ({exc})", "config") from exc
+    config, tokenizer, summary = check_description(meta, where)
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"{where}: tokenizer has {tokenizer.vocab_size} characters but the config says vocab_size "
@@ -237,7 +403,6 @@ def inspect_checkpoint(meta: object, header: dict, data_bytes: int, where: str =
         end = max(end, offsets[1])
     if end != data_bytes:
         raise CheckpointError(f"{where}: {data_bytes} bytes of weights, the tensor table accounts for {end}", "shapes")
-    summary = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     return CheckpointHeader(config=config, tokenizer=tokenizer, summary=summary,
                             params=sum(math.prod(s) for s in expected.values()))
 
@@ -286,7 +451,7 @@ def checkpoint_from_bytes(data: bytes, device: str | torch.device = "cpu", where
                               "format")
     try:
         meta = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise CheckpointError(f"{where}: the embedded description is not valid JSON ({exc})", "format") from exc
     return _build(meta, data, device, where)
 
@@ -316,7 +481,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
             raise CheckpointError(f"{needed}: {needed.stat().st_size} bytes is over {cap}", "too_large")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise CheckpointError(f"{meta_path}: not valid JSON ({exc})", "format") from exc
     _check_format(meta, str(meta_path))
     weights = weights_path.read_bytes()

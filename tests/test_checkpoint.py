@@ -196,3 +196,95 @@ def test_random_damage_gives_a_checkpoint_error_or_the_same_model(model, tokeniz
     for tensor in loaded.model.state_dict().values():  # what loads is finite and within the caps
         assert bool(torch.isfinite(tensor).all())
     assert loaded.config.n_embd <= budget.MAX_N_EMBD and loaded.config.vocab_size <= budget.MAX_VOCAB
+
+
+# --- the description, field by field ----------------------------------------------------------------------------------
+
+
+def with_description(data: bytes, change) -> bytes:
+    """A valid single-file checkpoint whose embedded JSON description ``change(meta)`` rewrote (weights untouched)."""
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    meta = json.loads(header["__metadata__"]["checkpoint"])
+    changed = change(meta)
+    header["__metadata__"]["checkpoint"] = changed if isinstance(changed, str) else json.dumps(meta)
+    return raw_safetensors(header, data[8 + length :])
+
+
+def set_in(*path_and_value):
+    *path, value = path_and_value
+
+    def change(meta):
+        target = meta
+        for key in path[:-1]:
+            target = target.setdefault(key, {})
+        target[path[-1]] = value
+
+    return change
+
+
+@pytest.fixture(scope="module")
+def good_bytes(model, tokenizer):
+    summary = {"corpus": "tang300", "steps_done": 3, "stopped": False, "final_train_loss": 2.5, "final_val_loss": 2.6,
+               "wall_s": 1.5, "tokens_per_s": 900.0, "device": "cpu", "torch_version": torch.__version__,
+               "train_config": {"steps": 3, "batch_size": 2, "learning_rate": 1e-3, "seed": 7, "device": None},
+               "history": {"step": [0, 3], "train_loss": [2.9, 2.5], "val_loss": [2.9, 2.6]}}
+    return checkpoint_to_bytes(model, tokenizer, summary)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (set_in("config", "causal", "no"), "config"),
+    (set_in("config", "bias", 1), "config"),
+    (set_in("config", "n_layer", True), "config"),
+    (set_in("config", "n_layer", 2.0), "config"),
+    (set_in("config", "dropout", float("nan")), "config"),
+    (set_in("config", "attn_dropout", "0.1"), "config"),
+    (set_in("config", "pos_encoding", ["learned"]), "config"),
+    (set_in("config", "n_embd", 10**400), "config"),
+    (set_in("config", "wat", 1), "config"),
+    (lambda m: m.__setitem__("config", [1, 2]), "config"),
+    (set_in("tokenizer", "chars", CHARS[:-1] + "\ud800"), "config"),  # a lone surrogate, same vocabulary size
+    (set_in("tokenizer", "chars", 12), "config"),
+    (set_in("summary", "final_val_loss", 10**400), "summary"),
+    (lambda m: json.dumps(m).replace('"final_val_loss": 2.6', '"final_val_loss": 1e400'), "summary"),  # JSON's inf
+    (lambda m: json.dumps(m).replace('"final_val_loss": 2.6', '"final_val_loss": NaN'), "summary"),
+    (set_in("summary", "final_val_loss", "2.6"), "summary"),
+    (set_in("summary", "final_train_loss", -1), "summary"),
+    (set_in("summary", "steps_done", 3.5), "summary"),
+    (set_in("summary", "stopped", "no"), "summary"),
+    (set_in("summary", "corpus", "x" * 5000), "summary"),
+    (set_in("summary", "corpus", "\udc00"), "summary"),
+    (set_in("summary", "train_config", "seed", 10**30), "summary"),
+    (set_in("summary", "train_config", "seed", -1), "summary"),
+    (set_in("summary", "train_config", "seed", 7.5), "summary"),
+    (set_in("summary", "train_config", "learning_rate", float("inf")), "summary"),
+    (set_in("summary", "train_config", [7]), "summary"),
+    (set_in("summary", "history", "step", [0, "3"]), "summary"),
+    (set_in("summary", "history", "step", [0]), "summary"),  # columns of different lengths
+    (set_in("summary", "history", "step", list(range(budget.MAX_STEPS + 2))), "summary"),
+    (set_in("summary", [1]), "summary"),
+    (lambda m: "[" * 100_000 + "]" * 100_000, "format"),  # nesting past the parser's recursion limit
+    (lambda m: json.dumps(m).replace('"steps_done": 3', '"steps_done": ' + "9" * 5000), "format"),  # > 4300 digits
+])
+def test_a_crafted_description_is_refused_with_a_reason(good_bytes, change, reason):
+    crafted = with_description(good_bytes, change)
+    with pytest.raises(CheckpointError) as caught:
+        checkpoint_from_bytes(crafted, where="crafted.safetensors")
+    assert caught.value.reason == reason and str(caught.value).startswith("crafted.safetensors")
+
+
+def test_the_summary_keeps_only_checked_fields(good_bytes):
+    extra = with_description(good_bytes, set_in("summary", "injected", {"deep": ["\ud800", 10**400]}))
+    loaded = checkpoint_from_bytes(extra)
+    assert "injected" not in loaded.summary and loaded.summary["train_config"]["seed"] == 7
+    assert loaded.summary["final_val_loss"] == 2.6 and loaded.summary["history"]["step"] == [0, 3]
+    json.dumps(loaded.summary, allow_nan=False).encode("utf-8")  # everything kept is plain JSON and UTF-8
+
+
+def test_the_shipped_and_trained_descriptions_pass_unchanged():
+    from engine.checkpoint import SHIPPED_MODEL, check_description
+
+    meta = json.loads((SHIPPED_MODEL / META_FILE).read_text(encoding="utf-8"))
+    config, tokenizer, summary = check_description(meta)
+    assert config.to_dict() == {**GPT(config).config.to_dict()} and tokenizer.vocab_size == config.vocab_size
+    assert summary == meta["summary"]  # every field the training command wrote is one the check knows
