@@ -19,6 +19,7 @@ from engine.lab import results as RS
 from engine.lab import runner as R
 from engine.lab import settings as S
 from engine.rng import uses_global_rng
+from engine.tokenizer import CharTokenizer
 from engine.training import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -246,6 +247,8 @@ def test_running_snapshot_has_an_eta(corpus):
     ("白日依山尽".encode("gbk"), "not_utf8"),
     (b"a" * (budget.MAX_TEXT_BYTES + 1), "too_large"),
     (b"ab", "too_short"),
+    ("白日依山尽\x00".encode("utf-16"), "binary"),
+    (b"\xfe\xff\xd8\x00\x00a", "not_utf8"),  # UTF-16-BE with a lone high surrogate
 ])
 def test_bad_corpus_uploads_give_a_key_not_an_exception(data, problem):
     outcome = M.read_corpus_upload(data, "upload.txt")
@@ -257,7 +260,7 @@ def test_an_upload_with_200000_distinct_characters_is_refused_before_the_corpus_
     text = "".join(chr(0x4E00 + i) if i < 20_000 else chr(0x20000 + i) for i in range(200_000))
     data = text.encode("utf-8")
     assert len(data) < budget.MAX_TEXT_BYTES and len(set(text)) == 200_000
-    monkeypatch.setattr(M, "corpus_from_bytes", lambda *a: pytest.fail("the corpus must not be built"))
+    monkeypatch.setattr(M, "corpus_from_text", lambda *a: pytest.fail("the corpus must not be built"))
     outcome = M.read_corpus_upload(data, "many.txt")
     assert (outcome.problem, outcome.value, outcome.limit) == ("vocab", 200_000, budget.MAX_VOCAB)
 
@@ -362,11 +365,26 @@ def test_position_tables_start_from_the_seeded_init(trained):
 def test_params_and_weights_id(trained):
     assert trained[1].result.params == config_params(trained[1].result.config)
     model = GPT(preset("tiny"))
-    before = M.weights_id(model)
-    assert before == M.weights_id(model)
+    tokenizer = CharTokenizer("abcdefghijklmnop")  # the tiny preset's 16 tokens
+    before = M.weights_id(model, tokenizer)
+    assert before == M.weights_id(model, CharTokenizer("abcdefghijklmnop"))
     with torch.no_grad():
         model.lm_head.weight[0, 0] += 1
-    assert M.weights_id(model) != before
+    assert M.weights_id(model, tokenizer) != before
+
+
+def test_same_weights_with_another_vocabulary_is_another_model(trained):
+    """Two checkpoints with equal weights and different characters: the second must not get the first's id
+    (the Lab's generation and attention caches are keyed by it)."""
+    model = trained[1].result
+    chars = "".join(model.tokenizer.itos)
+    shifted = CharTokenizer(chr(ord(c) + 0x100) if c not in "\n " else c for c in chars)
+    assert shifted.vocab_size == model.tokenizer.vocab_size
+    first = M.read_checkpoint_upload(checkpoint_to_bytes(model.model, model.tokenizer, model.summary), "a")
+    second = M.read_checkpoint_upload(checkpoint_to_bytes(model.model, shifted, model.summary), "b")
+    assert first.model_id != second.model_id
+    assert first.model_id == M.read_checkpoint_upload(checkpoint_to_bytes(model.model, model.tokenizer,
+                                                                          model.summary), "c").model_id
 
 
 # --- process-wide state -----------------------------------------------------------------------------------------------

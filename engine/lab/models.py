@@ -12,15 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from engine import budget
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_from_bytes, load_checkpoint
-from engine.corpus import Corpus, CorpusError, corpus_from_bytes, decode_text
-from engine.gpt import GPT, GPTConfig, GPTOutput, config_params
+from engine.corpus import Corpus, CorpusError, corpus_from_text, decode_text
+from engine.gpt import GPT, GPTConfig, GPTOutput, check_sampling, config_params, eval_mode, sample_next, sampling_probs
+from engine.lab import settings
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 from engine.training import TrainResult
@@ -38,9 +41,14 @@ def corpus_fingerprint(corpus: Corpus) -> str:
     return hashlib.sha256(corpus.text.encode("utf-8")).hexdigest()[:16]
 
 
-def weights_id(model: GPT) -> str:
-    """16 hex digits of the SHA-256 of the model's weights and config: equal ids mean equal models."""
+def weights_id(model: GPT, tokenizer: CharTokenizer) -> str:
+    """16 hex digits of the SHA-256 of everything that sets a model's output: config, vocabulary, weights.
+
+    Equal ids mean equal models: caches of generated text and attention maps are keyed by it, so two
+    checkpoints with the same weights and different vocabularies (the same ids, other characters) get two ids.
+    """
     h = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True).encode("utf-8"))
+    h.update(tokenizer.to_json().encode("utf-8", "surrogatepass"))
     for name, tensor in model.state_dict().items():  # a fixed order: the module's registration order
         h.update(name.encode("utf-8"))
         h.update(tensor.detach().to("cpu").contiguous().numpy().tobytes())
@@ -81,7 +89,8 @@ class LabModel:
     def from_result(cls, result: TrainResult) -> LabModel:
         """Wraps a ``TrainResult`` (source "trained")."""
         model = result.model
-        return cls(model, result.tokenizer, result.summary(), "trained", weights_id(model), result.stopped)
+        return cls(model, result.tokenizer, result.summary(), "trained", weights_id(model, result.tokenizer),
+                   result.stopped)
 
 
 def load_shipped(path: str | Path = SHIPPED_MODEL, device: str = "cpu") -> LabModel:
@@ -91,7 +100,7 @@ def load_shipped(path: str | Path = SHIPPED_MODEL, device: str = "cpu") -> LabMo
         CheckpointError: if the folder is missing or its files are broken (see ``engine.checkpoint``).
     """
     ckpt = load_checkpoint(path, device=device)
-    return LabModel(ckpt.model, ckpt.tokenizer, ckpt.summary, "shipped", weights_id(ckpt.model))
+    return LabModel(ckpt.model, ckpt.tokenizer, ckpt.summary, "shipped", weights_id(ckpt.model, ckpt.tokenizer))
 
 
 def read_checkpoint_upload(data: bytes, name: str = "upload") -> LabModel:
@@ -105,7 +114,7 @@ def read_checkpoint_upload(data: bytes, name: str = "upload") -> LabModel:
             and the message (for logs) starts with ``name``.
     """
     ckpt = checkpoint_from_bytes(data, device="cpu", where=name)
-    return LabModel(ckpt.model, ckpt.tokenizer, ckpt.summary, "uploaded", weights_id(ckpt.model))
+    return LabModel(ckpt.model, ckpt.tokenizer, ckpt.summary, "uploaded", weights_id(ckpt.model, ckpt.tokenizer))
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,11 @@ def read_corpus_upload(data: bytes, name: str) -> UploadResult:
     """The page's handler for an uploaded text file: checks sizes first, never raises for bad content.
 
     Order of the checks, each before anything larger is built: byte size (at most
-    ``budget.MAX_TEXT_BYTES``), empty, NUL bytes (binary), UTF-8, then the number of distinct
-    characters (at most ``budget.MAX_VOCAB``: the vocabulary sets the embedding and logits
-    sizes), and only then the corpus (records, split, token ids).
+    ``budget.MAX_TEXT_BYTES``), then the text decoded once (``engine.corpus.decode_text``: UTF-8, or
+    UTF-16/32 with a byte-order mark; empty, not decodable, NUL characters), the number of distinct
+    characters (at most ``budget.MAX_VOCAB``: the vocabulary sets the embedding and logits sizes), and
+    only then the corpus (records as offsets into the text, split, token ids). What the result holds is
+    the text, its token ids (int32) and one offset per record, a few times the file's size.
 
     Args:
         data: the file's bytes.
@@ -142,19 +153,16 @@ def read_corpus_upload(data: bytes, name: str) -> UploadResult:
     """
     if len(data) > budget.MAX_TEXT_BYTES:
         return UploadResult(None, "too_large", len(data), budget.MAX_TEXT_BYTES)
-    if not data.strip():
-        return UploadResult(None, "empty")
-    if b"\x00" in data:
-        return UploadResult(None, "binary")
     try:
-        text = decode_text(data, name)
+        text = decode_text(data, name, budget.MAX_TEXT_BYTES)
     except CorpusError as exc:
-        return UploadResult(None, "not_utf8", detail=str(exc))
+        problem = exc.reason if exc.reason in ("empty", "binary", "not_utf8") else "not_utf8"
+        return UploadResult(None, problem, detail=str(exc))
     distinct = len(set(text))
     if distinct > budget.MAX_VOCAB:
         return UploadResult(None, "vocab", distinct, budget.MAX_VOCAB)
     try:
-        return UploadResult(corpus_from_bytes(data, name))
+        return UploadResult(corpus_from_text(text, name))
     except CorpusError as exc:
         return UploadResult(None, "too_short", detail=str(exc))
 
@@ -212,11 +220,13 @@ class Generation:
         prompt: how the prompt reached the model.
         new: the generated characters only.
         greedy: True when temperature 0 picked the most likely character at each step.
+        form: the poem form imposed while sampling, or None.
     """
 
     prompt: Prompt
     new: str
     greedy: bool
+    form: PoemForm | None = None
 
     @property
     def text(self) -> str:
@@ -237,45 +247,309 @@ class NonFiniteLogitsError(ValueError):
 def generate(
     lab_model: LabModel,
     prompt: str,
-    max_new_tokens: int = 60,
+    max_new_tokens: int | None = 60,
     temperature: float = 0.8,
     top_k: int | None = 20,
     seed: int = 0,
+    top_p: float = 1.0,
+    form: PoemForm | None = None,
 ) -> Generation:
     """Continues a prompt with a model, as the engine documents (``GPT.generate``).
 
     Unknown characters are dropped and reported; a prompt longer than block_size is fed to the
     model cropped to its last block_size characters (``GPT.generate`` crops at every step).
     Temperature 0 means greedy: the most likely character at each step (deterministic, and a
-    small model often repeats itself then); any temperature > 0 samples from a private generator
-    seeded with ``seed``, so the same settings give the same text. The logits of the prompt are
-    checked before anything is sampled: a model whose weights overflow is reported, not sampled.
-    The unknown token (``tokenizer.unk_id``, the rare characters' shared token) is never emitted.
-    Generation uses the KV cache (``GPT.generate(use_cache=True)``: the same tokens as without it).
+    small model often falls into a loop then: :func:`find_loop` finds it); any temperature > 0
+    samples from a private generator seeded with ``seed``, so the same settings give the same text.
+    Every character is drawn by ``engine.gpt.sampling_probs`` (temperature, top-k, top-p), the rule
+    :func:`next_char_probs` shows. The logits of the prompt are checked before anything is sampled: a
+    model whose weights overflow is reported, not sampled. The unknown token (``tokenizer.unk_id``,
+    the rare characters' shared token) is never emitted. Generation uses the KV cache
+    (``GPT.generate(use_cache=True)``: the same tokens as without it).
+
+    With a ``form``, the kept prompt is the start of the poem and the form is imposed while
+    sampling (see :class:`PoemForm`): only letters inside a line, the line's end mark exactly
+    after ``line_length`` characters, a newline after each couplet, and the end after ``n_lines``.
+
+    Args:
+        max_new_tokens: the most characters to add (>= 0). None: exactly what the form needs to end
+            its last line (only with ``form.n_lines``).
+        top_k: None (or 0) keeps every character.
+        top_p: nucleus sampling's mass in (0, 1]; 1 keeps every character.
 
     Raises:
-        ValueError: for a negative temperature or max_new_tokens, or top_k < 1.
+        ValueError: for sampling settings ``engine.gpt.check_sampling`` refuses, a negative
+            max_new_tokens, or None without a number of lines.
+        FormError: if the vocabulary cannot write the form, the prompt does not start a poem of
+            that form, or max_new_tokens is shorter than the form needs (``reason`` says which).
         NonFiniteLogitsError: if the model's logits are NaN or infinite.
     """
-    model = lab_model.model
-    info = prepare_prompt(lab_model.tokenizer, prompt, model.config.block_size)
+    top_k = top_k or None
+    check_sampling(temperature, top_k, top_p)
+    model, tokenizer = lab_model.model, lab_model.tokenizer
+    info = prepare_prompt(tokenizer, prompt, model.config.block_size)
+    rule = None
+    if form is not None:
+        rule, needed = poem_rule(tokenizer, form, info.kept)
+        if max_new_tokens is None and form.n_lines is not None:
+            max_new_tokens = needed
+        elif form.n_lines is not None and isinstance(max_new_tokens, int) and max_new_tokens < needed:
+            raise FormError("length", f"the form needs up to {needed} new characters, got {max_new_tokens}", needed)
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0 (None only with a number of lines), "
+                         f"got {max_new_tokens!r}")
     device = next(model.parameters()).device
     idx = torch.tensor([info.ids], dtype=torch.long, device=device)  # (1, T)
-    with torch.no_grad():
-        was_training = model.training
-        model.eval()
+    with torch.no_grad(), eval_mode(model):
         logits = model(idx[:, -model.config.block_size :]).logits  # (1, T', V) with T' <= block_size
-        model.train(was_training)
     if not bool(torch.isfinite(logits).all()):
         raise NonFiniteLogitsError("the model's logits hold NaN or infinite values")
     generator = torch.Generator(device=device).manual_seed(seed)
     try:
         out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator,
-                             use_cache=True, banned_ids=banned_ids(lab_model.tokenizer))
+                             use_cache=True, banned_ids=banned_ids(tokenizer), top_p=top_p, allowed_next=rule)
     except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities, past the checked prompt
         raise NonFiniteLogitsError(f"sampling failed: {exc}") from exc
-    new = lab_model.tokenizer.decode(out[0, idx.size(1) :].tolist())  # (T + n,) -> the n new ids
-    return Generation(info, new, temperature == 0)
+    new = tokenizer.decode(out[0, idx.size(1) :].tolist())  # (T + n,) -> the n new ids
+    return Generation(info, new, temperature == 0, form)
+
+
+# ---------------------------------------------------------------------------------------------
+# Poem forms, imposed while sampling, and the loops greedy decoding falls into
+# ---------------------------------------------------------------------------------------------
+
+#: The marks the Tang corpus ends its lines (句) with: the first line of a couplet with a comma, the
+#: second with a full stop (or a question or exclamation mark); a newline follows each couplet.
+ODD_LINE_ENDS = "，"
+EVEN_LINE_ENDS = "。？！"
+
+
+class FormError(ValueError):
+    """A poem form that cannot be written here.
+
+    Attributes:
+        reason: a stable key for the page: "vocabulary" (the model's vocabulary lacks "，", every
+            mark of :data:`EVEN_LINE_ENDS`, the newline or letters), "prompt" (the prompt does not
+            start a poem of the form: a line longer than line_length, a line ended at another
+            length, a character that is neither a letter, a line end nor a newline, or already
+            n_lines lines) or "length" (max_new_tokens is shorter than the form needs).
+        needed: for "length", the new characters the form needs; else 0.
+    """
+
+    def __init__(self, reason: str, message: str, needed: int = 0):
+        super().__init__(message)
+        self.reason = reason
+        self.needed = needed
+
+
+@dataclass(frozen=True)
+class PoemForm:
+    """The shape of a poem, imposed while sampling: characters per line and lines per poem.
+
+    Attributes:
+        line_length: characters per line, one of ``settings.POEM_LINE_LENGTHS`` (5: 五言, 7: 七言);
+            None lets the model end each line once it has ``settings.POEM_FREE_LINE[0]`` characters
+            and ends it at ``settings.POEM_FREE_LINE[1]``.
+        n_lines: lines (句) in the poem, an even number (the corpus writes its poems in couplets)
+            within ``settings.POEM_LINES``; the poem, and the generation, end with the last line's
+            full stop. None: lines follow each other until max_new_tokens.
+
+    Raises:
+        ValueError: for other values, or when both are None (no form: pass ``form=None``).
+    """
+
+    line_length: int | None = None
+    n_lines: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.line_length is None and self.n_lines is None:
+            raise ValueError("a form needs a line length, a number of lines or both")
+        if self.line_length is not None and (isinstance(self.line_length, bool)
+                                             or self.line_length not in settings.POEM_LINE_LENGTHS):
+            raise ValueError(f"line_length must be one of {settings.POEM_LINE_LENGTHS} or None, "
+                             f"got {self.line_length!r}")
+        low, high = settings.POEM_LINES
+        if self.n_lines is not None and (isinstance(self.n_lines, bool) or not isinstance(self.n_lines, int)
+                                         or not low <= self.n_lines <= high or self.n_lines % 2):
+            raise ValueError(f"n_lines must be an even integer in [{low}, {high}] or None, got {self.n_lines!r}")
+
+
+# Where a poem stands: (lines finished, characters of the line being written, a couplet just ended
+# so a newline comes next).
+_Verse = tuple[int, int, bool]
+
+
+def _verse_after(form: PoemForm, verse: _Verse, char: str) -> _Verse | None:
+    """The poem's state after ``char``, or None when ``char`` cannot come next in this form."""
+    lines, chars, _ = verse
+    if form.n_lines is not None and lines >= form.n_lines:
+        return None
+    if char == "\n":
+        return (lines, 0, False) if chars == 0 else None
+    if char in ODD_LINE_ENDS or char in EVEN_LINE_ENDS:
+        if chars == 0 or (form.line_length is not None and chars != form.line_length):
+            return None
+        return lines + 1, 0, (lines + 1) % 2 == 0
+    if char.isalpha() and (form.line_length is None or chars < form.line_length):
+        return lines, chars + 1, False
+    return None
+
+
+def _form_length(form: PoemForm, verse: _Verse) -> int:
+    """The most new characters that finish the poem from ``verse`` (letters, end marks, newlines); needs n_lines."""
+    lines, chars, need_break = verse
+    longest = form.line_length or settings.POEM_FREE_LINE[1]
+    total = int(need_break)
+    for line in range(lines, form.n_lines):
+        written = chars if line == lines else 0
+        total += max(longest - written, 0) + 1  # the line's letters and its end mark
+        if (line + 1) % 2 == 0 and line + 1 < form.n_lines:
+            total += 1  # the newline after a couplet
+    return total
+
+
+def poem_rule(
+    tokenizer: CharTokenizer, form: PoemForm, prompt: str
+) -> tuple[Callable[[torch.Tensor], torch.Tensor | None], int]:
+    """The ``allowed_next`` rule of ``GPT.generate`` that writes ``form`` after ``prompt``, and its length.
+
+    The prompt is the start of the poem: its letters count towards the current line and its line
+    ends towards the lines. At each step the rule allows only what the form lets come next: the
+    newline after a finished couplet; inside a line, letters (``str.isalpha``: the Tang corpus's
+    ideographs); at the line's length, its end mark ("，" for odd lines, :data:`EVEN_LINE_ENDS` for
+    even ones, the model choosing among those); and it stops generation after the last line. A
+    free line length allows letters and the end mark between ``settings.POEM_FREE_LINE``'s bounds.
+
+    Args:
+        tokenizer: the model's vocabulary.
+        form: the form.
+        prompt: the kept prompt (``Prompt.kept``: known characters only).
+
+    Returns:
+        (rule, needed): rule maps int64 (1, n) generated ids to a bool (V,) mask or None (the poem
+        is complete); needed is the most new characters the poem can take (0 without n_lines).
+
+    Raises:
+        FormError: "vocabulary" or "prompt" (see :class:`FormError`).
+    """
+    stoi, itos = tokenizer.stoi, tokenizer.itos
+    if ODD_LINE_ENDS not in stoi or "\n" not in stoi or not any(c in stoi for c in EVEN_LINE_ENDS):
+        raise FormError("vocabulary", "the vocabulary lacks the line ends of a poem ('，', '。' and a newline)")
+    letters = torch.tensor([c.isalpha() and i != tokenizer.unk_id for i, c in enumerate(itos)])  # (V,) bool
+    if not bool(letters.any()):
+        raise FormError("vocabulary", "the vocabulary has no letters to write lines with")
+    verse: _Verse | None = (0, 0, False)
+    for char in prompt:
+        verse = _verse_after(form, verse, char)
+        if verse is None:
+            raise FormError("prompt", f"the prompt {prompt!r} does not start a poem of {form}")
+    if form.n_lines is not None and verse[0] >= form.n_lines:
+        raise FormError("prompt", f"the prompt {prompt!r} already has {form.n_lines} lines")
+    start = verse
+
+    def ids(chars: str) -> torch.Tensor:
+        mask = torch.zeros(len(itos), dtype=torch.bool)  # (V,)
+        mask[[stoi[c] for c in chars if c in stoi]] = True
+        return mask
+
+    ends = (ids(EVEN_LINE_ENDS), ids(ODD_LINE_ENDS))  # indexed by lines % 2 == 0 -> odd line next
+    newline = ids("\n")
+    shortest, longest = (form.line_length, form.line_length) if form.line_length else settings.POEM_FREE_LINE
+
+    def rule(generated: torch.Tensor) -> torch.Tensor | None:
+        verse = start
+        for i in generated[0].tolist():  # the new ids so far, (n,)
+            verse = _verse_after(form, verse, itos[i])
+        lines, chars, need_break = verse
+        if form.n_lines is not None and lines == form.n_lines:
+            return None
+        if need_break:
+            return newline
+        end = ends[lines % 2 == 0]
+        if chars < shortest:
+            return letters
+        return end if chars >= longest else letters | end
+
+    return rule, _form_length(form, start) if form.n_lines is not None else 0
+
+
+#: A stretch of text counts as a loop when one span follows itself at least twice and the repetition
+#: covers at least this many characters (two repeated characters are not yet a loop).
+LOOP_MIN_CHARS = 6
+#: The longest text :func:`find_loop` searches (it compares every shift of the text with itself).
+MAX_LOOP_TEXT = 10_000
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A span written again and again: ``text[start:end]`` is span, span, ... (the last copy may be cut).
+
+    Attributes:
+        start: index in the searched text of the loop's first character.
+        span: the repeated span, as short as the repetition allows.
+        covered: characters the repetition covers from ``start`` (at least two copies of the span).
+    """
+
+    start: int
+    span: str
+    covered: int
+
+    @property
+    def period(self) -> int:
+        """The span's length."""
+        return len(self.span)
+
+    @property
+    def end(self) -> int:
+        """Index one past the loop's last character."""
+        return self.start + self.covered
+
+    @property
+    def copies(self) -> int:
+        """Full copies of the span in the loop (>= 2)."""
+        return self.covered // len(self.span)
+
+
+def find_loop(text: str, min_chars: int = LOOP_MIN_CHARS) -> Loop | None:
+    """The longest stretch of ``text`` where one span repeats back to back, or None.
+
+    Greedy decoding is a deterministic function of the last block_size characters, so once the text
+    repeats a span the model tends to keep writing it: the reader's "loop". Found by comparing the
+    text with itself shifted by every period p: a run of positions where ``text[i] == text[i + p]``
+    is a stretch with period p. The loop is the stretch covering the most characters with at least
+    two full copies of its span; ties go to the shorter span, then the earlier start.
+
+    Args:
+        text: any text, e.g. ``Generation.new`` (positions are then within the new characters).
+        min_chars: the fewest characters a loop covers (>= 2).
+
+    Returns:
+        The :class:`Loop`, or None when no span repeats over ``min_chars`` characters.
+
+    Raises:
+        ValueError: if ``text`` is longer than :data:`MAX_LOOP_TEXT` characters or min_chars < 2.
+    """
+    if len(text) > MAX_LOOP_TEXT:
+        raise ValueError(f"text of {len(text)} characters is longer than {MAX_LOOP_TEXT}")
+    if isinstance(min_chars, bool) or not isinstance(min_chars, int) or min_chars < 2:
+        raise ValueError(f"min_chars must be an integer >= 2, got {min_chars!r}")
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # (n,) code points
+    n = codes.size
+    best: tuple[int, int, int] | None = None  # (covered, period, start)
+    for period in range(1, n // 2 + 1):
+        same = (codes[period:] == codes[:-period]).astype(np.int8)  # (n - period,): text[i] == text[i + period]
+        edges = np.diff(np.concatenate(([0], same, [0])))  # (n - period + 1,): +1 where a run starts, -1 past its end
+        starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # (runs,) each
+        if starts.size == 0:
+            continue
+        run = int(np.argmax(stops - starts))  # the longest run, the earliest of equals
+        covered = int(stops[run] - starts[run]) + period
+        if covered >= 2 * period and covered >= min_chars and (best is None or covered > best[0]):
+            best = (covered, period, int(starts[run]))
+    if best is None:
+        return None
+    covered, period, start = best
+    return Loop(start, text[start : start + period], covered)
 
 
 @dataclass(frozen=True)
