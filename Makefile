@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # Debian packages: the Tang poems / Song ci corpus and Graphviz (diagrams laid out on the server) for the app;
-# Chromium and a CJK font for the browser tests.
-APT_RUN  := fortunes-zh graphviz
-APT_TEST := chromium fonts-wqy-microhei
+# Chromium and a CJK font for the browser tests; nginx for the replica test (tests/test_replicas.py, which
+# starts its own nginx on a free loopback port).
+APT_RUN  := $(shell cat packages.txt)
+APT_TEST := chromium fonts-wqy-microhei nginx
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint bench catalogs clean
@@ -24,13 +25,14 @@ define apt_install
 	fi
 endef
 
-# The app's packages. The CPU-wheel index line of requirements.txt is for Community Cloud; locally it is
-# dropped, and pip takes the wheel it finds (PyPI's, or a local CPU wheel where pip is set up with one).
-$(VENV)/.app: requirements.txt
+# The app's packages. requirements.txt names PyTorch's CPU wheel by its address (for Community Cloud); locally
+# that line becomes torch==<the same version>, and pip takes the wheel it finds for it (PyPI's, or a local CPU
+# wheel where pip is set up with one).
+$(VENV)/.app: requirements.txt packages.txt
 	$(call apt_install,$(APT_RUN))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	grep -v '^--' requirements.txt > $(VENV)/requirements.local.txt
+	sed -E 's|^torch @ [^ ]*/torch-([^-]+)%2Bcpu-[^ ]*|torch==\1|' requirements.txt > $(VENV)/requirements.local.txt
 	$(PY) -m pip install -q -r $(VENV)/requirements.local.txt
 	touch $@
 
