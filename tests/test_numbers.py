@@ -70,3 +70,10 @@ def test_out_of_range_digits_are_refused(bad):
         numbers.percent(1.0, bad, lang="en")
     with pytest.raises(ValueError):
         numbers.sci(1.0, bad, lang="en")
+
+
+@pytest.mark.parametrize("lang, expected", [("en", "1.5\u00a0KiB"), ("fr", "1,5\u00a0Kio"), ("de", "1,5\u00a0KiB")])
+def test_byte_size_in_the_reader_units(lang, expected):
+    assert numbers.byte_size(1536, lang=lang) == expected
+    assert numbers.byte_size(512, lang=lang).startswith("512\u00a0")
+    assert numbers.byte_size(96 * 2**20, 0, lang=lang).startswith("96\u00a0")

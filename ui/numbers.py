@@ -115,3 +115,23 @@ def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
 def plotly_separators(lang: str | None = None) -> str:
     """Plotly's ``layout.separators`` for the language (decimal sign, then group separator)."""
     return _PLOTLY_SEPARATORS[_lang(lang)]
+
+
+#: Binary (IEC) byte units per language: French writes octets (o, Kio, Mio …), German and English bytes.
+_BYTE_UNITS = {"en": ("B", "KiB", "MiB", "GiB", "TiB"), "de": ("B", "KiB", "MiB", "GiB", "TiB"),
+               "fr": ("o", "Kio", "Mio", "Gio", "Tio")}
+
+
+def byte_size(n_bytes: float, decimals: int = 1, lang: str | None = None) -> str:
+    """A byte count in powers of 1024 with the language's unit: ``1.5 KiB`` (en), ``1,5 Kio`` (fr), ``1,5 KiB`` (de).
+
+    Bytes below 1024 are written whole (``512 B``); a no-break space joins number and unit.
+
+    Raises:
+        ValueError: ``decimals`` outside 0 … 12.
+    """
+    units = _BYTE_UNITS[_lang(lang)]
+    value, power = float(n_bytes), 0
+    while abs(value) >= 1024 and power < len(units) - 1:
+        value, power = value / 1024, power + 1
+    return f"{num(value, decimals if power else 0, lang)}\u00a0{units[power]}"
