@@ -456,3 +456,246 @@ def dropout_loss(path: Path | str = DROPOUT_RESULTS_FILE) -> DropoutLoss | None:
         raise ValueError(f"{path}: comparisons with dropout_0 missing")
     return DropoutLoss(tuple(runs), exp.steps, exp.batch_size, results.learning_rate, exp.seeds, exp.corpus,
                        results.cpu, results.threads, tuple((k, lowers[k]) for k in DROPOUT_RUNS if k in lowers))
+
+
+#: The lesson's exercises at the budget of ``engine.lab.experiments.EXERCISE_BUDGET`` (heads, positions, no mask;
+#: paired by seed), written run by run by ``python -m engine.lab.experiments``.
+EXERCISES_FILE = ASSETS / "lab_exercises.json"
+EXERCISES_FORMAT = "lab-exercises/1"
+#: The verdicts of a paired comparison (``engine.lab.experiments.stats.paired_comparison``): b's loss lower than
+#: a's beyond the seed-to-seed spread, a's lower, neither, or fewer than two seeds to tell.
+VERDICTS = ("b_beats_a", "a_beats_b", "no_detectable_difference", "too_few_seeds")
+#: Most runs and sessions an exercises file may hold.
+MAX_EXERCISE_RUNS, MAX_SESSIONS = 512, 1024
+
+
+@dataclass(frozen=True)
+class ExerciseRun:
+    """One training of the exercises: a configuration and a seed.
+
+    Attributes:
+        run_id: ``"<key>@seed<seed>"``.
+        key: the configuration (``"course"``, ``"heads_1"``, ``"pos_rope"``, ``"no_mask_learned"`` ...).
+        seed: initial weights (shared with the seed's other runs where shapes allow) and batch order.
+        config: the model trained; params: its parameter count.
+        history: the trainer's loss estimates during training (nats).
+        val_loss: cross-entropy over the whole validation split, nats per character.
+        val_loss_by_position: the same at each position 0 … block_size - 1 of the windows.
+        val_windows: validation windows measured.
+        steps_done, wall_s, tokens_per_s: the training (wall time includes the validation).
+        device, cpu, torch_threads: where it ran (device: "CPU", "CUDA (NVIDIA H200)" ...).
+        load_start, load_end: the machine's 1-minute load average when the run started and ended (None: unknown).
+        samples: greedy and sampled continuations of the lesson's prompt.
+    """
+
+    run_id: str
+    key: str
+    seed: int
+    config: GPTConfig
+    params: int
+    history: History
+    val_loss: float
+    val_loss_by_position: tuple[float, ...]
+    val_windows: int
+    steps_done: int
+    wall_s: float
+    tokens_per_s: float
+    device: str
+    cpu: str
+    torch_threads: int
+    load_start: float | None
+    load_end: float | None
+    samples: Samples
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Run ``b`` against run ``a`` over the seeds both have; differences are b − a in nats (negative: b lower).
+
+    Attributes:
+        seeds, differences: the per-seed differences.
+        mean: the effect in nats; sd: their sample standard deviation (None under two seeds).
+        t_interval, bootstrap_interval: 95 % intervals of the mean (None under two seeds).
+        detectable: the smallest difference these seeds could have detected (None under two seeds).
+        verdict: one of :data:`VERDICTS`.
+    """
+
+    a: str
+    b: str
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]
+    mean: float
+    sd: float | None
+    t_interval: tuple[float, float] | None
+    bootstrap_interval: tuple[float, float] | None
+    detectable: float | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class PositionCurve:
+    """A configuration's validation loss by position: ``mean`` over its seeds, ``difference`` from the reference
+    averaged over the shared seeds (None for the reference or without a shared seed); nats, block_size values."""
+
+    key: str
+    seeds: tuple[int, ...]
+    mean: tuple[float, ...]
+    difference: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class ExerciseSummary:
+    """One exercise: its configurations, the seeds where all of them are done, each compared with the reference."""
+
+    name: str
+    reference: str
+    runs: tuple[str, ...]
+    seeds_complete: tuple[int, ...]
+    comparisons: tuple[PairedDifference, ...]
+    by_position: tuple[PositionCurve, ...]
+
+    def comparison(self, key: str) -> PairedDifference | None:
+        """``key`` against the reference, or None when the file has no pair yet."""
+        return next((c for c in self.comparisons if c.b == key), None)
+
+
+@dataclass(frozen=True)
+class ExercisesFile:
+    """An exercises file: the shared training, every finished run, the exercises' summaries.
+
+    Attributes:
+        steps, batch_size, learning_rate, warmup_steps: every run's training.
+        block_size, corpus, corpus_vocab_size, val_tokens: the base model's context and the text.
+        seeds: the seeds planned; planned: runs planned; failed: worker failures recorded (tried again later).
+        commands: the command line of each sitting that wrote the file.
+        complete: True when every planned run is in the file.
+    """
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    block_size: int
+    corpus: str
+    corpus_vocab_size: int
+    val_tokens: int
+    seeds: tuple[int, ...]
+    planned: int
+    failed: int
+    commands: tuple[str, ...]
+    complete: bool
+    runs: tuple[ExerciseRun, ...]
+    exercises: tuple[ExerciseSummary, ...]
+
+    def exercise(self, name: str) -> ExerciseSummary | None:
+        """The exercise ``name`` ("heads", "positions", "no_mask"), or None."""
+        return next((e for e in self.exercises if e.name == name), None)
+
+    def runs_of(self, key: str) -> tuple[ExerciseRun, ...]:
+        """Every seed's run of configuration ``key``, in the file's order."""
+        return tuple(r for r in self.runs if r.key == key)
+
+
+def _optional(value, name: str, minimum: float = 0.0) -> float | None:
+    return None if value is None else _number(value, name, minimum)
+
+
+def _interval(value, name: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{name} must be two numbers")
+    low, high = (_number(v, name, -math.inf) for v in value)
+    return low, high
+
+
+def _signed(values, name: str) -> tuple[float, ...]:
+    if not isinstance(values, list) or len(values) > MAX_POINTS:
+        raise ValueError(f"{name} must be a list of at most {MAX_POINTS} numbers")
+    return tuple(_number(v, name, -math.inf) for v in values)
+
+
+def _exercise_run(data: Mapping) -> ExerciseRun:
+    rid = str(data["run_id"])
+    h = data["history"]
+    history = History(tuple(_count(s, f"{rid}: step") for s in h["step"][:MAX_POINTS]),
+                      _numbers(h["train_loss"], f"{rid}: train_loss"), _numbers(h["val_loss"], f"{rid}: val_loss"))
+    if not len(history.step) == len(history.train_loss) == len(history.val_loss):
+        raise ValueError(f"{rid}: the loss curve's lists differ in length")
+    config = GPTConfig.from_dict(dict(data["config"]))
+    by_position = _numbers(data["val_loss_by_position"], f"{rid}: val_loss_by_position")
+    if len(by_position) != config.block_size:
+        raise ValueError(f"{rid}: {len(by_position)} positions for block_size {config.block_size}")
+    s, machine = data["samples"], data["machine"]
+    return ExerciseRun(rid, str(data["key"]), _count(data["seed"], f"{rid}: seed"), config,
+                       _count(data["params"], f"{rid}: params", 1), history,
+                       _number(data["val_loss"], f"{rid}: val_loss"), by_position,
+                       _count(data["val_windows"], f"{rid}: val_windows", 1),
+                       _count(data["steps_done"], f"{rid}: steps_done"), _number(data["wall_s"], f"{rid}: wall_s"),
+                       _number(data["tokens_per_s"], f"{rid}: tokens_per_s"), str(machine["device_name"]),
+                       str(machine["cpu"]), _count(data["torch_threads"], f"{rid}: torch_threads", 1),
+                       _optional(data["load_start"], f"{rid}: load_start"),
+                       _optional(data["load_end"], f"{rid}: load_end"),
+                       Samples(str(s["prompt"]), str(s["greedy"]), str(s["sampled"])))
+
+
+def _paired(data: Mapping) -> PairedDifference:
+    name = f"{data['a']}/{data['b']}"
+    if data["verdict"] not in VERDICTS:
+        raise ValueError(f"{name}: unknown verdict {data['verdict']!r:.40}")
+    seeds = tuple(_count(s, f"{name}: seed") for s in data["seeds"][:MAX_SEEDS])
+    differences = _signed(data["differences"], f"{name}: differences")
+    if len(differences) != len(seeds) or not seeds:
+        raise ValueError(f"{name}: one difference per seed")
+    return PairedDifference(str(data["a"]), str(data["b"]), seeds, differences,
+                            _number(data["mean"], f"{name}: mean", -math.inf), _optional(data["sd"], f"{name}: sd"),
+                            _interval(data["t_interval"], f"{name}: t_interval"),
+                            _interval(data["bootstrap_interval"], f"{name}: bootstrap_interval"),
+                            _optional(data["detectable"], f"{name}: detectable"), str(data["verdict"]))
+
+
+def _summary(name: str, data: Mapping) -> ExerciseSummary:
+    curves = tuple(PositionCurve(str(key), tuple(_count(s, "seed") for s in c["seeds"][:MAX_SEEDS]),
+                                 _numbers(c["mean"], f"{name}/{key}: mean"),
+                                 None if c["difference"] is None else _signed(c["difference"], f"{name}/{key}"))
+                   for key, c in list(data["by_position"].items())[:MAX_RUNS])
+    return ExerciseSummary(name, str(data["reference"]), tuple(str(k) for k in data["runs"][:MAX_RUNS]),
+                           tuple(_count(s, "seed") for s in data["seeds_complete"][:MAX_SEEDS]),
+                           tuple(_paired(c) for c in data["comparisons"][:MAX_RUNS]), curves)
+
+
+def read_exercises(path: str | Path = EXERCISES_FILE) -> ExercisesFile | None:
+    """Reads an exercises file (:data:`EXERCISES_FORMAT`); None when it does not exist.
+
+    A file of a command still running is readable: it holds the runs finished so far (``complete`` False).
+
+    Raises:
+        ValueError: if it is not valid JSON or not of that format, holds more than :data:`MAX_EXERCISE_RUNS` runs,
+            or a value is missing, of the wrong type, negative where a loss or a time is, or not finite.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != EXERCISES_FORMAT:
+        raise ValueError(f"{path}: not a results file of format {EXERCISES_FORMAT}")
+    try:
+        s, runs, sessions = data["settings"], data["runs"], data["sessions"]
+        if not isinstance(runs, dict) or len(runs) > MAX_EXERCISE_RUNS or len(sessions) > MAX_SESSIONS:
+            raise ValueError(f"{path}: more than {MAX_EXERCISE_RUNS} runs or {MAX_SESSIONS} sittings")
+        b, corpus = s["budget"], s["corpus"]
+        return ExercisesFile(
+            _count(b["steps"], "steps", 1), _count(b["batch_size"], "batch_size", 1),
+            _number(b["learning_rate"], "learning_rate"), _count(b["warmup_steps"], "warmup_steps"),
+            _count(s["base_model"]["block_size"], "block_size", 1), str(corpus["name"]),
+            _count(corpus["vocab_size"], "vocab_size", 1), _count(corpus["val_tokens"], "val_tokens", 1),
+            tuple(_count(x, "seed") for x in s["seeds"][:MAX_SEEDS]),
+            _count(len(data["planned"]), "planned"), _count(len(data["failed"]), "failed"),
+            tuple(str(x["command"]) for x in sessions), data.get("complete") is True,
+            tuple(_exercise_run(r) for r in runs.values()),
+            tuple(_summary(str(name), e) for name, e in list(data["exercises"].items())[:MAX_RUNS]))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not an exercises results file ({exc!r})") from exc

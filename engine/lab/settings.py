@@ -16,7 +16,7 @@ from pathlib import Path
 from engine import budget
 from engine.corpus import Corpus
 from engine.gpt import POS_ENCODINGS, GPTConfig, preset
-from engine.lab.experiments import DROPOUT_RESULTS_FILE, load_results
+from engine.lab.results import DROPOUT_RESULTS_FILE, load_results
 from engine.training import TrainConfig
 
 #: Choices of the Lab's controls (within the caps of engine.budget).

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.lab.results import VERDICTS
+
 #: Two-sided level of the t interval and of the detection rule.
 ALPHA = 0.05
 #: Power at which :attr:`PairedComparison.detectable` is stated.
@@ -21,8 +23,6 @@ POWER = 0.8
 #: Bootstrap resamples of the seeds (a fixed generator, so a file is reproducible).
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
-#: Verdict keys of :func:`paired_comparison`; the page words them.
-VERDICTS = ("b_beats_a", "a_beats_b", "no_detectable_difference", "too_few_seeds")
 
 
 def t_cdf(t: float, df: int) -> float:
@@ -83,8 +83,8 @@ class PairedComparison:
         bootstrap_interval: the percentile interval of the mean over seed resamples; None under two seeds.
         detectable: the smallest |mean| a paired t test at ALPHA would find with probability POWER, given
             this ``sd`` and seed count, ``(t_{1-ALPHA/2} + t_{POWER}) * sd / sqrt(n)``; None under two seeds.
-        verdict: one of :data:`VERDICTS`: the t interval below 0 (``b_beats_a``), above 0 (``a_beats_b``),
-            holding 0 (``no_detectable_difference``), or fewer than two seeds.
+        verdict: one of ``engine.lab.results.VERDICTS``: the t interval below 0 (``b_beats_a``), above 0
+            (``a_beats_b``), holding 0 (``no_detectable_difference``), or fewer than two seeds.
     """
 
     a: str
@@ -126,7 +126,7 @@ def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int
     diffs = np.array([loss_b[s] - loss_a[s] for s in seeds], dtype=np.float64)
     n, mean = len(seeds), float(diffs.mean())
     if n < 2:
-        return PairedComparison(a, b, seeds, tuple(diffs.tolist()), mean, None, None, None, None, "too_few_seeds")
+        return PairedComparison(a, b, seeds, tuple(diffs.tolist()), mean, None, None, None, None, VERDICTS[3])
     sd = float(diffs.std(ddof=1))
     se = sd / math.sqrt(n)
     t_crit = t_quantile(1 - ALPHA / 2, n - 1)
@@ -136,11 +136,11 @@ def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int
     bootstrap = (float(np.quantile(means, ALPHA / 2)), float(np.quantile(means, 1 - ALPHA / 2)))
     detectable = (t_crit + t_quantile(POWER, n - 1)) * se
     if t_interval[1] < 0:
-        verdict = "b_beats_a"
+        verdict = VERDICTS[0]  # b_beats_a
     elif t_interval[0] > 0:
-        verdict = "a_beats_b"
+        verdict = VERDICTS[1]  # a_beats_b
     else:
-        verdict = "no_detectable_difference"
+        verdict = VERDICTS[2]  # no_detectable_difference
     return PairedComparison(a, b, seeds, tuple(diffs.tolist()), mean, sd, t_interval, bootstrap, detectable, verdict)
 
 

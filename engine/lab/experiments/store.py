@@ -12,6 +12,7 @@ The file (format :data:`EXERCISES_FORMAT`) is one JSON object::
                        by_position: {key: {mean, difference}}}}
     planned, complete
 
+The page reads it with ``engine.lab.results.read_exercises``, which defines the file's name and format.
 Every write goes to a temporary file in the same folder that is then renamed over the file
 (``os.replace``), so a reader, or a command killed mid-write, never sees half a file.
 """
@@ -28,17 +29,10 @@ import numpy as np
 
 from engine.lab.experiments.definitions import EXERCISES
 from engine.lab.experiments.stats import paired_comparison
+from engine.lab.results import EXERCISES_FILE, EXERCISES_FORMAT
 
-EXERCISES_FORMAT = "lab-exercises/1"
-_ASSETS = Path(__file__).resolve().parents[3] / "assets"
-#: Where the command writes by default.
-EXERCISES_FILE = _ASSETS / "lab_exercises.json"
-#: The older sets' shipped results (``definitions.EXPERIMENTS`` and the dropout runs), format ``lab-experiments/3``.
-RESULTS_FILE = _ASSETS / "lab_experiments.json"
-DROPOUT_RESULTS_FILE = _ASSETS / "lab_dropout.json"
-RESULTS_FORMAT = "lab-experiments/3"
-#: Formats :func:`load_results` reads; /2 files (one seed) have no seed statistics.
-READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
+__all__ = ["EXERCISES_FILE", "EXERCISES_FORMAT", "ResultsFile", "ResultsMismatchError", "exercise_summary",
+           "now", "read_file", "write_atomically"]
 
 
 class ResultsMismatchError(ValueError):
@@ -79,24 +73,6 @@ def read_file(path: Path) -> dict | None:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != EXERCISES_FORMAT or not isinstance(data.get("runs"), dict):
         raise ValueError(f"{path}: not a results file of format {EXERCISES_FORMAT}")
-    return data
-
-
-def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
-    """Reads one of the older sets' results files (:data:`READABLE_FORMATS`); None when it does not exist.
-
-    Raises:
-        ValueError: if the file is not valid JSON or not a results file of these formats.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
-        raise ValueError(f"{path}: not a results file of format {READABLE_FORMATS}")
     return data
 
 
