@@ -16,7 +16,10 @@ attention; Vaswani et al. (2017), "Attention Is All You Need", eq. 1.
 
 Every module's ``forward(x, return_weights=False)`` returns ``context_vec`` and,
 when asked, ``(context_vec, attn_weights)``: intermediates are returned, never
-stashed on the module.
+stashed on the module. Each ``forward`` writes the chapter's steps out in the
+chapter's order (projections, scores, the causal mask in place, softmax of the
+scores over sqrt(d_k), dropout, the weighted sum of the values), so the code a
+page shows is the code that ran; faster kernels are timed in ``engine.bench``.
 """
 
 from __future__ import annotations
@@ -270,43 +273,17 @@ def scaled_dot_product_step(
     }
 
 
-def _attend(queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, dropout: nn.Module | None):
-    """Scaled dot-product attention over the last two dims, returning the weights.
+def _check_mask_device(mask: Tensor, attn_scores: Tensor) -> None:
+    """Raise the ``RuntimeError`` CUDA's ``masked_fill_`` raises when the mask is on another device.
 
-    The chapter's steps, without an extra pass over the (T, T) scores: the 1/sqrt(d_k) scale is
-    applied to the queries, (T, d_k), before the product instead of to the (T, T) scores after it
-    (the same numbers up to float rounding, since (q / s) · k = (q · k) / s), and the causal mask is
-    written into the fresh score tensor in place with ``masked_fill_``, as the chapter's
-    CausalAttention and MultiHeadAttention do. The returned weights are those of the chapter:
-    ``softmax(masked scores / sqrt(d_k))``.
-
-    Args:
-        queries, keys, values: (..., T, d_k) tensors with equal leading dims.
-        mask: bool (T, T) with True where a score is hidden, or None.
-        dropout: module applied to the weights, or None.
-
-    Returns:
-        ``(context_vec, attn_weights)``: (..., T, d_k) and (..., T, T).
-
-    Raises:
-        RuntimeError: if the mask is on another device than the scores (a mask kept as a plain
-            attribute does not follow ``module.to``).
+    The meta and CPU kernels of the in-place fill do not check, so a mask kept as a plain attribute (which
+    does not follow ``module.to``) would pass silently there; page 3 shows this error on the meta device.
     """
-    d_k = keys.shape[-1]
-    attn_scores = (queries * d_k**-0.5) @ keys.transpose(-2, -1)  # (..., T, d_k) @ (..., d_k, T) -> (..., T, T), scaled
-    if mask is not None:
-        if mask.device != attn_scores.device:
-            # what CUDA's masked_fill_ reports; the meta and CPU kernels of the in-place fill do not check
-            raise RuntimeError(
-                f"expected self and mask to be on the same device, but got mask on {mask.device} "
-                f"and self on {attn_scores.device}"
-            )
-        attn_scores.masked_fill_(mask, float("-inf"))  # in place: the scores are a fresh tensor no one else holds
-    attn_weights = torch.softmax(attn_scores, dim=-1)  # (..., T, T)
-    if dropout is not None:
-        attn_weights = dropout(attn_weights)
-    context_vec = attn_weights @ values  # (..., T, T) @ (..., T, d_k) -> (..., T, d_k)
-    return context_vec, attn_weights
+    if mask.device != attn_scores.device:
+        raise RuntimeError(
+            f"expected self and mask to be on the same device, but got mask on {mask.device} "
+            f"and self on {attn_scores.device}"
+        )
 
 
 class SelfAttention_v1(nn.Module):
@@ -339,10 +316,12 @@ class SelfAttention_v1(nn.Module):
         _check_rank("x", x, (2,))
         if x.shape[1] != self.W_query.shape[0]:
             raise ValueError(f"x has d_in={x.shape[1]}, expected {self.W_query.shape[0]}")
-        queries = x @ self.W_query  # (T, d_in) @ (d_in, d_out) -> (T, d_out)
-        keys = x @ self.W_key  # (T, d_out)
+        keys = x @ self.W_key  # (T, d_in) @ (d_in, d_out) -> (T, d_out)
+        queries = x @ self.W_query  # (T, d_out)
         values = x @ self.W_value  # (T, d_out)
-        context_vec, attn_weights = _attend(queries, keys, values, None, None)
+        attn_scores = queries @ keys.T  # (T, d_out) @ (d_out, T) -> (T, T)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)  # (T, T), rows sum to 1
+        context_vec = attn_weights @ values  # (T, T) @ (T, d_out) -> (T, d_out)
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -377,10 +356,12 @@ class SelfAttention_v2(nn.Module):
 
     def forward(self, x: Tensor, return_weights: bool = False):
         _check_rank("x", x, (2,))
-        queries = self.W_query(x)  # (T, d_in) -> (T, d_out)
-        keys = self.W_key(x)  # (T, d_out)
+        keys = self.W_key(x)  # (T, d_in) -> (T, d_out)
+        queries = self.W_query(x)  # (T, d_out)
         values = self.W_value(x)  # (T, d_out)
-        context_vec, attn_weights = _attend(queries, keys, values, None, None)
+        attn_scores = queries @ keys.T  # (T, d_out) @ (d_out, T) -> (T, T)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)  # (T, T), rows sum to 1
+        context_vec = attn_weights @ values  # (T, T) @ (T, d_out) -> (T, d_out)
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -469,11 +450,16 @@ class CausalAttention(nn.Module):
         b, num_tokens, d_in = x.shape
         if num_tokens > self.context_length:
             raise ValueError(f"input has {num_tokens} tokens but context_length is {self.context_length}")
-        queries = self.W_query(x)  # (b, T, d_in) -> (b, T, d_out)
-        keys = self.W_key(x)  # (b, T, d_out)
+        keys = self.W_key(x)  # (b, T, d_in) -> (b, T, d_out)
+        queries = self.W_query(x)  # (b, T, d_out)
         values = self.W_value(x)  # (b, T, d_out)
-        mask = self.mask[:num_tokens, :num_tokens]  # (T, T), True above the diagonal
-        context_vec, attn_weights = _attend(queries, keys, values, mask, self.dropout)
+        attn_scores = queries @ keys.transpose(1, 2)  # (b, T, d_out) @ (b, d_out, T) -> (b, T, T)
+        mask = self.mask[:num_tokens, :num_tokens]  # (T, T), True above the diagonal: the future
+        _check_mask_device(mask, attn_scores)
+        attn_scores.masked_fill_(mask, -torch.inf)  # in place: the scores are a fresh tensor no one else holds
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, T, T)
+        attn_weights = self.dropout(attn_weights)  # training only; the survivors are scaled by 1/(1 - p)
+        context_vec = attn_weights @ values  # (b, T, T) @ (b, T, d_out) -> (b, T, d_out)
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
@@ -563,7 +549,9 @@ class MultiHeadAttention(nn.Module):
         self.register_buffer("mask", causal_mask(context_length))
 
     def split_heads(self, t: Tensor) -> Tensor:
-        """(b, T, d_out) -> (b, num_heads, T, head_dim), a view (no copy)."""
+        """(b, T, d_out) -> (b, num_heads, T, head_dim), a view (no copy): the ``view`` and ``transpose``
+        that :meth:`forward` writes out for keys, queries and values, for callers that need one projection's
+        heads."""
         b, num_tokens, _ = t.shape
         t = t.view(b, num_tokens, self.num_heads, self.head_dim)  # (b, T, d_out) -> (b, T, H, d_h)
         return t.transpose(1, 2)  # (b, T, H, d_h) -> (b, H, T, d_h)
@@ -581,12 +569,22 @@ class MultiHeadAttention(nn.Module):
         b, num_tokens, d_in = x.shape
         if num_tokens > self.context_length:
             raise ValueError(f"input has {num_tokens} tokens but context_length is {self.context_length}")
-        queries = self.split_heads(self.W_query(x))  # (b, T, d_in) -> (b, H, T, d_h)
-        keys = self.split_heads(self.W_key(x))  # (b, H, T, d_h)
-        values = self.split_heads(self.W_value(x))  # (b, H, T, d_h)
-        mask = self.mask[:num_tokens, :num_tokens]  # (T, T)
-        context_vec, attn_weights = _attend(queries, keys, values, mask, self.dropout)  # (b, H, T, d_h)
-        context_vec = context_vec.transpose(1, 2)  # (b, H, T, d_h) -> (b, T, H, d_h)
+        keys = self.W_key(x)  # (b, T, d_in) -> (b, T, d_out)
+        queries = self.W_query(x)  # (b, T, d_out)
+        values = self.W_value(x)  # (b, T, d_out)
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)  # (b, T, d_out) -> (b, T, H, d_h)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)  # (b, T, H, d_h)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim)  # (b, T, H, d_h)
+        keys = keys.transpose(1, 2)  # (b, T, H, d_h) -> (b, H, T, d_h)
+        queries = queries.transpose(1, 2)  # (b, H, T, d_h)
+        values = values.transpose(1, 2)  # (b, H, T, d_h)
+        attn_scores = queries @ keys.transpose(2, 3)  # (b, H, T, d_h) @ (b, H, d_h, T) -> (b, H, T, T)
+        mask = self.mask[:num_tokens, :num_tokens]  # (T, T), True above the diagonal: the future
+        _check_mask_device(mask, attn_scores)
+        attn_scores.masked_fill_(mask, -torch.inf)  # in place, broadcast over b and H
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, H, T, T), d_k = head_dim
+        attn_weights = self.dropout(attn_weights)  # training only
+        context_vec = (attn_weights @ values).transpose(1, 2)  # (b, H, T, T) @ (b, H, T, d_h) -> (b, T, H, d_h)
         context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)  # (b, T, H, d_h) -> (b, T, d_out)
         if not return_heads:
             context_vec = self.out_proj(context_vec)  # (b, T, d_out)

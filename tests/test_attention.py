@@ -200,7 +200,7 @@ def test_causal_variants_equal_sdpa():
 
 
 def test_in_place_path_equals_the_chapter_formula_and_its_gradients():
-    """masked_fill_ in place and the scale folded into q: the chapter's out-of-place formula, values and gradients."""
+    """masked_fill_ in place on the fresh scores gives the out-of-place formula's values and gradients."""
     torch.manual_seed(5)
     x = torch.randn(2, 7, 8)
     mha = A.MultiHeadAttention(8, 12, 7, 0.0, num_heads=3)

@@ -8,7 +8,10 @@ projection — from the same weights, so their outputs agree to float rounding
 * ``wrapper``: :class:`engine.attention.MultiHeadAttentionWrapper` (one
   CausalAttention per head, run in turn) followed by an output projection;
 * ``split``: :class:`engine.attention.MultiHeadAttention` (three Linears, one
-  view/transpose split, batched matmuls over the heads);
+  view/transpose split, batched matmuls over the heads), the chapter's steps as written;
+* ``split_folded``: the same layer with the 1/sqrt(head_dim) scale applied to the
+  queries, (B, H, T, head_dim), before the product instead of to the (B, H, T, T)
+  scores after it (:class:`FoldedScaleAttention`): what the chapter's plain order costs;
 * ``fused_qkv``: one Linear for q, k, v together (lesson ``000``), manual attention;
 * ``einsum``: the same with ``torch.einsum`` for the two products;
 * ``sdpa_causal``: ``F.scaled_dot_product_attention(..., is_causal=True)``;
@@ -62,6 +65,7 @@ PRINTS_MACHINE = True
 VARIANTS: dict[str, str] = {
     "wrapper": "MultiHeadAttentionWrapper (heads in turn) + out_proj",
     "split": "MultiHeadAttention (weight splits)",
+    "split_folded": "MultiHeadAttention, 1/sqrt(head_dim) folded into q",
     "fused_qkv": "one qkv Linear, matmul + masked_fill + softmax",
     "einsum": "one qkv Linear, torch.einsum",
     "sdpa_causal": "F.scaled_dot_product_attention(is_causal=True)",
@@ -104,10 +108,10 @@ class BenchSize:
 
 #: The chapter-sized input: small enough that every variant takes milliseconds.
 SMALL = BenchSize(8, 64, 256, 4)
-#: GPT-2 small's attention at its full context would be 8 × 1024 × 768 with 12 heads; with B=8 the seven
-#: variants took about 4 minutes on this 2-core machine (busy at the time), so the default uses B=2.
-LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 to keep the default run short: B=8 took about "
-                                         "4 minutes on this 2-core machine; ratios can shift with the batch size")
+#: GPT-2 small's attention at its full context, 1024 × 768 with 12 heads, at batch 2 instead of 8 to keep the
+#: default run short (README, Performance).
+LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 to keep the default run short; ratios can shift "
+                                         "with the batch size")
 #: For tests: runs in milliseconds.
 TINY = BenchSize(2, 8, 16, 4)
 
@@ -223,6 +227,31 @@ class FusedQKVAttention(nn.Module):
         return (context_vec, attn_weights) if return_weights else context_vec
 
 
+class FoldedScaleAttention(A.MultiHeadAttention):
+    """:class:`engine.attention.MultiHeadAttention` with the softmax scale moved onto the queries.
+
+    ``(q / s) · k = (q · k) / s`` with ``s = sqrt(head_dim)``: scaling the (B, H, T, head_dim) queries
+    before the product gives the chapter's weights up to float rounding and skips the pass over the
+    (B, H, T, T) scores that the chapter's ``attn_scores / keys.shape[-1]**0.5`` makes. Same parameters
+    and buffers as the parent (load its ``state_dict``).
+
+    Shapes:
+        ``forward(x)``: x (B, T, d_in) float -> context_vec (B, T, d_out).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, num_tokens, _ = x.shape
+        queries = self.split_heads(self.W_query(x)) * self.head_dim**-0.5  # (B, T, d_in) -> (B, H, T, d_h), scaled
+        keys = self.split_heads(self.W_key(x))  # (B, H, T, d_h)
+        values = self.split_heads(self.W_value(x))  # (B, H, T, d_h)
+        attn_scores = queries @ keys.transpose(2, 3)  # (B, H, T, d_h) @ (B, H, d_h, T) -> (B, H, T, T)
+        attn_scores.masked_fill_(self.mask[:num_tokens, :num_tokens], -torch.inf)  # in place
+        attn_weights = self.dropout(torch.softmax(attn_scores, dim=-1))  # (B, H, T, T), already scaled
+        context_vec = (attn_weights @ values).transpose(1, 2)  # (B, H, T, d_h) -> (B, T, H, d_h)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)  # (B, T, H, d_h) -> (B, T, d_out)
+        return self.out_proj(context_vec)
+
+
 class _WrapperWithProj(nn.Module):
     """The wrapper's concatenated heads followed by an output projection, like the other variants."""
 
@@ -257,7 +286,7 @@ def build_variants(size: BenchSize, seed: int = 0) -> dict[str, nn.Module]:
     The wrapper is drawn first (seeded); its per-head weights are stacked into
     the split layer with :func:`engine.attention.copy_wrapper_into_split`, and
     the split layer's W_query/W_key/W_value and out_proj are copied into the
-    fused-qkv layers and ``nn.MultiheadAttention``.
+    folded-scale layer, the fused-qkv layers and ``nn.MultiheadAttention``.
 
     Returns:
         name -> module, in :data:`VARIANTS` order, on CPU in float32.
@@ -269,9 +298,12 @@ def build_variants(size: BenchSize, seed: int = 0) -> dict[str, nn.Module]:
     split = A.MultiHeadAttention(C, C, T, 0.0, H, qkv_bias=True)
     A.copy_wrapper_into_split(wrapper, split)
     out_proj = nn.Linear(C, C)
-    modules: dict[str, nn.Module] = {"wrapper": _WrapperWithProj(wrapper, out_proj), "split": split}
+    folded = FoldedScaleAttention(C, C, T, 0.0, H, qkv_bias=True)
+    modules: dict[str, nn.Module] = {"wrapper": _WrapperWithProj(wrapper, out_proj), "split": split,
+                                     "split_folded": folded}
     with torch.no_grad():
         out_proj.load_state_dict(split.out_proj.state_dict())
+        folded.load_state_dict(split.state_dict())
         W = torch.cat([split.W_query.weight, split.W_key.weight, split.W_value.weight])  # 3 × (C, C) -> (3C, C)
         b = torch.cat([split.W_query.bias, split.W_key.bias, split.W_value.bias])  # (3C,)
         for name, backend in (("fused_qkv", "manual"), ("einsum", "einsum"), ("sdpa_causal", "sdpa_causal"),
