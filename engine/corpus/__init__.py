@@ -164,11 +164,15 @@ def is_val_by_hash(body: str) -> bool:
     return zlib.crc32(body.encode("utf-8")) % VAL_EVERY == 0
 
 
+def paragraph_bodies(text: str) -> list[str]:
+    """Plain text cut into paragraphs at blank lines (colour codes removed, blank paragraphs dropped)."""
+    text = strip_ansi(text.replace("\r\n", "\n"))
+    return [body for p in re.split(r"\n[ \t]*\n", text) if (body := p.strip("\n")).strip()]
+
+
 def parse_paragraphs(text: str) -> list[Record]:
     """Splits plain text into records at blank lines (title and author left empty)."""
-    text = strip_ansi(text.replace("\r\n", "\n"))
-    paragraphs = re.split(r"\n[ \t]*\n", text)
-    return [Record("", "", p.strip("\n")) for p in paragraphs if p.strip()]
+    return [Record("", "", body) for body in paragraph_bodies(text)]
 
 
 class Records(Sequence[Record]):
@@ -187,14 +191,24 @@ class Records(Sequence[Record]):
     """
 
     def __init__(self, records: Sequence[Record]):
-        bodies = [r.body for r in records]
+        has_names = any(r.title or r.author for r in records)
+        self._titles = tuple(r.title for r in records) if has_names else None
+        self._authors = tuple(r.author for r in records) if has_names else None
+        self._set_bodies([r.body for r in records])
+
+    @classmethod
+    def from_bodies(cls, bodies: list[str]) -> Records:
+        """Records of these bodies, without titles or authors (no ``Record`` object is made)."""
+        records = cls.__new__(cls)
+        records._titles = records._authors = None
+        records._set_bodies(bodies)
+        return records
+
+    def _set_bodies(self, bodies: list[str]) -> None:
         self.text = RECORD_SEPARATOR.join(bodies)
         lengths = np.fromiter((len(b) + len(RECORD_SEPARATOR) for b in bodies), dtype=np.int64, count=len(bodies))
         self._starts = np.zeros(len(bodies) + 1, dtype=np.int64)  # (n + 1,)
         np.cumsum(lengths, out=self._starts[1:])
-        has_names = any(r.title or r.author for r in records)
-        self._titles = tuple(r.title for r in records) if has_names else None
-        self._authors = tuple(r.author for r in records) if has_names else None
 
     def __len__(self) -> int:
         return len(self._starts) - 1
@@ -256,7 +270,7 @@ class Corpus:
 
     Args:
         name: "tang", "tang300", "song100", "pydoc_topics" or the name given to ``corpus_from_bytes``.
-        records: the parsed records.
+        records: the parsed records (a list, or :class:`Records`).
         message: see the attribute.
         split: ``"interleave"`` (record i is validation when i % 10 == 9; by characters under 10
             records) or ``"hash"`` (``is_val_by_hash`` of the body).
@@ -271,8 +285,10 @@ class Corpus:
         records: the records (:class:`Records`: offsets into ``text``, a record built when read).
         text: the record bodies joined by a blank line.
         tokenizer: the ``CharTokenizer`` (see ``min_count``).
-        train_ids, val_ids: int32 tensors of shape (n_train,), (n_val,) on the CPU (half of int64's memory:
-            14 MB less for the full Tang corpus, on a server that must fit 690 MB; batches are int64).
+        train_ids, val_ids: tensors of shape (n_train,), (n_val,) on the CPU, int16 when the vocabulary has
+            at most 32 767 tokens (every corpus within ``engine.budget.MAX_VOCAB``), else int32: a quarter of
+            int64's memory, 21 MB less for the full Tang corpus and 4 bytes less per character of an upload held
+            in a reader's session, on a server that must fit 690 MB; batches are int64.
 
     Raises:
         CorpusError: if there are no records, or a split ends up with fewer than 2 tokens.
@@ -282,7 +298,7 @@ class Corpus:
     def __init__(
         self,
         name: str,
-        records: list[Record],
+        records: Sequence[Record],
         message: str | None = None,
         split: Literal["interleave", "hash"] = "interleave",
         min_count: int = 1,
@@ -304,8 +320,9 @@ class Corpus:
             self.tokenizer = CharTokenizer.from_text(self.text)
         else:
             self.tokenizer = CharTokenizer.from_counts(char_counts(train_text), min_count)
-        self.train_ids = self.tokenizer.encode_tensor(train_text).to(torch.int32)
-        self.val_ids = self.tokenizer.encode_tensor(val_text).to(torch.int32)
+        dtype = torch.int16 if self.tokenizer.vocab_size <= torch.iinfo(torch.int16).max + 1 else torch.int32
+        self.train_ids = self.tokenizer.encode_tensor(train_text).to(dtype)
+        self.val_ids = self.tokenizer.encode_tensor(val_text).to(dtype)
         if len(self.train_ids) < 2 or len(self.val_ids) < 2:
             raise CorpusError(
                 f"corpus {name!r} is too short to split: {len(self.text)} characters "
@@ -547,7 +564,7 @@ def corpus_from_text(text: str, name: str) -> Corpus:
         CorpusError: ("too_short") when the text has no record or a split would be under 2 tokens.
     """
     is_fortune = _FORTUNE_SEPARATOR.search(text) is not None
-    records = parse_fortunes(text) if is_fortune else parse_paragraphs(text)
+    records = parse_fortunes(text) if is_fortune else Records.from_bodies(paragraph_bodies(text))
     try:
         return Corpus(name, records)
     except CorpusError as exc:
