@@ -16,6 +16,7 @@ import inspect
 import re
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -132,14 +133,11 @@ def verdict(ok: bool, passed: str, failed: str) -> bool:
     return ok
 
 
-@functools.cache
-def source_of(obj: Callable | type, docstring: bool = False) -> str:
-    """The source of ``obj`` (``inspect.getsource``), by default without its docstring.
+_source_lock = threading.Lock()
 
-    The docstrings hold shapes, errors and references for the developer; without them the reader
-    sees about the length of the chapter's own listing. Cached: the engine does not change while
-    the app runs.
-    """
+
+@functools.cache
+def _source(obj: Callable | type, docstring: bool) -> str:
     source = textwrap.dedent(inspect.getsource(obj))
     if docstring:
         return source
@@ -150,6 +148,19 @@ def source_of(obj: Callable | type, docstring: bool = False) -> str:
             drop.update(range(doc.lineno - 1, doc.end_lineno))
     lines = source.splitlines(keepends=True)
     return "".join(line for i, line in enumerate(lines) if i not in drop)
+
+
+def source_of(obj: Callable | type, docstring: bool = False) -> str:
+    """The source of ``obj`` (``inspect.getsource``), by default without its docstring.
+
+    The docstrings hold shapes, errors and references for the developer; without them the reader
+    sees about the length of the chapter's own listing. Prepared once per object and kept (the
+    engine does not change while the app runs), under one lock: readers are threads, and Python
+    3.11's ``ast.parse`` run by several threads at once can fail with ``SystemError: AST
+    constructor recursion depth mismatch``, as several first visits to a fresh server showed.
+    """
+    with _source_lock:
+        return _source(obj, docstring)
 
 
 def show_code(*objects: Callable | type, label: str | None = None, docstring: bool = False) -> None:
