@@ -31,7 +31,7 @@ from torch import nn
 
 from engine.corpus import Corpus
 from engine.device import pick_device
-from engine.gpt import GPT, GPTConfig
+from engine.gpt import GPT, GPTConfig, eval_mode
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 
@@ -197,18 +197,16 @@ def estimate_loss(model: GPT, corpus: Corpus, batch_size: int, eval_iters: int, 
 
     The batches come from a generator seeded with ``seed``, so every call sees the same windows.
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     out = {}
-    for split in ("train", "val"):
-        generator = torch.Generator().manual_seed(seed)
-        losses = [
-            model(*corpus.get_batch(split, batch_size, model.config.block_size, generator, device)).loss.item()
-            for _ in range(eval_iters)
-        ]
-        out[split] = sum(losses) / len(losses)
-    model.train(was_training)
+    with eval_mode(model):
+        for split in ("train", "val"):
+            generator = torch.Generator().manual_seed(seed)
+            losses = [
+                model(*corpus.get_batch(split, batch_size, model.config.block_size, generator, device)).loss.item()
+                for _ in range(eval_iters)
+            ]
+            out[split] = sum(losses) / len(losses)
     return out
 
 

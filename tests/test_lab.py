@@ -3,11 +3,14 @@
 import dataclasses
 import json
 import math
+import re
 import time
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import budget
 from engine.checkpoint import CheckpointError, checkpoint_to_bytes
@@ -330,6 +333,188 @@ def test_long_prompts_are_cropped_to_block_size(trained):
     out = M.generate(model, long_prompt, 4, temperature=0)
     tail = M.generate(model, long_prompt[-block:], 4, temperature=0)
     assert out.new == tail.new  # only the last block_size characters matter
+
+
+# --- poem forms and greedy loops -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return M.load_shipped()
+
+
+def shape_of(text: str) -> str:
+    """One symbol per character: L a letter, ',' an odd line's end, '.' an even line's end, '/' a newline."""
+    return "".join("," if c == "，" else "." if c in "。？！" else "/" if c == "\n" else "L" if c.isalpha() else "?"
+                   for c in text)
+
+
+def couplets(line_length: int, n_lines: int) -> str:
+    """The shape of a poem of n_lines lines of line_length characters, a newline between couplets."""
+    couplet = "L" * line_length + "," + "L" * line_length + "."
+    return "/".join([couplet] * (n_lines // 2))
+
+
+SAMPLINGS = ((0.0, None, 1.0), (1.5, None, 1.0), (0.8, 5, 0.5))  # temperature, top_k, top_p
+
+
+@pytest.mark.parametrize("prompt", ["", "白日", "白日依山尽，", "白日依山尽，黄河入海流。\n"])
+def test_a_poem_form_is_met_exactly_for_every_seed(trained, prompt):
+    model = trained[1].result
+    forms = ((5, 2), (5, 4), (7, 4), (5, 8)) if "，" not in prompt else ((5, 4), (5, 8))
+    for line_length, n_lines in forms:
+        form = M.PoemForm(line_length, n_lines)
+        for seed in range(5):
+            for temperature, top_k, top_p in SAMPLINGS:
+                out = M.generate(model, prompt, None, temperature, top_k, seed, top_p, form)
+                assert shape_of(out.text) == couplets(line_length, n_lines), (form, seed, out.text)
+                assert out.form == form
+
+
+def test_a_line_length_alone_runs_to_max_new_tokens_and_lines_alone_stay_in_bounds(trained):
+    model = trained[1].result
+    low, high = S.POEM_FREE_LINE
+    free_line = f"L{{{low},{high}}}"
+    for seed in range(5):
+        out = M.generate(model, "白日", 40, 1.5, None, seed, 1.0, M.PoemForm(7, None))
+        assert len(out.new) == 40 and shape_of(out.text) == couplets(7, 16)[: len(out.text)]
+        free = M.generate(model, "白日", None, 1.5, None, seed, 1.0, M.PoemForm(None, 4))
+        couplet = f"{free_line},{free_line}\\."
+        assert re.fullmatch(f"{couplet}/{couplet}", shape_of(free.text)), free.text
+
+
+def test_the_shipped_model_writes_the_forms_exactly(shipped):
+    for line_length, n_lines in ((5, 4), (7, 8)):
+        for seed in range(3):
+            out = M.generate(shipped, "明月", None, 0.8, 20, seed, 0.9, M.PoemForm(line_length, n_lines))
+            assert shape_of(out.text) == couplets(line_length, n_lines), out.text
+            assert shipped.tokenizer.itos[shipped.tokenizer.unk_id] not in out.text
+
+
+@pytest.mark.parametrize(("line_length", "n_lines"), [(6, 4), (5, 3), (5, 0), (5, S.POEM_LINES[1] + 2), (None, None),
+                                                      (True, 4), (5, True), (5, 4.0)])
+def test_a_poem_form_outside_the_choices_is_refused(line_length, n_lines):
+    with pytest.raises(ValueError):
+        M.PoemForm(line_length, n_lines)
+
+
+def test_forms_that_cannot_be_written_are_refused_with_a_reason(trained):
+    model = trained[1].result
+    form = M.PoemForm(5, 4)
+    for prompt in ("白日依山尽黄", "白日，", "白日\n", "白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼。"):
+        with pytest.raises(M.FormError) as error:
+            M.generate(model, prompt, None, form=form)
+        assert error.value.reason == "prompt"
+    with pytest.raises(M.FormError) as error:
+        M.generate(model, "白日", 10, form=form)
+    assert error.value.reason == "length" and error.value.needed == len(couplets(5, 4)) - 2
+    assert len(M.generate(model, "白日", error.value.needed, form=form).new) == error.value.needed
+    english = corpus_from_bytes(b"the cat sat on the mat\n\n" * 40, "cats.txt")
+    tiny = GPT(preset("tiny", vocab_size=english.vocab_size)).eval()
+    cats = M.LabModel(tiny, english.tokenizer, {}, "uploaded", M.weights_id(tiny, english.tokenizer))
+    with pytest.raises(M.FormError) as error:
+        M.generate(cats, "the", None, form=form)
+    assert error.value.reason == "vocabulary"
+    for bad in ({"max_new_tokens": None}, {"max_new_tokens": None, "form": M.PoemForm(5, None)},
+                {"max_new_tokens": -1}, {"top_p": 0.0}, {"top_p": 1.2}, {"temperature": -1.0}):
+        with pytest.raises(ValueError):
+            M.generate(model, "白日", **{"max_new_tokens": 5, **bad})
+
+
+def test_the_next_character_view_follows_the_form_and_top_p(trained):
+    model = trained[1].result
+    form = M.PoemForm(5, 4)
+    end = M.next_char_probs(model, "白日依山尽", temperature=1.0, top_k=0, form=form)
+    assert end.candidates == ("，",) and float(end.probs[0]) == pytest.approx(1.0)  # the line's end is the only choice
+    inside = M.next_char_probs(model, "白日", temperature=1.0, top_k=0, form=form, n=50)
+    assert all(c.isalpha() for c in inside.candidates) and len(inside.candidates) == sum(
+        c.isalpha() for c in model.tokenizer.itos)
+    for seed in range(6):  # the view's draw is generate's first character
+        view = M.next_char_probs(model, "白日", 0.9, 0, seed, top_p=0.8, form=form)
+        assert view.candidates[view.sampled] == M.generate(model, "白日", None, 0.9, None, seed, 0.8, form).new[0]
+        plain = M.next_char_probs(model, "白日依", 0.9, 5, seed, top_p=0.6)
+        assert plain.candidates[plain.sampled] == M.generate(model, "白日依", 1, 0.9, 5, seed, 0.6).new
+    assert view.top_ps[-1] == 1.0 and 0.8 in view.top_ps
+    assert view.by_top_p.shape == (len(view.top_ps), len(view.candidates))
+    torch.testing.assert_close(view.by_top_p[view.top_ps.index(0.8)], view.probs)
+    torch.testing.assert_close(view.by_top_p[-1], M.next_char_probs(model, "白日", 0.9, 0, form=form).probs)
+    support = (view.by_top_p > 0).sum(-1)  # a smaller top-p keeps no more characters
+    assert all(a <= b for a, b in zip(support.tolist(), support.tolist()[1:], strict=False))
+    for bad in ({"top_p": 0.0}, {"top_ps": (0.5, 1.5)}, {"top_ks": (-1,)}, {"temperatures": (-0.5,)}):
+        with pytest.raises(ValueError):
+            M.next_char_probs(model, "白日", **bad)
+
+
+@pytest.mark.parametrize(("text", "start", "span", "covered"), [
+    ("abcabcabc", 0, "abc", 9),
+    ("xyabababz", 2, "ab", 6),
+    ("qabcabcab", 1, "abc", 8),  # the last copy cut short
+    ("aaaaaa", 0, "a", 6),
+    ("abababab", 0, "ab", 8),  # the shortest span, not "abab"
+    ("ababab-xyzxyzxyz", 7, "xyz", 9),  # the longer of two loops
+    ("春风吹雨露，春色满庭花。\n春风吹雨露，春色满庭花。\n春风", 0, "春风吹雨露，春色满庭花。\n", 28),
+])
+def test_find_loop_on_crafted_text(text, start, span, covered):
+    loop = M.find_loop(text)
+    assert (loop.start, loop.span, loop.covered) == (start, span, covered)
+    assert loop.period == len(span) and loop.end == start + covered and loop.copies == covered // len(span)
+
+
+def test_find_loop_without_a_loop_and_its_bounds():
+    for text in ("", "a", "abcdef", "abab", "白日依山尽"):
+        assert M.find_loop(text) is None
+    tie = M.find_loop("ababcdcd", min_chars=2)  # two loops of 4: the earlier
+    assert (tie.start, tie.span, tie.covered) == (0, "ab", 4)
+    with pytest.raises(ValueError):
+        M.find_loop("a" * (M.MAX_LOOP_TEXT + 1))
+    for bad in (1, 2.5, True):
+        with pytest.raises(ValueError):
+            M.find_loop("abab", min_chars=bad)
+
+
+def stretches(text: str):
+    """Every stretch of text with period p and two full copies: (covered, p, start), by brute force."""
+    for p in range(1, len(text) // 2 + 1):
+        for s in range(len(text)):
+            e = s
+            while e + p < len(text) and text[e] == text[e + p]:
+                e += 1
+            if e - s >= p:
+                yield e - s + p, p, s
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="ab，。\n", max_size=40), min_chars=st.integers(2, 8))
+def test_find_loop_is_the_longest_repetition(text, min_chars):
+    found = [(c, p, s) for c, p, s in stretches(text) if c >= min_chars]
+    loop = M.find_loop(text, min_chars)
+    if not found:
+        assert loop is None
+        return
+    covered, period, start = max(found, key=lambda f: (f[0], -f[1], -f[2]))
+    assert (loop.covered, loop.period, loop.start) == (covered, period, start)
+    assert text[loop.start : loop.end] == (loop.span * (loop.copies + 1))[: loop.covered]
+
+
+@settings(max_examples=100, deadline=None)
+@given(prefix=st.text(alphabet="xyz", max_size=6), span=st.text(alphabet="ab。", min_size=1, max_size=5),
+       copies=st.integers(2, 5), suffix=st.text(alphabet="xyz", max_size=6))
+def test_find_loop_finds_a_planted_loop(prefix, span, copies, suffix):
+    text = prefix + span * copies + suffix
+    loop = M.find_loop(text, min_chars=2)
+    assert loop is not None and loop.covered >= len(span) * copies
+
+
+def test_find_loop_on_the_shipped_models_greedy_text(shipped):
+    """Greedy decoding of the shipped model falls into a loop; once the loop fills the context, it never leaves it."""
+    block = shipped.config.block_size
+    for prompt in ("明月", "春风"):
+        out = M.generate(shipped, prompt, 300, temperature=0)
+        loop = M.find_loop(out.new)
+        assert loop is not None and loop.copies >= 2, out.new
+        assert out.new[loop.start : loop.end] == (loop.span * (loop.copies + 1))[: loop.covered]
+        if loop.covered >= block + loop.period:
+            assert loop.end == len(out.new)
 
 
 def test_attention_maps_are_causal_and_rows_sum_to_one(trained):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -604,12 +603,8 @@ def attention_maps(lab_model: LabModel, line: str, max_len: int = 32) -> Attenti
     if not ids:
         return AttentionMaps(torch.zeros(c.n_layer, c.n_head, 0, 0), (), unknown, cut)
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         out = model(torch.tensor([ids], dtype=torch.long, device=device), return_weights=True)
-    finally:
-        model.train(was_training)
     # n_layer x (1, nh, T, T) -> (n_layer, nh, T, T)
     weights = torch.stack([w[0] for w in out.attn_weights]).float().cpu()
     return AttentionMaps(weights, tuple(tokenizer.decode(ids)), unknown, cut)
@@ -669,13 +664,15 @@ def _initial_position_table(config: GPTConfig, seed: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# The next character: its probabilities under temperature and top-k, and where attention looked
+# The next character: its probabilities under temperature, top-k and top-p, and where attention looked
 # ---------------------------------------------------------------------------------------------
 
 #: Temperatures of the next-character view's slider (the page's own value is added).
 VIEW_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 #: Top-k values of its slider; 0 means all characters (the page's own value is added).
 VIEW_TOP_KS = (1, 2, 3, 5, 10, 20, 40, 0)
+#: Top-p values of its slider; 1 keeps every character (the page's own value is added).
+VIEW_TOP_PS = (0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
 @dataclass(frozen=True)
@@ -689,14 +686,19 @@ class NextCharProbs:
         temperatures: temperatures of ``by_temperature``'s rows (ascending; 0 = greedy).
         top_ks: top-k values of ``by_top_k``'s rows (ascending, 0 = all last).
         by_temperature: float32 (len(temperatures), len(candidates)): the probability of each
-            candidate at each temperature, with top-k at ``top_k``.
-        by_top_k: float32 (len(top_ks), len(candidates)): at each top-k, temperature ``temperature``.
+            candidate at each temperature, with the page's top-k and top-p.
+        by_top_k: float32 (len(top_ks), len(candidates)): at each top-k, with the page's
+            temperature and top-p.
         temperature, top_k: the page's settings (0 top-k: all), one row of each table.
         probs: float32 (len(candidates),): the probabilities at the page's settings.
         sampled: index into ``candidates`` of the character sampled at the page's settings with
             ``seed`` (the first character ``generate`` writes with the same settings).
         shapes: {"idx", "residual", "logits", "attn_weights"}: the tensor shapes of this forward
             pass, (1, T), (1, T, n_embd), (1, T, vocab_size), (1, n_head, T, T).
+        top_p: the page's top-p (1: all), one row of ``by_top_p``.
+        top_ps: top-p values of ``by_top_p``'s rows (ascending, 1 last).
+        by_top_p: float32 (len(top_ps), len(candidates)): at each top-p, with the page's
+            temperature and top-k.
     """
 
     context: str
@@ -710,6 +712,9 @@ class NextCharProbs:
     probs: torch.Tensor
     sampled: int
     shapes: dict
+    top_p: float = 1.0
+    top_ps: tuple[float, ...] = ()
+    by_top_p: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -731,21 +736,6 @@ class LastPositionAttention:
         return self.attn_weights.mean(dim=1)
 
 
-def _sampling_probs(logits: torch.Tensor, temperature: float, top_k: int) -> torch.Tensor:
-    """float64 (V,) probabilities of ``_pick_next``'s rule: logits (V,) with banned ids at -inf already.
-
-    Temperature 0 puts all the mass on the most likely id; top_k 0 keeps every id.
-    """
-    if temperature == 0:
-        return torch.nn.functional.one_hot(logits.argmax(), logits.numel()).double()  # (V,)
-    scaled = logits.double() / temperature  # (V,)
-    allowed = int(torch.isfinite(scaled).sum())
-    if top_k:
-        kth = torch.topk(scaled, min(top_k, allowed)).values[-1]  # the k-th largest allowed logit
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    return torch.softmax(scaled, dim=-1)  # (V,)
-
-
 @torch.no_grad()
 def _last_forward(lab_model: LabModel, prompt: str) -> tuple[Prompt, torch.Tensor, GPTOutput]:
     """The prompt as :func:`generate` feeds it (idx (1, T), T <= block_size) and the eval-mode forward with weights."""
@@ -754,12 +744,8 @@ def _last_forward(lab_model: LabModel, prompt: str) -> tuple[Prompt, torch.Tenso
     device = next(model.parameters()).device
     ids = info.ids[-model.config.block_size:]
     idx = torch.tensor([ids], dtype=torch.long, device=device)  # (1, T), T <= block_size
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         out = model(idx, return_weights=True)
-    finally:
-        model.train(was_training)
     return info, idx, out
 
 
@@ -774,53 +760,71 @@ def next_char_probs(
     n: int = 20,
     temperatures: tuple[float, ...] = VIEW_TEMPERATURES,
     top_ks: tuple[int, ...] = VIEW_TOP_KS,
+    top_p: float = 1.0,
+    top_ps: tuple[float, ...] = VIEW_TOP_PS,
+    form: PoemForm | None = None,
 ) -> NextCharProbs:
     """The probability of every candidate next character after ``prompt``, as ``generate`` samples it.
 
     The prompt reaches the model as in :func:`generate` (unknown characters dropped, cropped to
-    block_size); the unknown token is excluded before temperature and top-k, as in generation.
-    Temperature divides the logits (below 1 sharpens, above 1 flattens); top-k keeps the k most
-    likely characters and renormalises (the chapter's sampling step, nanoGPT's ``generate``).
+    block_size), and the probabilities are ``engine.gpt.sampling_probs``, the rule generation draws
+    from: the unknown token (and, with a ``form``, what the form does not allow first) excluded,
+    then temperature (below 1 sharpens, above 1 flattens), top-k (the k most likely characters)
+    and top-p (the fewest most likely characters holding top_p of the probability), renormalised.
 
     Args:
-        temperature, top_k, seed: the page's sampling settings (top_k 0: all characters).
-        n: how many of the most likely characters to draw (1 to 200).
-        temperatures, top_ks: the slider's values; the page's own are added.
+        temperature, top_k, top_p, seed, form: the page's sampling settings (top_k 0: all characters).
+        n: how many of the most likely allowed characters to draw (1 to 200).
+        temperatures, top_ks, top_ps: the sliders' values; the page's own are added.
 
     Raises:
-        ValueError: for a temperature < 0 or not finite, top_k < 0, n outside [1, 200].
+        ValueError: for a temperature < 0 or not finite, top_k < 0, top_p outside (0, 1], n outside
+            [1, 200], or a slider value outside those ranges.
+        FormError: as :func:`poem_rule`.
         NonFiniteLogitsError: if the model's logits are NaN or infinite.
     """
-    if not isinstance(temperature, int | float) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if not isinstance(top_k, int) or top_k < 0:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ValueError(f"top_k must be an integer >= 0 (0: all), got {top_k!r}")
+    check_sampling(temperature, top_k or None, top_p)
+    for t in temperatures:
+        check_sampling(t, None, 1.0)
+    for k in top_ks:
+        check_sampling(1.0, k or None, 1.0)
+    for q in top_ps:
+        check_sampling(1.0, None, q)
     if not 1 <= n <= 200:
         raise ValueError(f"n must be in [1, 200], got {n}")
+    tokenizer = lab_model.tokenizer
+    vocab_size = lab_model.config.vocab_size
+    allowed = torch.ones(vocab_size, dtype=torch.bool)  # (V,)
+    allowed[list(banned_ids(tokenizer))] = False
+    if form is not None:
+        kept = prepare_prompt(tokenizer, prompt, lab_model.config.block_size).kept
+        rule, _ = poem_rule(tokenizer, form, kept)
+        allowed &= rule(torch.zeros(1, 0, dtype=torch.long))  # the first step's mask (the prompt leaves lines to write)
     info, idx, out = _last_forward(lab_model, prompt)
     logits = out.logits[0, -1].float().cpu()  # (1, T, V) -> (V,): the prediction after the last character
     if not bool(torch.isfinite(logits).all()):
         raise NonFiniteLogitsError("the model's logits hold NaN or infinite values")
-    ban = banned_ids(lab_model.tokenizer)
-    if ban:
-        logits = logits.index_fill(0, torch.tensor(ban), float("-inf"))  # (V,)
-    vocab = logits.numel() - len(ban)
+    vocab = int(allowed.sum())
     temps = tuple(sorted({float(t) for t in temperatures} | {float(temperature)}))
     ks = tuple(sorted({int(k) for k in top_ks if k <= vocab} | {int(top_k) if top_k <= vocab else 0},
                       key=lambda k: (k == 0, k)))
-    current = _sampling_probs(logits, temperature, top_k)  # (V,)
+    ps = tuple(sorted({float(q) for q in top_ps} | {float(top_p)}))
+
+    def probs_at(t: float, k: int, q: float) -> torch.Tensor:
+        return sampling_probs(logits, t, k or None, q, allowed)  # (V,)
+
+    current = probs_at(temperature, top_k, top_p)  # (V,)
     generator = torch.Generator().manual_seed(seed)
-    if temperature == 0:
-        sampled_id = int(current.argmax())
-    else:
-        sampled_id = int(torch.multinomial(current.float(), 1, generator=generator))
-    order = torch.argsort(logits, descending=True)[: min(n, vocab)].tolist()  # most likely first
+    sampled_id = int(sample_next(logits, temperature, top_k or None, top_p, generator, allowed))  # generate's 1st draw
+    order = torch.argsort(logits.masked_fill(~allowed, float("-inf")), descending=True)[: min(n, vocab)].tolist()
     if sampled_id not in order:
         order.append(sampled_id)
     columns = torch.tensor(order)  # (n_candidates,)
-    by_t = torch.stack([_sampling_probs(logits, t, top_k)[columns] for t in temps]).float()  # (len(temps), n_c)
-    by_k = torch.stack([_sampling_probs(logits, temperature, k)[columns] for k in ks]).float()  # (len(ks), n_c)
-    tokenizer = lab_model.tokenizer
+    by_t = torch.stack([probs_at(t, top_k, top_p)[columns] for t in temps])  # (len(temps), n_c)
+    by_k = torch.stack([probs_at(temperature, k, top_p)[columns] for k in ks])  # (len(ks), n_c)
+    by_p = torch.stack([probs_at(temperature, top_k, q)[columns] for q in ps])  # (len(ps), n_c)
     weights = out.attn_weights[0]  # layer 0: (1, nh, T, T)
     shapes = {"idx": tuple(idx.shape), "residual": (*idx.shape, lab_model.model.ln_f.weight.shape[0]),
               "logits": tuple(out.logits.shape), "attn_weights": tuple(weights.shape)}
@@ -833,9 +837,12 @@ def next_char_probs(
         by_top_k=by_k,
         temperature=float(temperature),
         top_k=int(top_k),
-        probs=current[columns].float(),
+        probs=current[columns],
         sampled=order.index(sampled_id),
         shapes=shapes,
+        top_p=float(top_p),
+        top_ps=ps,
+        by_top_p=by_p,
     )
 
 

@@ -44,6 +44,13 @@ RERUN_STEPS = (10, 1000)
 GENERATE_LENGTH = (1, 300)
 TEMPERATURE = (0.0, 2.0)
 TOP_K = (0, 5000)
+#: Top-p (nucleus sampling): the probability mass of the most likely characters kept (1 = all characters).
+TOP_P = (0.05, 1.0)
+#: Poem forms: characters per line (5: 五言, 7: 七言), lines (句) per poem (an even number: the corpus's couplets),
+#: and the shortest and longest line the model may write when only the number of lines is chosen.
+POEM_LINE_LENGTHS = (5, 7)
+POEM_LINES = (2, 16)
+POEM_FREE_LINE = (3, 9)
 
 
 def head_choices(n_embd: int, pos_encoding: str) -> tuple[int, ...]:
