@@ -57,6 +57,25 @@ def test_cached_sampling_equals_uncached(pos_encoding, T):
     assert not torch.equal(runs[True], greedy)  # it really sampled
 
 
+@pytest.mark.parametrize("pos_encoding", POS_ENCODINGS)
+def test_cached_nucleus_sampling_and_a_mask_equal_uncached(pos_encoding):
+    """Top-p and a per-step mask (allowed_next) draw the same tokens from the cached and the uncached logits."""
+    model = model_for(pos_encoding)
+    idx = prompt(2, 5, seed=4)
+
+    def odd_after_even(generated: torch.Tensor) -> torch.Tensor:
+        parity = generated.size(1) % 2
+        return torch.arange(VOCAB) % 2 == parity  # (V,): even ids at even steps, odd ids at odd steps
+
+    runs = {
+        use_cache: model.generate(idx, 2 * BLOCK, temperature=1.2, top_k=10, top_p=0.8, seed=5,
+                                  use_cache=use_cache, allowed_next=odd_after_even)
+        for use_cache in (True, False)
+    }
+    assert torch.equal(runs[True], runs[False])
+    assert [i % 2 for i in runs[True][0, 5:].tolist()] == [step % 2 for step in range(2 * BLOCK)]
+
+
 def test_non_causal_model_generates_the_same_with_or_without_cache():
     model = model_for("learned", causal=False)
     idx = prompt(1, 5)
