@@ -1,6 +1,6 @@
 # Two commands on a fresh Debian/Ubuntu machine with Python 3.11+:
 #   make run    set up what the app needs (apt: the poems; venv; pip) and start it on http://localhost:8501
-#   make test   set up what the tests need too (apt: Chromium, a CJK font; dev packages), then lint and every test
+#   make test   set up what the tests need too (apt: Chromium, a CJK font, nginx; dev packages), then lint and every test
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
