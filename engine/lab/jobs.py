@@ -1,7 +1,8 @@
 """Background jobs of the Lab: a training or an experiment rerun in a daemon thread, with a progress record.
 
-A job waits for a slot of its runner (``engine.lab.runner``; one training at a time by default),
-then runs ``engine.training.train`` (or the experiment's trainings) in its own thread with a
+A job waits for a slot of its runner (``engine.lab.runner``; one training at a time by default, handed
+out first come, first served: a queued job's snapshot says its place in the queue), then runs
+``engine.training.train`` (or the experiment's trainings) in its own thread with a
 ``threading.Event`` as stop flag. The training callbacks write into a lock-protected progress
 record; a page polls :meth:`Job.snapshot`, a frozen copy. Stopping keeps what was learned:
 ``train`` ends with an evaluation and returns the model as it is.
@@ -9,8 +10,10 @@ record; a page polls :meth:`Job.snapshot`, a frozen copy. Stopping keeps what wa
 A job ends with its reader. It holds a callable ``owner_alive`` (the page passes one that asks
 Streamlit whether the reader's session is still connected) and stops itself, keeping its result,
 once the owner has been gone for ``ORPHAN_GRACE_S`` seconds; a reader who reloads the page within
-that time can take the job over (:meth:`Job.adopt`). Every job also stops at ``MAX_JOB_WALL_S``
-seconds of training (``engine.budget``), whatever it was asked to do.
+that time can take the job over (:meth:`Job.adopt`), from the same browser when the job knows which
+browser started it (:attr:`Job.browser_id`). Every job also stops at ``MAX_JOB_WALL_S`` seconds of
+training (``engine.budget``), whatever it was asked to do. A job lets go of its training text once it
+ends: the runner keeps finished jobs findable for a while, and an uploaded text belongs to its reader.
 
 Threads, not processes: a child process that imports PyTorch to train holds ~350 MB before its
 first step (measured), half of the smallest Cloud allotment, and takes ~5 s to start; a thread
@@ -92,6 +95,7 @@ class Snapshot:
         stop_reason: for "stopped", one of :data:`STOP_REASONS`; else "".
         error: for "error", the exception's type and message (for logs); else "".
         running, limit: while queued, the trainings holding the runner's slots and how many it has.
+        position: while queued, the job's place in the queue (1: it gets the next free slot); else 0.
         run_index, run_count, run_key: for experiments, which run of how many is training.
     """
 
@@ -107,6 +111,7 @@ class Snapshot:
     error: str = ""
     running: int = 0
     limit: int = 0
+    position: int = 0
     run_index: int = 0
     run_count: int = 1
     run_key: str = ""
@@ -182,18 +187,18 @@ class _Progress:
 
 
 class JobHost(Protocol):
-    """What a job needs from its runner (``engine.lab.runner.LabRunner`` is one): slots, counts, caches."""
+    """What a job needs from its runner (``engine.lab.runner.LabRunner`` is one): a queue, slots, counts, caches."""
 
     max_concurrent: int
     registry: object
     experiment_cache: object
     run_cache: object
 
-    def acquire_slot(self, timeout: float) -> bool: ...
     def job_waiting(self, job: Job) -> None: ...
-    def job_running(self, job: Job) -> None: ...
+    def acquire_slot(self, job: Job, timeout: float) -> bool: ...
     def job_ended(self, job: Job, got_slot: bool) -> None: ...
     def running_count(self) -> int: ...
+    def queue_position(self, job: Job) -> int: ...
 
 
 def _always_alive() -> bool:
@@ -215,15 +220,18 @@ class Job:
         owner_alive: True while the reader who started the job is still there (default: always).
         max_wall_s: seconds of training after which the job stops itself (default: ``budget.MAX_JOB_WALL_S``).
         orphan_grace_s: seconds the job outlives its owner before it stops.
+        browser_id: an opaque id of the browser that started the job (see ``LabRunner.submit``), or None.
 
     Attributes:
         token: a random id (32 hex digits) a page may keep, to find the job again after a reload.
+        browser_id: as given.
     """
 
     def __init__(self, runner: JobHost, steps: int, run_count: int = 1,
                  owner_alive: Callable[[], bool] | None = None, max_wall_s: float = budget.MAX_JOB_WALL_S,
-                 orphan_grace_s: float = ORPHAN_GRACE_S):
+                 orphan_grace_s: float = ORPHAN_GRACE_S, browser_id: str | None = None):
         self.runner = runner
+        self.browser_id = browser_id
         self.stop_event = threading.Event()
         self.token = secrets.token_hex(16)
         self.max_wall_s = max_wall_s
@@ -260,14 +268,20 @@ class Job:
         except Exception:  # a liveness check that fails says nothing: keep the job
             return True
 
-    def adopt(self, owner_alive: Callable[[], bool]) -> bool:
+    def adopt(self, owner_alive: Callable[[], bool], browser_id: str | None = None) -> bool:
         """Hands the job to a new owner (a reader who reloaded the page), if its owner is gone.
 
+        Args:
+            owner_alive: the new owner's liveness check.
+            browser_id: the browser asking; a job started from a known browser goes only to that browser.
+
         Returns:
-            True when the job now belongs to the caller; False when its owner is still there
-            (a shared link cannot take a job from a reader who is using it) or when it ended more
+            True when the job now belongs to the caller; False when it was started from another browser
+            (a link someone shared cannot take it), when its owner is still there, or when it ended more
             than ``orphan_grace_s`` seconds ago (an old link cannot fetch a finished model).
         """
+        if self.browser_id is not None and browser_id != self.browser_id:
+            return False
         ended = self._progress.ended
         if self.owner_present() or (ended is not None and time.perf_counter() - ended > self.orphan_grace_s):
             return False
@@ -298,10 +312,11 @@ class Job:
         return True
 
     def snapshot(self) -> Snapshot:
-        """The current progress; a queued job's snapshot says how many trainings hold the slots."""
+        """The current progress; a queued job's snapshot says how many trainings hold the slots and its place."""
         snap = self._progress.snapshot()
         if snap.state == "queued":
-            snap = dataclasses.replace(snap, running=self.runner.running_count(), limit=self.runner.max_concurrent)
+            snap = dataclasses.replace(snap, running=self.runner.running_count(), limit=self.runner.max_concurrent,
+                                       position=self.runner.queue_position(self))
         return snap
 
     def _run(self) -> None:
@@ -309,12 +324,11 @@ class Job:
         got_slot = False
         state, reason, error = "error", "", ""
         try:
-            while not (got_slot := self.runner.acquire_slot(timeout=0.1)):
+            while not (got_slot := self.runner.acquire_slot(self, timeout=0.1)):
                 if self.should_stop():
                     state = "stopped"
                     reason = "while_queued" if self._stop_reason == "by_reader" else self._stop_reason
                     return
-            self.runner.job_running(self)
             with p.lock:
                 p.state = "running"
                 p.started = p.run_started = time.perf_counter()
@@ -324,9 +338,13 @@ class Job:
         except Exception as exc:  # reported in the snapshot; the page shows that it failed
             state, error = "error", f"{type(exc).__name__}: {exc}"
         finally:
+            self._release()
             self.runner.job_ended(self, got_slot)
             with p.lock:  # last: a final snapshot means the slot is free again
                 p.state, p.stop_reason, p.error, p.ended = state, reason, error, time.perf_counter()
+
+    def _release(self) -> None:
+        """Drops what the job needed only while it worked (its training text), once it ends."""
 
     def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[object, bool]:
         """Does the work; returns ``(result, stopped early)``."""
@@ -358,6 +376,9 @@ class TrainingJob(Job):
             self.runner.registry.put(self.key, lab_model)
         return lab_model, result.stopped
 
+    def _release(self) -> None:
+        self.corpus = None
+
 
 class ExperimentJob(Job):
     """Runs one of the lesson's experiments (``engine.lab.experiments.run_experiment``) in the background.
@@ -384,6 +405,9 @@ class ExperimentJob(Job):
             return None, True
         self.runner.experiment_cache.put(self.cache_key, outcome)
         return outcome, False
+
+    def _release(self) -> None:
+        self.corpus = None
 
 
 def wait_until_finished(job: Job, timeout: float, poll: float = 0.05) -> Snapshot:

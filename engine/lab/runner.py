@@ -2,7 +2,14 @@
 
 :class:`LabRunner` is created once per app (the page keeps it in ``st.cache_resource``). Every
 session submits its jobs here, so the limit on concurrent trainings holds across sessions; a job
-submitted while the limit is reached waits in the "queued" state.
+submitted while the limit is reached waits in the "queued" state, in a first-come-first-served queue
+(a job's snapshot says its place), not in a race of whoever polls first when a slot frees.
+
+One browser, one training: a page may pass an opaque ``browser_id`` (the same in every tab of one
+browser); a browser that already has a queued or running job gets :class:`BrowserBusy` instead of a
+second place in the queue, so several tabs cannot hold the slot in turn. A job started with a
+``browser_id`` is handed over after a reload only to that browser (:meth:`LabRunner.reclaim`,
+:meth:`LabRunner.reattach`): a link someone shared, token or not, takes nothing.
 
 Isolation: a reader's own model lives in that reader's session. The registry only ever answers
 a request with the model that *the same* settings on *the same* text produce (training is seeded),
@@ -13,7 +20,8 @@ run produced. Stopped runs are therefore never put in the registry.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -81,6 +89,18 @@ class LRU:
             return key in self._data
 
 
+class BrowserBusy(Exception):
+    """A browser asked for a second training while its first is queued or running.
+
+    Attributes:
+        job: the browser's job that is queued or running.
+    """
+
+    def __init__(self, job: Job):
+        super().__init__(f"this browser already has a {job.snapshot().state} job")
+        self.job = job
+
+
 @dataclass
 class Submitted:
     """What :meth:`LabRunner.submit` returns: a new job, or a model found in the registry."""
@@ -121,66 +141,98 @@ class LabRunner:
         self.experiment_cache = LRU(self.experiment_cache_size)
         self.run_cache = LRU(2 * self.experiment_cache_size)  # single experiment runs, shared between experiments
         self._jobs = LRU(self.jobs_kept)
-        self._slots = threading.BoundedSemaphore(self.max_concurrent)
-        self._lock = threading.Lock()
-        self._running = 0
-        self._waiting = 0
+        self._by_browser = LRU(self.jobs_kept)  # browser_id -> its latest job
+        self._changed = threading.Condition(threading.RLock())  # guards the queue and the running list
+        self._queue: deque[Job] = deque()  # waiting jobs, first submitted first
+        self._running: list[Job] = []
 
     # --- the JobHost side: called by jobs from their threads ----------------------------------------------------
-    def acquire_slot(self, timeout: float) -> bool:
-        """Takes a training slot within ``timeout`` seconds; True when taken."""
-        return self._slots.acquire(timeout=timeout)
-
     def job_waiting(self, job: Job) -> None:
-        """A job was started and waits for a slot; it becomes findable by its token."""
+        """A job was started: it joins the end of the queue and becomes findable by its token (and browser)."""
         self._jobs.put(job.token, job)
-        with self._lock:
-            self._waiting += 1
+        with self._changed:
+            self._queue.append(job)
+            if job.browser_id is not None:
+                self._by_browser.put(job.browser_id, job)
 
-    def job_running(self, job: Job) -> None:
-        """A job got its slot."""
-        with self._lock:
-            self._waiting -= 1
-            self._running += 1
+    def acquire_slot(self, job: Job, timeout: float) -> bool:
+        """Gives ``job`` a slot within ``timeout`` seconds if it is first in the queue and a slot is free.
+
+        Returns:
+            True when the job now holds a slot (it left the queue); False after ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not (self._queue and self._queue[0] is job and len(self._running) < self.max_concurrent):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            self._queue.popleft()
+            self._running.append(job)
+            self._changed.notify_all()  # the next job in the queue is now first
+            return True
 
     def job_ended(self, job: Job, got_slot: bool) -> None:
-        """A job ended; its slot (if it had one) is free again."""
-        with self._lock:
+        """A job ended: its slot is free again, or it left the queue without one."""
+        with self._changed:
             if got_slot:
-                self._running -= 1
-            else:
-                self._waiting -= 1
-        if got_slot:
-            self._slots.release()
+                self._running.remove(job)
+            elif job in self._queue:
+                self._queue.remove(job)
+            self._changed.notify_all()
+
+    def queue_position(self, job: Job) -> int:
+        """The job's place in the queue (1: next to get a slot), or 0 when it is not waiting."""
+        with self._changed:
+            for place, waiting in enumerate(self._queue, start=1):
+                if waiting is job:
+                    return place
+            return 0
 
     # --- the page's side -----------------------------------------------------------------------------------------
     def running_count(self) -> int:
         """Jobs holding a slot now."""
-        with self._lock:
-            return self._running
+        with self._changed:
+            return len(self._running)
 
     def waiting_count(self) -> int:
         """Jobs started but waiting for a slot."""
-        with self._lock:
-            return self._waiting
+        with self._changed:
+            return len(self._queue)
+
+    def browser_job(self, browser_id: str | None) -> Job | None:
+        """The queued or running job started from this browser, or None (always None without an id)."""
+        if browser_id is None:
+            return None
+        with self._changed:
+            return next((j for j in (*self._running, *self._queue) if j.browser_id == browser_id), None)
+
+    def _check_browser(self, browser_id: str | None) -> None:
+        busy = self.browser_job(browser_id)
+        if busy is not None:
+            raise BrowserBusy(busy)
 
     def lookup(self, model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) -> LabModel | None:
         """The registry's model for exactly these settings and text, or None."""
         return self.registry.get(RunKey.make(model_config, train_config, corpus))
 
     def submit(self, plan: TrainingPlan, corpus: Corpus, owner_alive: Callable[[], bool] | None = None,
-               **job_options) -> Submitted:
+               browser_id: str | None = None, **job_options) -> Submitted:
         """Starts a training job for a checked plan, unless the registry holds the model it gives.
 
         Args:
             plan: from ``engine.lab.settings.plan_training`` for ``corpus``.
             corpus: the training text.
             owner_alive: True while the submitting reader's session lasts (see ``engine.lab.jobs``).
+            browser_id: an opaque id, the same in every tab of one browser (None: no per-browser limit).
             job_options: ``max_wall_s`` or ``orphan_grace_s`` for the job.
 
         Raises:
             ValueError: if the plan has problems (a training the caps or the text refuse) or
                 was made for another text (its vocab_size differs).
+            BrowserBusy: if ``browser_id`` already has a queued or running job (a model the registry
+                holds is still returned).
         """
         if not plan.ok:
             raise ValueError(f"this training may not start: {[p.key for p in plan.problems]}")
@@ -189,22 +241,31 @@ class LabRunner:
         found = self.lookup(plan.model, plan.train, corpus)
         if found is not None:
             return Submitted(model=found)
-        job = TrainingJob(self, plan.model, plan.train, corpus, owner_alive=owner_alive, **job_options)
-        return Submitted(job=job.start())
+        with self._changed:  # the check and the place in the queue at once: two tabs cannot both pass
+            self._check_browser(browser_id)
+            job = TrainingJob(self, plan.model, plan.train, corpus, owner_alive=owner_alive, browser_id=browser_id,
+                              **job_options)
+            return Submitted(job=job.start())
 
     def submit_experiment(self, name: str, corpus: Corpus, steps: int, batch_size: int, seed: int = 1337,
-                          owner_alive: Callable[[], bool] | None = None, **job_options
-                          ) -> tuple[ExperimentJob | None, dict | None]:
+                          owner_alive: Callable[[], bool] | None = None, browser_id: str | None = None,
+                          **job_options) -> tuple[ExperimentJob | None, dict | None]:
         """Reruns an experiment in the background, or returns its cached result.
 
         Returns:
             ``(job, None)`` for a new job, or ``(None, result)`` from the cache.
+
+        Raises:
+            BrowserBusy: as :meth:`submit` (an experiment's trainings take the same slot).
         """
-        job = ExperimentJob(self, name, corpus, steps, batch_size, seed, owner_alive=owner_alive, **job_options)
+        job = ExperimentJob(self, name, corpus, steps, batch_size, seed, owner_alive=owner_alive,
+                            browser_id=browser_id, **job_options)
         cached = self.experiment_cache.get(job.cache_key)
         if cached is not None:
             return None, cached
-        return job.start(), None
+        with self._changed:
+            self._check_browser(browser_id)
+            return job.start(), None
 
     def find(self, token: str) -> Job | None:
         """The job with this token (kept for the last ``jobs_kept`` jobs), or None."""
@@ -212,13 +273,29 @@ class LabRunner:
             return None
         return self._jobs.get(token)
 
-    def reattach(self, token: str, owner_alive: Callable[[], bool]) -> Job | None:
+    def reattach(self, token: str, owner_alive: Callable[[], bool], browser_id: str | None = None) -> Job | None:
         """The job with this token, now owned by the caller, if its owner's session has ended.
 
-        A reader who reloads the page gets a new session; the page keeps the job's token in the
-        URL and calls this. A job whose owner is still connected is not handed to anyone else.
+        A job whose owner is still connected is not handed to anyone else, and a job started from a
+        known browser only to that browser (``Job.adopt``): a token copied into a shared link takes nothing.
         """
         job = self.find(token)
-        if job is None or not job.adopt(owner_alive):
+        if job is None or not job.adopt(owner_alive, browser_id):
+            return None
+        return job
+
+    def reclaim(self, browser_id: str | None, owner_alive: Callable[[], bool]) -> Job | None:
+        """The latest job this browser started, now owned by the caller, if its owner's session has ended.
+
+        A reader who reloads the page gets a new session in the same browser; the page calls this
+        instead of keeping a token in the URL, so no link carries anything that finds the job.
+
+        Returns:
+            The job (queued, running, or ended within its grace time), or None (always None without an id).
+        """
+        if browser_id is None:
+            return None
+        job = self._by_browser.get(browser_id)
+        if job is None or not job.adopt(owner_alive, browser_id):
             return None
         return job
