@@ -128,7 +128,7 @@ with left:
     colour_legend()
 with right:
     page.prose("same_result")
-page.show_code(sections.v2_scores, sections.mask_two_ways, A.causal_mask)
+page.show_code(sections.v2_scores, A.SelfAttention_v2, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
 page.prose("leakage")

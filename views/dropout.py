@@ -149,7 +149,7 @@ def modes_section() -> None:
 
 
 modes_section()
-page.show_code(sections.train_vs_eval, A.CausalAttention)
+page.show_code(sections.train_vs_eval, A.CausalAttention, A.causal_mask)
 
 page.prose("gpt")
 page.check_yourself()

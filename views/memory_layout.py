@@ -98,7 +98,8 @@ st.markdown(_("Memory under the transpose: {storage} · read in logical order: {
     storage=matrix.storage, reading=matrix.reading))
 page.chapter_check(_("memory after the transpose (unchanged)"), matrix.storage, chapter.LAYOUT_STORAGE)
 page.chapter_check(_("reading order of the transpose"), matrix.reading, chapter.LAYOUT_TRANSPOSED_READING_ORDER)
-page.show_code(sections.chapter_operations, layout.index_map, sections.layout_table)
+page.show_code(sections.chapter_operations, layout.index_map, sections.layout_table, layout.layout_of,
+               layout.shares_storage)
 
 # --- 2. explorer ---------------------------------------------------------------------------------------
 page.prose("explorer")
@@ -139,7 +140,8 @@ def explorer_section() -> None:
 
 
 explorer_section()
-page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, sections.parse_shape)
+page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, layout.logical_order, layout.storage_elements,
+               layout.tensor_index_map, sections.parse_shape)
 
 # --- 3. view on a transposed tensor ---------------------------------------------------------------------
 page.prose("error")

@@ -154,7 +154,7 @@ def query_sections(inputs, is_chapter: bool) -> None:
     # --- 3. softmax numerics ----------------------------------------------------------------------------
     page.prose("numerics")
     numerics_section(steps)
-    page.show_code(sections.softmax_numerics, A.softmax_naive, A.softmax_stable)
+    page.show_code(sections.softmax_numerics, sections.exp_limits, A.softmax_naive, A.softmax_stable)
 
 
 @st.fragment
@@ -217,6 +217,6 @@ st.markdown(_("max |loops − matmul| = {diff:.2e}").format(diff=every.max_abs_d
 page.chapter_check(_("first two rows of attn_scores"), every.attn_scores[:2], chapter.SIMPLE_SCORES_FIRST_ROWS,
                    edit.is_chapter)
 page.chapter_check(_("all context vectors"), every.context_vec, chapter.SIMPLE_ALL_CONTEXT, edit.is_chapter)
-page.show_code(sections.loop_vs_matmul, A.simplified_self_attention)
+page.show_code(sections.loop_vs_matmul, A.simplified_self_attention, A.all_dot_scores, A.all_context_vectors)
 
 page.check_yourself()

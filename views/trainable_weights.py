@@ -130,7 +130,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
                            sections.v2_is_chapter(seed_v2, d_out))
-        page.show_code(sections.v1_v2_outputs, A.SelfAttention_v1, A.SelfAttention_v2)
+        page.show_code(sections.v1_v2_outputs, sections._seeded_v1_v2, A.SelfAttention_v1, A.SelfAttention_v2)
 
     # --- 4. initialisations -----------------------------------------------------------------------------
     page.prose("init")
