@@ -225,3 +225,44 @@ def test_every_visible_sentence_goes_through_the_catalog(folder):
     for path in paths:
         found += phrases(path, _CATALOG_CALLS | _DEVELOPER_CALLS, with_raise=True)
     assert not found, "\n".join(found)
+
+
+# --------------------------------------------------------------------------------------------------
+# Diagrams: one module per page slug; one colour legend
+# --------------------------------------------------------------------------------------------------
+
+
+def page_slugs() -> set[str]:
+    """The slugs of ``ui/nav.py``'s registry, read from its source (the first argument of each ``PageInfo``)."""
+    tree = ast.parse((ROOT / "ui" / "nav.py").read_text(encoding="utf-8"))
+    return {node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "PageInfo"
+            and node.args and isinstance(node.args[0], ast.Constant)}
+
+
+def test_diagram_modules_are_named_by_page_slug():
+    """engine/diagrams/ holds core.py and one module per page slug, as engine/figures/ and engine/sections/ do."""
+    slugs = page_slugs()
+    assert {"home", "self_attention", "lab"} <= slugs  # the reader found the registry
+    folder = ROOT / "engine" / "diagrams"
+    assert not (ROOT / "engine" / "diagrams.py").exists(), "engine/diagrams.py and the package would shadow each other"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "core"}
+    assert modules, "engine/diagrams/ has no page module"
+    assert modules <= slugs, f"not a page slug: {sorted(modules - slugs)}"
+    assert not [p for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"], "no sub-packages"
+
+
+#: The first words of the diagram-colour legend, written once, by ``ui.diagram.colour_legend``.
+LEGEND_START = "Diagram colours"
+
+
+def test_no_view_writes_the_colour_legend_itself():
+    """The legend's sentence lives in ui/diagram.py only; views call ``colour_legend()``."""
+    where = []
+    for path in [*sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "ui").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and LEGEND_START in node.value:
+                where.append(str(path.relative_to(ROOT)))
+    assert where == ["ui/diagram.py"], where
+    callers = [p.name for p in sorted((ROOT / "views").glob("*.py")) if "colour_legend()" in p.read_text("utf-8")]
+    assert len(callers) >= 7, callers
