@@ -21,6 +21,14 @@ def test_machine_info_names_cpu_isa_and_threads():
     lines = M.header_lines(info, 12.5)
     assert info["cpu"] in lines[0] and lines[1].startswith("ISA: ") and "12.5 GFLOP/s" in lines[2]
     assert len(M.header_lines(info, None)) == 2
+    assert (info["device"], info["device_name"], info["cuda"]) == ("cpu", "CPU", torch.version.cuda)
+    assert info["torch"] == torch.__version__ and info["python"].count(".") == 2
+
+
+def test_machine_info_names_the_device_it_is_given():
+    assert M.machine_info(torch.device("cpu"))["device_name"] == "CPU"
+    with pytest.raises(RuntimeError):
+        M.machine_info("no-such-device")
 
 
 def test_matmul_ceiling_is_a_positive_rate():

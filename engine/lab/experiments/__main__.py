@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
+import importlib
 import shlex
 import sys
 from pathlib import Path
@@ -18,7 +20,7 @@ from engine.bench.machine import load_average, machine_info
 from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, TANG_NAME
 from engine.device import pick_device
 from engine.gpt import PRESETS, preset
-from engine.lab.experiments.definitions import EXERCISE_BUDGET, EXERCISES, plan
+from engine.lab.experiments.definitions import EXERCISE_BUDGET, EXERCISES, Task, plan
 from engine.lab.experiments.store import EXERCISES_FILE, ResultsFile, ResultsMismatchError, now, read_file
 from engine.lab.experiments.workers import CorpusSpec, WorkerSettings, run_tasks
 from engine.lab.models import corpus_fingerprint
@@ -74,6 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The modules whose code decides a run's numbers; each session records their digests.
+CODE_MODULES = ("engine.gpt", "engine.positions", "engine.training", "engine.corpus", "engine.tokenizer",
+                "engine.lab.models", "engine.lab.experiments.definitions", "engine.lab.experiments.measurement")
+
+
+def code_digests() -> dict[str, str]:
+    """{module: the first 16 hex digits of the SHA-256 of its source file} for :data:`CODE_MODULES`."""
+    return {name: hashlib.sha256(Path(importlib.import_module(name).__file__).read_bytes()).hexdigest()[:16]
+            for name in CODE_MODULES}
+
+
 def print_summary(data: dict) -> None:
     """One line per exercise run (mean loss over seeds) and per paired comparison."""
     for name, exercise in data["exercises"].items():
@@ -83,6 +96,21 @@ def print_summary(data: dict) -> None:
             text = "" if interval is None else f"  95% t [{interval[0]:+.4f}, {interval[1]:+.4f}]"
             detect = "" if c["detectable"] is None else f"  detectable {c['detectable']:.4f}"
             print(f"  {c['b']} - {c['a']}: {c['mean']:+.4f} nats over seeds {c['seeds']}{text}{detect}  {c['verdict']}")
+
+
+def print_event(kind: str, task: Task, details: dict) -> None:
+    """One log line per event of ``workers.run_tasks``."""
+    stamp = now()
+    if kind == "start":
+        print(f"{stamp} start {task.run_id} (pid {details['pid']})", flush=True)
+    elif kind == "done":
+        result = details["result"]
+        print(f"{stamp} done {task.run_id}: val {result['val_loss']:.4f} nats, {result['wall_s']:.0f} s", flush=True)
+    elif kind == "failed":
+        last = (details["traceback"] or "").strip().splitlines()[-1:] or [f"exitcode {details['exitcode']}"]
+        print(f"{stamp} FAILED {task.run_id}: {last[0]}", flush=True)
+    else:
+        print(f"{stamp} stopped {task.run_id}: it is trained again next time", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": {"name": corpus.name, "fingerprint": corpus_fingerprint(corpus), "vocab_size": corpus.vocab_size,
                    "train_tokens": len(corpus.train_ids), "val_tokens": len(corpus.val_ids),
                    "message": corpus.message},
-        "validation": "every non-overlapping block_size window of the validation split (measurement.split_loss)",
-        "init": "paired: every run of a seed starts from the course run's weights where shapes allow",
-        "batches": "the trainer's generator seeded with the run's seed: the runs of a seed see the same batches",
+        "validation": "whole_split",  # data key: every non-overlapping window (measurement.split_loss)
+        "init": "paired_with_course",  # data key: measurement.paired_model
+        "batches": "seeded_by_run_seed",  # data key: the same batches for every run of a seed
         "exercises": args.exercises,
         "seeds": args.seeds,
     }
@@ -128,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = "python -m engine.lab.experiments " + shlex.join(sys.argv[1:] if argv is None else argv)
     session = {"command": command, "started": now(), "jobs": args.jobs, "threads": args.threads,
-               "machine": machine_info(device), "load_start": load_average()}
+               "machine": machine_info(device), "load_start": load_average(), "code": code_digests()}
     try:
         results = ResultsFile(Path(args.out), settings, [t.run_id for t in tasks], session)
     except ResultsMismatchError as exc:
@@ -139,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({budget.steps} steps of batch {budget.batch_size}, lr {budget.learning_rate:g}, {device}, "
           f"{args.jobs} job(s) x {args.threads} thread(s))", flush=True)
     worker = WorkerSettings(spec, budget, base, args.device, args.threads)
-    counts = run_tasks(tasks, results, worker, jobs=args.jobs, log=lambda line: print(line, flush=True))
+    counts = run_tasks(tasks, results, worker, jobs=args.jobs, on_event=print_event)
     print(f"{counts['done']} trained, {counts['skipped']} already there, {counts['failed']} failed, "
           f"{counts['left']} left; wrote {args.out}", flush=True)
     results.end_session(ended=now(), load_end=load_average())

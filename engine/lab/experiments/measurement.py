@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from engine.bench.machine import load_average
 from engine.chapter import LESSON_PROMPT
 from engine.corpus import Corpus
-from engine.gpt import GPT, GPTConfig, config_params, preset
+from engine.gpt import GPT, GPTConfig, config_params, eval_mode, preset
 from engine.lab.experiments.definitions import ALL_EXPERIMENTS, EXERCISE_RUNS, Budget, Run, Task
 from engine.lab.models import LabModel, corpus_fingerprint, generate
 from engine.training import Callbacks, TrainConfig, seeded_model, train
@@ -77,17 +77,13 @@ def split_loss(model: GPT, ids: torch.Tensor, batch_size: int = SPLIT_EVAL_BATCH
     x_all = ids[:span].long().view(windows, block_size)  # (N',) -> (W, T)
     y_all = ids[1:span + 1].long().view(windows, block_size)  # (N',) -> (W, T), shifted by one token
     total = torch.zeros(block_size, dtype=torch.float64)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for start in range(0, windows, batch_size):
             x = x_all[start:start + batch_size].to(device)  # (b, T)
             y = y_all[start:start + batch_size].to(device)  # (b, T)
             logits = model(x).logits  # (b, T, V)
             loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (b, V, T) vs (b, T) -> (b, T)
             total += loss.sum(dim=0).double().cpu()  # (T,)
-    finally:
-        model.train(was_training)
     by_position = total / windows  # (T,)
     return SplitLoss(float(by_position.mean()), tuple(float(v) for v in by_position), windows, span)
 
@@ -213,17 +209,15 @@ def loss_by_position(model: GPT, corpus: Corpus, batch_size: int = 16, batches: 
     Returns:
         float32 tensor (block_size,) on the CPU: nats at positions 0 … block_size - 1.
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     total = torch.zeros(model.config.block_size)
-    for _ in range(batches):
-        x, y = corpus.get_batch("val", batch_size, model.config.block_size, generator, device)  # (B, T) each
-        logits = model(x).logits  # (B, T, V)
-        loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (B, V, T) vs (B, T) -> (B, T)
-        total += loss.mean(dim=0).float().cpu()  # (T,)
-    model.train(was_training)
+    with eval_mode(model):
+        for _ in range(batches):
+            x, y = corpus.get_batch("val", batch_size, model.config.block_size, generator, device)  # (B, T) each
+            logits = model(x).logits  # (B, T, V)
+            loss = F.cross_entropy(logits.transpose(1, 2), y, reduction="none")  # (B, V, T) vs (B, T) -> (B, T)
+            total += loss.mean(dim=0).float().cpu()  # (T,)
     return total / batches
 
 

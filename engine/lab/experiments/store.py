@@ -7,7 +7,7 @@ The file (format :data:`EXERCISES_FORMAT`) is one JSON object::
                 exercises, seeds, validation}   (what every run shares; a resume must match it)
     sessions   [{command, started, jobs, threads, machine, load_start, load_end, ended}]  (one per command)
     runs       {run_id: measurement.measure_task dict + session, machine}   (in plan order)
-    failed     [{run_id, session, reason, at}]  (runs a worker did not finish; tried again on resume)
+    failed     [{run_id, session, exitcode, traceback, at}]  (runs a worker did not finish; tried again on resume)
     exercises  {name: {reference, runs, seeds_complete, comparisons: [stats.PairedComparison dicts],
                        by_position: {key: {mean, difference}}}}
     planned, complete
@@ -168,9 +168,9 @@ class ResultsFile:
         self.data["runs"] = dict(sorted(self.data["runs"].items(), key=lambda kv: order.get(kv[0], len(order))))
         self.write()
 
-    def add_failure(self, run_id: str, reason: str) -> None:
-        """Records a run whose worker ended without a result and writes the file."""
-        self.data["failed"].append({"run_id": run_id, "session": self.session, "reason": reason, "at": now()})
+    def add_failure(self, run_id: str, failure: dict) -> None:
+        """Records a run whose worker ended without a result (``failure``: ``exitcode``, ``traceback``), writes."""
+        self.data["failed"].append({"run_id": run_id, "session": self.session, **failure, "at": now()})
         self.write()
 
     def end_session(self, **fields) -> None:

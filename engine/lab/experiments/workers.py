@@ -81,29 +81,33 @@ def _raise_terminated(signum, frame):
 
 
 def run_tasks(tasks: Iterable[Task], results: ResultsFile, settings: WorkerSettings, jobs: int = 1,
-              log: Callable[[str], None] = print, start_method: str = "spawn",
+              on_event: Callable[[str, Task, dict], None] | None = None, start_method: str = "spawn",
               target: Callable[[Connection, Task, WorkerSettings], None] = train_in_worker) -> dict[str, int]:
     """Trains every task not yet in ``results``, up to ``jobs`` worker processes at once, storing each as it ends.
 
-    A SIGTERM to this process ends the workers it started and returns (their runs are tried again next time).
+    A SIGTERM or Ctrl-C to this process ends the workers it started and returns (their runs are tried again
+    next time).
 
     Args:
         tasks: in the order to start them.
         results: the results file; tasks whose run id it holds are skipped.
         settings: handed to every worker.
         jobs: worker processes at once (>= 1).
-        log: receives one line per started, finished or failed run.
+        on_event: called as ``on_event(kind, task, details)`` with kind ``"start"`` (details: ``pid``),
+            ``"done"`` (``result``), ``"failed"`` (``exitcode``, ``traceback``) or ``"terminated"`` (a task left
+            unfinished).
         start_method: ``multiprocessing``'s start method for the workers.
         target: the workers' function (:func:`train_in_worker`).
 
     Returns:
-        Counts: ``skipped`` (already in the file), ``done``, ``failed``, ``left`` (not started: terminated).
+        Counts: ``skipped`` (already in the file), ``done``, ``failed``, ``left`` (not finished: terminated).
 
     Raises:
         ValueError: if jobs < 1.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
+    emit = on_event or (lambda kind, task, details: None)
     context = multiprocessing.get_context(start_method)
     tasks = list(tasks)
     todo = [task for task in tasks if task.run_id not in results.done]
@@ -119,7 +123,7 @@ def run_tasks(tasks: Iterable[Task], results: ResultsFile, settings: WorkerSetti
                 process.start()
                 child.close()
                 running.append(_Running(task, process, parent))
-                log(f"start {task.run_id} (pid {process.pid})")
+                emit("start", task, {"pid": process.pid})
             wait([r.conn for r in running] + [r.process.sentinel for r in running])
             for entry in list(running):
                 message = None
@@ -133,23 +137,23 @@ def run_tasks(tasks: Iterable[Task], results: ResultsFile, settings: WorkerSetti
                 entry.process.join()
                 entry.conn.close()
                 running.remove(entry)
-                run_id = entry.task.run_id
                 if message is not None and message[0] == "ok":
                     results.add_run(message[1])
                     counts["done"] += 1
-                    log(f"done  {run_id}: val {message[1]['val_loss']:.4f} nats, {message[1]['wall_s']:.0f} s")
+                    emit("done", entry.task, {"result": message[1]})
                 else:
-                    reason = message[1] if message is not None else f"worker exited with code {entry.process.exitcode}"
-                    results.add_failure(run_id, reason)
+                    failure = {"exitcode": entry.process.exitcode,
+                               "traceback": None if message is None else message[1]}
+                    results.add_failure(entry.task.run_id, failure)
                     counts["failed"] += 1
-                    log(f"FAILED {run_id}: {reason.strip().splitlines()[-1]}")
+                    emit("failed", entry.task, failure)
     except (_Terminated, KeyboardInterrupt):
-        log("terminated: stopping the workers; their runs are tried again next time")
         counts["left"] = len(todo) + len(running)
         for entry in running:
             entry.process.terminate()
         for entry in running:
             entry.process.join()
+            emit("terminated", entry.task, {})
     finally:
         signal.signal(signal.SIGTERM, previous)
     return counts
