@@ -16,8 +16,8 @@ predecessor, so both baselines skip it), and as perplexity exp(nats). A GPT belo
 on the validation split has learned something beyond which character follows which.
 
 Counting uses numpy on the token ids: the pairs are kept sparse (sorted unique pair codes), so
-the full Tang corpus (3.3 M training tokens, ~5 000 tokens of vocabulary) takes well under a
-second and a few tens of MB, never a V x V table.
+memory grows with the number of distinct pairs, never with a V x V table (the full Tang corpus
+has a vocabulary of about 5 000 characters).
 
 Sources: Jurafsky & Martin, *Speech and Language Processing*, ch. 3 (n-gram models, smoothing,
 perplexity); Witten & Bell (1991), "The zero-frequency problem".

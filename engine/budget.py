@@ -11,10 +11,9 @@ checkpoint) is checked here *before* a tensor is allocated, from sizes alone:
   scores, weights and dropout mask, and once ``B * T * vocab_size`` floats for the logits, their
   softmax and its gradient.
 
-The coefficients were fitted to the peak resident memory of single training steps measured on this
-project's machine (AMD EPYC, 2 cores, PyTorch 2.13 CPU wheel, one thread; the table is in the comment
-above the caps). The time estimate uses a floating-point rate measured
-the same way, so it is a guide for the reader, not a promise.
+The coefficients are fitted to the peak resident memory of single training steps, and the time estimate
+divides the step's floating-point operations by a cautious rate; the measurements behind both are in the
+README ("Resource budget"). The estimate is a guide for the reader, not a promise.
 """
 
 from __future__ import annotations
@@ -26,18 +25,9 @@ from engine.gpt import GPTConfig, config_params
 MB = 2**20
 
 # --- caps ----------------------------------------------------------------------------------------------------------
-# Measured on this project's machine (AMD EPYC, PyTorch 2.13 CPU wheel, one thread): Python with torch, pandas and
-# the engine imported holds 348 MB; a process that has rendered the Lab page (Streamlit, plotly, the corpus and the
-# shipped model loaded) 519 MB, and 614 MB at the peak of a quick-preset training in it (+95 MB; the estimate
-# below says 173 MB, since its fixed 110 MB overhead is mostly paid once per process). One training runs at a
-# time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab plus any training estimated under
-# MAX_TRAINING_BYTES. Peak extra memory of single training steps in a fresh process
-# (n_layer, n_embd, n_head, block, batch, vocab -> MB measured / estimated below):
-# (2,64,4,64,16,2500) 168/173 · (4,128,4,128,16,2500) 423/396 · (4,128,4,128,32,2500) 647/659 ·
-# (2,64,4,64,16,20000) 401/420 · (4,256,8,256,16,2500) 1273/1332 · (6,192,6,128,32,2500) 1289/1198 ·
-# (2,64,4,256,64,100) 910/870 · (8,256,8,128,16,100) 956/1019. So the quick preset (173 MB) fits, the course
-# model fits at batch 4 (202 MB) but not at 8 (270 MB), and the Lab's largest settings (8 x 256, block 256,
-# batch 64: ~8 GB estimated) are refused before they start.
+# One training runs at a time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab page plus any
+# training estimated under MAX_TRAINING_BYTES. The process sizes and the single steps the estimate is fitted to
+# are in the README ("Resource budget").
 #: Memory one training may take (bytes): weights, gradients, AdamW moments and the activations of one step.
 MAX_TRAINING_BYTES = 240 * MB
 #: Longest a training may run (seconds); the job stops itself there and keeps what it learned.
@@ -72,13 +62,13 @@ MAX_SESSION_UPLOAD_FILES = 4
 #: What every session together may hold in uploaded files, or have on the way (bytes): two sessions' worth.
 MAX_UPLOADS_HELD_BYTES = 2 * MAX_SESSION_UPLOAD_BYTES
 
-#: Bytes per unit of each term, fitted (least squares) to the measurements above: (training state per parameter,
+#: Bytes per unit of each term, fitted (least squares) to the single steps of the README: (training state per parameter,
 #: per B*T*n_embd*n_layer activation, per B*n_head*T^2*n_layer attention entry, per B*T*vocab_size logit).
 MEMORY_COEFFICIENTS = (16.0, 146.0, 14.0, 13.0)
 #: Fixed cost of a first training step (allocator arenas, the backward pass's libraries, the batches), fitted.
 MEMORY_OVERHEAD = 110 * MB
-#: Floating-point operations per second of one training thread. The steps above reached 8 to 48 GFLOP/s on one
-#: core (less for long blocks and large vocabularies); 15 GFLOP/s is a cautious middle for a shared machine.
+#: Floating-point operations per second of one training thread: a cautious middle for a shared machine, below
+#: what the fitted steps reached (less for long blocks and large vocabularies; README, "Resource budget").
 FLOPS_PER_S = 15e9
 
 

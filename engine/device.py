@@ -83,16 +83,14 @@ _M_MMAP_THRESHOLD = -3
 #: freed. glibc otherwise raises this threshold up to 32 MiB as such blocks come and go, and keeps them in the heap.
 MMAP_THRESHOLD = 1 << 20
 #: Arenas kept by :func:`configure_malloc`. Streamlit runs every reader in a thread of its own, and glibc gives
-#: threads arenas of their own (up to 8 per core), each holding freed memory: measured on the Lab page with the
-#: shipped model and a quick-preset training, the server's peak fell from 783 MB to 706 MB with 2 arenas.
+#: threads arenas of their own (up to 8 per core), each holding freed memory (README, "Resource budget").
 MALLOC_ARENAS = 2
 
 
 def configure_malloc(arenas: int = MALLOC_ARENAS) -> bool:
     """Caps glibc's malloc arenas and fixes its mmap threshold for the whole process (once, at start-up, like
-    the thread count). Measured in the browser load test (Lab with the full corpus and a quick-preset training):
-    783 MB at first, 706 MB with 2 arenas, 656 MB with the heap trimmed after the corpus load, 585 MB with the
-    1 MiB mmap threshold.
+    the thread count). Fewer arenas hold less freed memory, and blocks from :data:`MMAP_THRESHOLD` up go back to
+    the system when freed; the server's peak with each setting is in the README ("Resource budget").
 
     Returns:
         True when the C library took the setting; False elsewhere (macOS, musl), where nothing changes.
@@ -110,8 +108,8 @@ def configure_malloc(arenas: int = MALLOC_ARENAS) -> bool:
 def release_free_memory() -> bool:
     """Hands the C heap's free pages back to the system (glibc ``malloc_trim``); False where unavailable.
 
-    Loading the full Tang corpus and counting its baselines leave ~50 MB of freed but still resident heap; the
-    page calls this once after each such load.
+    Loading the full Tang corpus and counting its baselines leave freed but still resident heap behind; the
+    page calls this once after each such load (README, "Resource budget").
     """
     name = ctypes.util.find_library("c")
     try:

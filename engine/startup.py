@@ -3,13 +3,13 @@
 :func:`prepare_process` imports the modules the pages use, collects garbage once, then moves every object alive at
 that moment into the permanent generation (``gc.freeze``, Python 3.7+): about 250 000 objects of PyTorch, Plotly,
 pandas and the engine. Python's own full collections skip them afterwards, so the rare full collection that the
-interpreter starts by itself stays short instead of holding the interpreter lock for 140 ms (quiet 2-core AMD
-EPYC) to 600 ms (busy) while a reader waits for a control's last messages.
+interpreter starts by itself stays short instead of holding the interpreter lock while a reader waits for a
+control's last messages.
 
 Streamlit's own full collection after every run (``runner.postScriptGC``) is switched off in
-``.streamlit/config.toml``: even with the start-up objects frozen, it walked everything made later (Plotly's and
-pandas' lazily built classes, the caches) and cost 100-200 ms per slider move once the caches had filled.
-Measured with ``python -m engine.bench pages --browser`` (README, "Performance").
+``.streamlit/config.toml``: even with the start-up objects frozen, it walks everything made later (Plotly's and
+pandas' lazily built classes, the caches) on every slider move. What both cost is measured in the README
+(Architecture, "A server entry point beside the app script"; ``python -m engine.bench pages --browser``).
 """
 
 from __future__ import annotations

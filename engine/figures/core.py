@@ -89,7 +89,7 @@ def app_layout(title: str | None = None, height: int | None = None, top: int | N
         breaks = title.count("<br>")
     layout = dict(
         # Plotly anchors a title of several lines too high at the top edge and cuts its first line: each extra
-        # line moves it down 12 px (measured at the app's title font in Chromium)
+        # line moves it down 12 px at the app's title font
         title=dict(text=title, x=0, xanchor="left", y=1, yanchor="top", pad=dict(t=8 + 12 * breaks)) if title
         else None,
         font=_FONT,
@@ -112,7 +112,7 @@ def base_layout(
 ) -> go.Figure:
     """Apply :func:`app_layout` to a built figure (one ``update_layout`` call). A figure built in one
     ``go.Figure(data=..., layout=...)`` call with the layout merged in is cheaper still: an update of a
-    figure that has traces costs several ms of Plotly's bookkeeping on every rerun."""
+    figure that has traces costs Plotly's bookkeeping on every rerun (README, Architecture)."""
     fig.update_layout(app_layout(title, height, top))
     return fig
 
@@ -163,9 +163,8 @@ def heatmap_trace(
         y=list(range(rows)),
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
-        # a fixed size that stays legible on a phone (Plotly's automatic size shrank to about 5 px) where the cells
-        # are wide enough for it (10 px from six columns on, where a phone's cells are about 40 px wide); wider
-        # matrices keep the automatic size
+        # a fixed size that stays legible on a phone where the cells are wide enough for it (10 px from six columns
+        # on); wider matrices keep Plotly's automatic size
         textfont=dict(size=11 if cols < 6 else 10) if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
@@ -259,7 +258,7 @@ def attention_heatmap(
         zmin = None
     xaxis, yaxis = matrix_axes_layout(row_tokens, col_tokens, row_title, col_title)
     layout = app_layout(title, height or max(260, 48 * rows + 130), top=(100 if title else 60) if col_title else None)
-    # one constructor call: a later update of the figure costs several ms of Plotly's bookkeeping on every rerun
+    # one constructor call: a later update of the figure costs Plotly's bookkeeping on every rerun
     return go.Figure(
         data=[heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax,
                             decimals=decimals)],

@@ -189,7 +189,7 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     return base_layout(fig, None, 60 * T + 140 + 18 * (lines + below), top=40 + 18 * lines)
 
 
-#: Pixel sizes of one block of :func:`stacked_tables_figure`, top to bottom (the app's 13 px font, Chromium).
+#: Pixel sizes of one block of :func:`stacked_tables_figure`, top to bottom, at the app's 13 px font.
 #: A title line (bold title or subtitle).
 TITLE_LINE_PX = 18
 #: Room between the last title line and the column labels.
@@ -310,7 +310,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
     rows = max(z.shape[0] for z in tables)
     common = app_layout(None, plot_px + TABLES_TOP_PX, top=TABLES_TOP_PX)
     # Fixed margins, not grown by Plotly: a new figure whose margins grow is drawn twice (Plotly measures the
-    # tick labels and colour bars, then draws again), about 15 ms per table in the browser on every redraw. So
+    # tick labels and colour bars, then draws again) on every redraw. So
     # titles, column labels and colour bars all sit inside the plot area, placed above; the left margin holds
     # the rotated row title and the row numbers (8 px a digit), the right one Plotly's toolbar.
     common["margin"] = dict(common["margin"], l=56 + 8 * len(str(rows - 1)), r=MODEBAR_MARGIN, b=0,
@@ -338,8 +338,7 @@ class RopePairLabels:
     pair: str
 
 
-#: Panels per row of :func:`rope_pairs_figure`: eight in one row left a phone's panels about 40 px wide, under
-#: titles that ran into each other.
+#: Panels per row of :func:`rope_pairs_figure`: four keep a phone's panels wide enough for their titles.
 PAIRS_PER_ROW = 4
 
 
@@ -468,7 +467,6 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     layout = app_layout(None, max(320, 34 * T + 160) + 18 * lines, top=110 + 18 * lines)
     # Fixed margins, not grown by Plotly (a figure whose margins grow is drawn twice): the left one holds the row
     # title and the position labels (7 px a digit), the right one the colour bar with its labels and the toolbar
-    # (the sizes Plotly grew them to, measured in Chromium at 390 and 1440 px)
     layout["margin"] = dict(layout["margin"], l=60 + 7 * digits, r=70, autoexpand=False)
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
     return go.Figure(traces, layout=dict(layout, annotations=annotations, **axes))

@@ -212,7 +212,7 @@ def matrices_stacked(
     chart instead of three (each chart Streamlit replaces costs the browser a new Plotly plot). Panels are
     stacked, never side by side, so a phone-width figure keeps each matrix's full width. Each panel reads like
     the printed tensor: its title above, column labels on top (slanted from five columns on), row 0 at the top,
-    values in the cells (4 decimals; 3 from five columns on, where a column is about 30 px on a phone). Sizes
+    values in the cells (4 decimals; 3 from five columns on, narrower on a phone). Sizes
     are fixed in pixels (:data:`STACK_ROW_PX` …) and so are the margins (the left one fits the longest row
     label and the row title): Plotly never grows them and draws the figure once.
 
@@ -235,7 +235,7 @@ def matrices_stacked(
         raise ValueError(f"every matrix must have shape ({len(row_labels)}, {len(col_labels)}), got {shapes}")
     titles = [wrap_text(title, TITLE_WIDTH) for title in matrices]
     # five columns and more: the column labels slant and take more height (their length decides), the cells
-    # write 3 decimals; both stay legible in a phone-width or half-page figure (about 30 px a column)
+    # write 3 decimals; both stay legible in a phone-width or half-page figure
     many = len(col_labels) >= 5
     labels_px = max(STACK_LABELS_PX, 16 + 5 * max(len(label) for label in col_labels)) if many else STACK_LABELS_PX
     blocks = [STACK_TITLE_PX * (1 + t.count("<br>")) + labels_px + STACK_ROW_PX * len(row_labels)

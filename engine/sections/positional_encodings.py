@@ -30,7 +30,6 @@ from engine.tokenizer import CharTokenizer
 
 #: Layer counts the permutation figure's slider visits.
 LAYERS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
-#: Where the app's shipped trained model lives (made by ``python -m engine.train``).
 #: What the lesson printed for the permutation experiment, with its own initialisation: 1 layer without
 #: positions, 2 layers without positions, 1 layer with learned positions (orders of magnitude to compare).
 LESSON_ONE_LAYER_NONE = 3.7e-08
