@@ -16,6 +16,7 @@ platform, the project's and Community Cloud's. Run alone with ``python -m pytest
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import http.server
 import json
@@ -57,6 +58,7 @@ def requirement_lines(path: Path) -> list[str]:
 
 
 def requirements(path: Path) -> list[Requirement]:
+    """The requirements of a requirements file, parsed (PEP 508: names, versions, addresses, markers)."""
     return [Requirement(line) for line in requirement_lines(path) if not line.startswith("-")]
 
 
@@ -140,8 +142,7 @@ def indexes(tmp_path_factory):
     pytorch_wheels += [fake_wheel(pytorch, name, version) for name, version in STALE.items()]
     write_simple_index(pytorch, pytorch_wheels)
 
-    handler = lambda *a: _QuietHandler(*a, directory=str(root))  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -174,7 +175,8 @@ def clean_env(tmp_path: Path) -> dict:
     """The environment without this machine's pip and uv settings (config files, find-links, caches)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "VIRTUAL_ENV", "PYTHON"))}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", XDG_CONFIG_HOME=str(tmp_path / "config"),
-               UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_PYTHON_DOWNLOADS="never")
+               XDG_CONFIG_DIRS=str(tmp_path / "config"), UV_CACHE_DIR=str(tmp_path / "uv-cache"),
+               UV_PYTHON_DOWNLOADS="never")
     return env
 
 
