@@ -1,11 +1,10 @@
 """Graphviz diagrams, laid out on the server: ``diagram(dot, alt)`` in place of ``st.graphviz_chart``.
 
-``st.graphviz_chart`` lays the graph out in the browser (d3-graphviz over Graphviz compiled to WebAssembly,
-a 770 KB script). When a control changes a diagram, d3-graphviz morphs the old drawing into the new one and
-samples every edge pixel by pixel to do it: on page 5, moving num_heads spent about 350 ms per move in
-``getPointAtLength`` (headless Chromium, 2-core AMD EPYC), more than the rest of the redraw. Here Graphviz's own
-``dot`` program lays the graph out once per distinct source (cached), and the page shows the finished SVG as an
-image, which the browser draws at once.
+``st.graphviz_chart`` lays the graph out in the browser (d3-graphviz over Graphviz compiled to WebAssembly).
+When a control changes a diagram, d3-graphviz morphs the old drawing into the new one and samples every edge
+point by point to do it, which costs more than the rest of the redraw (README, Architecture). Here Graphviz's
+own ``dot`` program lays the graph out once per distinct source (cached), and the page shows the finished SVG as
+an image, which the browser draws at once.
 
 Where ``dot`` is not installed (it comes with the Debian package ``graphviz``, listed in ``packages.txt``), or
 fails, or the environment variable ``ATTENTION_DIAGRAMS`` is ``browser``, the diagram falls back to
@@ -29,9 +28,9 @@ from ui.i18n import N_, _, current_language
 
 #: Environment variable choosing where diagrams are laid out: "server" (default) or "browser".
 RENDERER_ENV = "ATTENTION_DIAGRAMS"
-#: Seconds one layout may take (the essay's diagrams take 20-40 ms).
+#: Seconds one layout may take (far above what the essay's diagrams need).
 DOT_TIMEOUT_S = 10
-#: Longest DOT source laid out on the server (the essay's diagrams are 2 000-5 000 characters).
+#: Longest DOT source laid out on the server (far above the essay's diagrams).
 MAX_DOT_CHARS = 100_000
 #: The legend's entries, in its order: a role's colour in ``engine.palette`` and the words naming the role
 #: and its colour (a message id). The diagrams and the heatmaps draw these roles in these colours.
