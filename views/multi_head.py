@@ -309,7 +309,7 @@ if st.button(_("Run a quick measurement"), key="mh_bench_rerun", icon=":material
     st.session_state["mh_bench_live"] = True
 if st.session_state.get("mh_bench_live"):
     small = bench.SMALL
-    with st.spinner(_("Timing the seven variants on the small input …")):
+    with st.spinner(_("Timing every variant on the small input …")):
         live = live_bench_cached(small.batch, small.seq_len, small.n_embd, small.num_heads, 3)
     show_bench(live, "mh_live")
 page.show_code(bench.build_variants, bench.bench_size)
