@@ -132,7 +132,8 @@ def indexes(tmp_path_factory):
     for req in reqs:
         if req.url or req.name == "torch":
             continue
-        (version,) = (s.version for s in req.specifier)
+        assert [s.operator for s in req.specifier] == ["=="], f"requirements.txt pins {req.name} with =="
+        version = next(iter(req.specifier)).version
         depends = ("requests>=2.27", "numpy>=1.23") if req.name == "streamlit" else ()
         pypi_wheels.append(fake_wheel(pypi, req.name, version, requires=depends))
     write_simple_index(pypi, pypi_wheels)
