@@ -8,6 +8,10 @@ Three files ship with the app:
   standard deviation, and for each pair of runs the seed-noise verdict);
 * :data:`BENCH_TRAIN_FILE` (``assets/bench_train.json``), written by ``python -m engine.bench train``.
 
+The lesson's exercises at a budget that trains below the bigram (:data:`EXERCISES_FILE`,
+``assets/lab_exercises.json``, format ``lab-exercises/1``) are written run by run by the same command, paired by
+seed, and read by :func:`read_exercises`.
+
 A live rerun of one experiment (``engine.lab.experiments.run_experiment``'s dict, one seed) is read by
 the same :func:`experiment_result`. Every reader checks types and finiteness and raises ``ValueError``
 for a file it cannot read, so the page says "cannot be read" instead of showing a traceback; the
