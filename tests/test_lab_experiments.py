@@ -84,10 +84,12 @@ def test_runs_of_a_seed_start_from_the_same_weights_where_shapes_allow():
         assert own == [n for n, p in weights[key].items() if n not in weights.get("course", weights[key])], key
     reference = weights["course"]
     for key, params in weights.items():
-        assert set(params) <= set(reference), key  # a position encoding only takes tensors away (wpe)
+        assert set(params) <= set(reference), key  # a position encoding only takes tensors away
         assert all(torch.equal(params[n], reference[n]) for n in params), key
     assert set(weights["heads_1"]) == set(weights["heads_8"]) == set(reference)  # the head count changes no shape
-    assert "wpe.weight" not in weights["pos_rope"] and "wpe.weight" not in weights["pos_none"]
+    assert "pos_emb.weight" in reference  # the learned table: the one tensor the other encodings do without
+    for key in ("pos_none", "pos_sinusoidal", "pos_rope"):
+        assert set(reference) - set(weights[key]) == {"pos_emb.weight"}, key
     other_seed, _ = X.paired_model(base, 4, base)
     assert any(not torch.equal(p, reference[n]) for n, p in other_seed.named_parameters())
 
