@@ -14,6 +14,7 @@ from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from tests.plotly_json import ROOT, badges, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import sci
 
 PAGE = "views/positional_encodings.py"
 PAGE_TIMEOUT = 120
@@ -63,14 +64,25 @@ def numbers_after_equals(line: str) -> list[float]:
     return found
 
 
-SPREAD_LINE = "largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = {diff:.1e}"
+SPREAD_LINE = "largest spread along a diagonal = {spread} · max |scores − shifted scores| = {diff}"
+#: The encodings' names as the page shows them (message ids), by the code's keys.
+NAMES = {"none": "none", "learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE"}
+EXERCISE_LINE = ("The lesson's exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
+                 "max |Δ logits| = **{diff}**")
+
+
+def names(lang: str = "en") -> tuple[str, ...]:
+    """The four encodings' names in ``lang``, in the code's order."""
+    return tuple(msg(NAMES[e], lang) for e in P.POS_ENCODINGS)
 
 
 
-def perm_table(at):
+def perm_table(at, lang: str = "en"):
     """The permutation experiment's table (a static table, the page's first): index n_layer, one column per
-    encoding."""
-    return at.table[0].value.set_index("n_layer")
+    encoding, named in ``lang`` on the page and by the code's keys here."""
+    table = at.table[0].value.set_index("n_layer")
+    assert tuple(table.columns) == names(lang)
+    return table.rename(columns=dict(zip(names(lang), P.POS_ENCODINGS, strict=True)))
 
 def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at):
     fig = chart(at, "pe_perm_chart")
@@ -78,9 +90,10 @@ def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at
     assert [s["label"] for s in steps] == ["1", "2", "3", "4", "5", "6"]
     assert len(fig["data"]) == 6 and fig["layout"]["yaxis"]["type"] == "log"
     first = fig["data"][0]
-    assert tuple(first["x"]) == P.POS_ENCODINGS
-    one = dict(zip(first["x"], np.asarray(first["y"], dtype=float), strict=True))
-    two = dict(zip(fig["data"][1]["x"], np.asarray(fig["data"][1]["y"], dtype=float), strict=True))
+    # the encodings by their names in the reader's language, the values in the reader's number format (d3)
+    assert tuple(first["x"]) == names() and fig["layout"]["separators"] == ".,"
+    one = dict(zip(P.POS_ENCODINGS, np.asarray(first["y"], dtype=float), strict=True))
+    two = dict(zip(P.POS_ENCODINGS, np.asarray(fig["data"][1]["y"], dtype=float), strict=True))
     assert one["none"] < 1e-5 and all(one[e] > 1e-4 for e in ("learned", "sinusoidal", "rope"))
     assert all(v > 1e-4 for v in two.values())
     # each step shows exactly its own group of bars
@@ -92,12 +105,13 @@ def test_permutation_figure_has_one_step_per_layer_and_the_lessons_magnitudes(at
     table = perm_table(at)
     assert tuple(table.columns) == P.POS_ENCODINGS and list(table.index) == [1, 2, 3, 4, 5, 6]
     assert table.loc[1, "none"] == pytest.approx(one["none"])
-    shown = starting(at, head("1 layer, none: **{one_none:.1e}**"))
-    assert f"**{table.loc[1, 'none']:.1e}**" in shown and f"**{table.loc[2, 'none']:.1e}**" in shown
+    shown = starting(at, head("1 layer, none: **{one_none}**"))
+    assert f"**{sci(table.loc[1, 'none'], lang='en')}**" in shown and f"**{sci(table.loc[2, 'none'], lang='en')}**" \
+        in shown
     assert msg("1 layer without positions: float rounding, as in the lesson") in " ".join(badges(at, "green"))
     assert len(badges(at, "green")) >= 3 and not badges(at, "red")
-    exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
-    assert f"**{table.loc[3, 'none']:.1e}**" in exercise and table.loc[3, "none"] > 1e-4
+    exercise = starting(at, head(EXERCISE_LINE))
+    assert f"**{sci(table.loc[3, 'none'], lang='en')}**" in exercise and table.loc[3, "none"] > 1e-4
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
@@ -107,7 +121,7 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
     other.run()
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(at, "green")) and not badges(other, "red")
-    assert perm_table(other).equals(perm_table(at))
+    assert perm_table(other, lang).equals(perm_table(at))
     assert len(other.get("plotly_chart")) == len(at.get("plotly_chart"))
 
 
@@ -124,9 +138,8 @@ def test_permutation_controls(at, n_embd, seed):
     # sections 3-6 draw their own seeded tables and vectors: the experiment's seed leaves them as they were
     assert [spec(at, key) for key in others] == others_before
     assert table.loc[1, "none"] < 1e-5 and (table.loc[2:, :] > 1e-4).all().all()
-    exercise = starting(at, head("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "))
-    assert exercise == msg("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
-                           "max |Δ logits| = **{diff:.1e}**", n_embd=n_embd, seed=seed, diff=table.loc[3, "none"])
+    exercise = starting(at, head(EXERCISE_LINE))
+    assert exercise == msg(EXERCISE_LINE, n_embd=n_embd, seed=seed, diff=sci(table.loc[3, "none"], lang="en"))
 
 
 def test_visibility_picture(at):
@@ -135,9 +148,21 @@ def test_visibility_picture(at):
     assert np.array_equal(np.asarray(heat["z"]), np.tril(np.ones((5, 5))))
     assert heat["text"][1][:2] == ["白/山", "日/依"] and heat["text"][1][2] == ""
     assert list(np.asarray(bars["x"])) == [1, 2, 3, 4, 5]
-    expected = msg("visible tokens per position = {counts} · same characters in both lines at positions {same}",
-                   counts=[1, 2, 3, 4, 5], same=[3, 4])
+    # only position 4 has the same own character and the same visible characters in both lines (position 3 sees
+    # the same four characters, but its own is 山 in one line and 白 in the other)
+    vis = sections.causal_visibility()
+    marked = [label.endswith(msg("same inputs")) for label in fig["layout"]["yaxis"]["ticktext"]]
+    assert marked == vis.same_inputs.tolist() == [False, False, False, False, True]
+    expected = msg("visible tokens per position = {counts} · same own character and same visible characters in "
+                   "both lines: {same}", counts=[1, 2, 3, 4, 5], same="4")
     assert expected in texts(at)
+    # the measured first-layer differences, read from the same computation: positions 0-3 differ, 4 agrees
+    diffs = sections.first_layer_differences(n_embd=32, n_head=4, seed=0)
+    line = starting(at, head("After the first layer without positions (n_embd {n_embd}, seed {seed}), the two lines' "
+                             "outputs differ by {low} to {high} at {positions}"))
+    assert sci(float(diffs[:4].min()), lang="en") in line and sci(float(diffs[:4].max()), lang="en") in line
+    assert sci(float(diffs[4]), lang="en") in line and "0, 1, 2, and 3" in line
+    assert msg("the first layer's outputs agree exactly where the inputs are the same") in " ".join(badges(at, "green"))
 
 
 def test_tables_follow_block_size_and_width(at):
@@ -163,7 +188,7 @@ def test_tables_follow_block_size_and_width(at):
     at.slider(key="pe_width").set_value(8).run()
     even_spread = numbers_after_equals(starting(at, f"{row_line}[0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0] · "))[-1]
     assert even_spread < 1e-5  # sin·sin + cos·cos = cos of the difference: only the distance matters
-    std = numbers_after_equals(starting(at, head("untrained table: std = {std:.4f} (init std 0.02)")))[0]
+    std = numbers_after_equals(starting(at, head("untrained table: std = {std} (init std {init})")))[0]
     assert 0.015 < std < 0.025  # normal(0, 0.02) at init, 32 x 8 samples
     if shipped is None:
         assert [i.value for i in at.info][0] == msg(
@@ -180,12 +205,31 @@ def test_rope_controls(at):
     assert pairs[msg("θ_i (rad / position)")].tolist() == pytest.approx([1.0, 0.1, 0.01, 0.001])
     assert pairs[msg("angle m·θ_i (°, mod 360)")].tolist() == pytest.approx(
         [np.degrees(10.0) % 360, np.degrees(1.0), np.degrees(0.1), np.degrees(0.01)], abs=1e-4)
-    a, b = numbers_after_equals(starting(at, head("‖v‖ at position 0 = {first:.4f}")))
+    a, b = numbers_after_equals(starting(at, head("‖v‖ at position 0 = {first} · at position {position} = {norm}")))
     assert a == b
     fig = chart(at, "pe_rope_pairs")
     assert len(fig["data"]) == 12  # 4 pairs x (circle, trail, arrow)
     trail = fig["data"][1]
     assert len(np.asarray(trail["x"])) == 11  # positions 0..10
+    drawn_note = head("The figure draws {drawn} of the {n} pairs")
+    assert not any(c.value.startswith(drawn_note) for c in at.caption)
+
+
+@pytest.mark.parametrize("head_dim, drawn", [(16, 8), (64, 8), (2, 1)])
+def test_rope_figure_draws_every_pair_or_says_which(at, head_dim, drawn):
+    """Page 7 section 5: the figure draws all pairs the table lists, or a caption names the ones it draws."""
+    at.slider(key="pe_head_dim").set_value(head_dim).run()
+    assert not at.exception
+    pairs = head_dim // 2
+    assert len(chart(at, "pe_rope_pairs")["data"]) == 3 * drawn and len(at.table[1].value) == pairs
+    shown = sections.shown_pairs(pairs)
+    note = [c.value for c in at.caption if c.value.startswith(head("The figure draws {drawn} of the {n} pairs"))]
+    if drawn == pairs:
+        assert not note
+    else:
+        assert note == [msg("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
+                            "(pairs {pairs}); the table lists all {n}.", drawn=drawn, n=pairs,
+                            pairs=", ".join(map(str, shown[:-1])) + ", and " + str(shown[-1]))]
 
 
 def test_odd_head_dim_says_what_the_control_needs_and_keeps_the_rest_working(at):
@@ -234,9 +278,12 @@ def test_past_block_size(at, T, learned_runs):
     at.slider(key="pe_past_T").set_value(T).run()
     assert not at.exception and not at.error  # the learned table's limit is the demonstration, not a failure
     table = at.table[-1].value
-    ran = dict(zip(table["pos_encoding"], table[msg("ran")], strict=True))
+    column = msg("position encoding (pos_encoding)")
+    assert tuple(table[column]) == names()
+    table[column] = P.POS_ENCODINGS
+    ran = dict(zip(table[column], table[msg("ran")], strict=True))
     assert ran == {"none": True, "learned": learned_runs, "sinusoidal": True, "rope": True}
-    by_encoding = table.set_index("pos_encoding")
+    by_encoding = table.set_index(column)
     assert by_encoding.loc["rope", msg("logits shape")] == f"(1, {T}, 16)"
     assert by_encoding.loc["rope", msg("what happened")] == msg("ran on {T} tokens", T=T)
     if learned_runs:
@@ -264,7 +311,7 @@ def test_shipped_model_table_is_shown_when_present(tmp_path, monkeypatch):
     assert np.asarray(chart(app, "pe_tables_trained")["data"][1]["z"]).shape == (40, 40)  # its similarity under it
     trained = np.asarray(chart(app, "pe_tables_trained")["data"][0]["z"])
     assert np.allclose(trained, model.pos_emb.weight.detach().numpy(), atol=1e-6)
-    shown = starting(app, head("trained table: std = {std:.4f}"))
+    shown = starting(app, head("trained table: std = {std}"))
     assert "(40, 16)" in shown and " 32 " in shown
 
 

@@ -125,9 +125,11 @@ def test_causal_visibility_of_the_two_lines():
     assert (vis.line, vis.permuted) == (chapter.LESSON_LINE, chapter.PERMUTED_LINE)
     assert vis.counts.tolist() == [1, 2, 3, 4, 5]
     assert torch.equal(vis.mask, torch.ones(5, 5, dtype=torch.int64).tril())
-    # 白日依山 and 山依日白 hold the same characters too: positions 3 and 4 see the same set
+    # 白日依山 and 山依日白 hold the same characters too: positions 3 and 4 see the same set, but position 3's own
+    # character (its query) is 山 in one line and 白 in the other: only position 4 has the same inputs
     assert vis.same_set.tolist() == [False, False, False, True, True]
-    assert vis.same_positions == (3, 4)
+    assert vis.same_inputs.tolist() == [False, False, False, False, True]
+    assert vis.same_positions == (4,)
     with pytest.raises(ValueError, match="equal length"):
         sections.causal_visibility("白日", "山")
 
@@ -227,7 +229,8 @@ def test_rope_pair_table_angles_and_wavelengths():
         sections.rope_pair_table(rot, 128)
 
 
-@pytest.mark.parametrize("n_pairs, expected", [(3, [0, 1, 2]), (6, [0, 1, 2, 3, 4, 5]), (32, [0, 6, 12, 19, 25, 31])])
+@pytest.mark.parametrize("n_pairs, expected", [(3, [0, 1, 2]), (8, list(range(8))),
+                                               (32, [0, 4, 9, 13, 18, 22, 27, 31])])
 def test_shown_pairs(n_pairs, expected):
     assert sections.shown_pairs(n_pairs) == expected
 
@@ -291,7 +294,8 @@ def test_run_past_block_size():
 
 def permutation_labels(n: int) -> figures.PermutationLabels:
     return figures.PermutationLabels(titles=[f"T{i}" for i in range(n)], yaxis="Y", xaxis="X", rounding="R",
-                                     exact_zero="Z", value="V", slider_prefix="P")
+                                     exact_zero="Z", value="V {value}", slider_prefix="P",
+                                     encodings={"none": "N"}, separators=",.")
 
 
 def test_permutation_figure_has_one_step_per_layer_and_the_callers_words():
@@ -302,8 +306,11 @@ def test_permutation_figure_has_one_step_per_layer_and_the_callers_words():
     steps = fig.layout.sliders[0].steps
     assert [s.label for s in steps] == ["1", "2", "3", "4", "5", "6"]
     assert len(fig.data) == 6 and [t.visible for t in fig.data] == [False, True, False, False, False, False]
-    assert list(fig.data[0].x) == list(P.POS_ENCODINGS)
-    assert fig.data[0].y[0] == figures.LOG_FLOOR and fig.data[0].text[0] == "Z"
+    # the encodings by the caller's names (a key without one as is), values in a d3 format in the reader's separators
+    assert list(fig.data[0].x) == ["N", *P.POS_ENCODINGS[1:]] and fig.layout.separators == ",."
+    assert fig.data[0].y[0] == figures.LOG_FLOOR and fig.data[0].texttemplate[0] == "Z"
+    assert fig.data[0].texttemplate[1] == "%{customdata:.1e}" and fig.data[0].customdata[1] == rows[1]["max_abs_diff"]
+    assert fig.data[0].hovertemplate[1] == "%{x}<br>V %{customdata:.1e}<extra></extra>"
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text == "Y" and fig.layout.title.text == "T1"
     assert fig.layout.sliders[0].currentvalue.prefix == "P" and fig.layout.annotations[0].text == "R"
     assert [s.args[1]["title.text"] for s in steps] == [f"T{i}" for i in range(6)]
@@ -313,15 +320,30 @@ def test_permutation_figure_has_one_step_per_layer_and_the_callers_words():
         figures.permutation_figure(pd.DataFrame(rows), permutation_labels(5))
 
 
-def test_visibility_figure_marks_the_same_sets():
+@pytest.mark.parametrize("n_embd, seed", [(32, 0), (64, 3), (128, 4)])
+def test_first_layer_differs_exactly_where_the_inputs_differ(n_embd, seed):
+    """Page 7 section 2: after one layer without positions only the positions with the same query and the same
+    visible characters agree (float rounding); the others differ clearly, and the second layer reads them."""
     vis = sections.causal_visibility()
-    labels = figures.VisibilityLabels(mask_title="M", count_title="C", count_axis="A", same_set="S",
-                                      cell_hover="H %{x}", count_hover="B %{y}")
+    diffs = sections.first_layer_differences(n_embd=n_embd, seed=seed)
+    assert diffs.shape == (5,) and diffs.dtype == torch.float32
+    agree = (diffs < sections.ROUNDING_LIMIT).tolist()
+    assert agree == vis.same_inputs.tolist()
+    assert (diffs[~vis.same_inputs] > sections.DIFFERENCE_LIMIT).all()
+    with pytest.raises(ValueError, match="equal length"):
+        sections.first_layer_differences("白日", "山")
+
+
+def test_visibility_figure_marks_the_same_inputs():
+    vis = sections.causal_visibility()
+    labels = figures.VisibilityLabels(mask_title="M", count_title="C", count_axis="A", same_inputs="S",
+                                      cell_hover="H %{x}", count_hover="B %{y}", separators=",\u202f")
     heat, bars = figures.visibility_figure(vis, labels).data
     fig = figures.visibility_figure(vis, labels)
     assert np.array_equal(np.asarray(heat.z), np.tril(np.ones((5, 5))))
     assert heat.text[1][:2] == ["白/山", "日/依"] and heat.text[1][2] == ""
-    assert [t.endswith(" · S") for t in fig.layout.yaxis.ticktext] == [False, False, False, True, True]
+    assert [t.endswith(" · S") for t in fig.layout.yaxis.ticktext] == [False, False, False, False, True]
+    assert fig.layout.separators == ",\u202f"
     assert list(bars.x) == [1, 2, 3, 4, 5] and heat.hovertemplate.startswith("H %{x}")
     assert [a.text for a in fig.layout.annotations] == ["M"] and fig.layout.xaxis2.title.text == "C<br>A"
 
@@ -394,13 +416,15 @@ def test_stacked_tables_figure_refuses_no_panel_and_non_tables():
 def test_rope_pairs_figure_draws_the_rotated_pair():
     torch.manual_seed(6)
     rot = sections.rope_rotation(torch.randn(8), 20)
-    labels = figures.RopePairLabels(panel="p{pair} {dim_a}-{dim_b} {theta:.3g} {angle:.1f}", earlier="E",
-                                    position="at {position}", pair="q{pair}")
+    labels = figures.RopePairLabels(panel="p{pair} {dim_a}-{dim_b} {theta} {angle}", earlier="E",
+                                    position="at {position}", pair="q{pair}", point="<%{x:.3f} ; %{y:.3f}>",
+                                    theta_text="θ{:.3g}".format, angle_text="a{:.1f}".format, separators=",.")
     fig = figures.rope_pairs_figure(rot, 7, [0, 3], labels)
     assert len(fig.data) == 6
     arrow = fig.data[2]
     assert arrow.x[1] == pytest.approx(float(rot.pairs[7, 0, 0]), abs=1e-6)
-    assert fig.layout.annotations[0].text == f"p0 0-1 1 {math.degrees(7.0) % 360:.1f}"
+    assert fig.layout.annotations[0].text == f"p0 0-1 θ1 a{math.degrees(7.0) % 360:.1f}"
+    assert "<%{x:.3f} ; %{y:.3f}>" in arrow.hovertemplate and fig.layout.separators == ",."
     assert "at 7" in arrow.hovertemplate and "q0" in arrow.hovertemplate and "E" in fig.data[1].hovertemplate
     with pytest.raises(ValueError):
         figures.rope_pairs_figure(rot, 20, [0], labels)
@@ -438,7 +462,7 @@ def test_stacked_tables_make_room_for_the_title_lines_asked():
 
 def test_rope_pair_titles_keep_a_parenthesised_group_on_one_line():
     rot = sections.rope_rotation(torch.ones(8), 4)
-    labels = figures.RopePairLabels(panel="pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos",
+    labels = figures.RopePairLabels(panel="pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos",
                                     earlier="E", position="at {position}", pair="q{pair}")
     title = figures.rope_pairs_figure(rot, 2, [1], labels).layout.annotations[0].text
     assert title.split("<br>")[:2] == ["pair 1", "(dims\u00a02,\u00a03)"]

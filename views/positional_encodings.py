@@ -4,6 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 import torch
+from babel.lists import format_list
 
 from engine import chapter, positions
 from engine import gpt as G
@@ -13,7 +14,8 @@ from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
 from ui import page
 from ui.diagram import colour_legend, diagram
-from ui.i18n import N_, _, ngettext
+from ui.i18n import N_, _, current_language, ngettext
+from ui.numbers import integer, num, plotly_separators, sci
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
@@ -26,6 +28,8 @@ VECTOR_SEED = 0
 N_HEAD = 4
 #: The four ways position information enters, in the order the diagrams are drawn.
 ENCODING_ORDER = ("none", "learned", "sinusoidal", "rope")
+#: The encodings' names in charts and tables (the code's keys stay in the code listings).
+ENCODING_NAMES = {"none": N_("none"), "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "rope": N_("RoPE")}
 ENCODING_TITLES = {"none": N_("none: no position"), "learned": N_("learned: table added to the embedding"),
                    "sinusoidal": N_("sinusoidal: fixed table added"), "rope": N_("RoPE: q and k rotated")}
 SCORE_LABELS = {"rope": N_("RoPE (rotate q and k)"), "sinusoidal": N_("sinusoidal table added to q and k")}
@@ -45,6 +49,26 @@ def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
 def permutation_chart(n_embd: int, seed: int, labels: figures.PermutationLabels) -> go.Figure:
     """The permutation experiment's slider figure, per model size, seed and language (readers share it)."""
     return figures.permutation_figure(permutation(n_embd, seed).table, labels, active_layers=1)
+
+
+@st.cache_data(show_spinner=False)
+def first_layer(n_embd: int, seed: int) -> torch.Tensor:
+    return sections.first_layer_differences(n_embd=n_embd, n_head=N_HEAD, seed=seed)
+
+
+def encoding_names() -> dict[str, str]:
+    """The encodings' names in the reader's language, by key."""
+    return {key: _(name) for key, name in ENCODING_NAMES.items()}
+
+
+def theta_text(theta: float) -> str:
+    """θ_i in the reader's format: 4 decimals, or scientific notation below 0.01 (the slow pairs)."""
+    return num(theta, 4) if theta >= 0.01 else sci(theta, 2)
+
+
+def positions_text(items) -> str:
+    """Positions as a list in the reader's language ("0, 1 and 2", "0, 1 et 2"), by Babel's list patterns."""
+    return format_list([str(i) for i in items], locale=current_language())
 
 
 @st.cache_data(show_spinner=False)
@@ -133,22 +157,24 @@ seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, index=SEEDS.in
                         bind="query-params"))
 with st.spinner(_("Running the permutation experiment for 1 … 6 layers …")):
     sweep = permutation(n_embd, seed)
-titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none:.1e}",
-                   "“{line}” vs “{permuted}”, last position, {n} layers; none: {none:.1e}", n).format(
-              line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sweep.diff(n, "none"))
+names = encoding_names()
+titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none}",
+                   "“{line}” vs “{permuted}”, last position, {n} layers; none: {none}", n).format(
+              line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sci(sweep.diff(n, "none")))
           for n in sweep.by_layer.index]
 st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
-    titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis="pos_encoding",
-    rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|"),
-    slider_prefix="n_layer = ",
+    titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
+    rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
+    slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
 )), key="pe_perm_chart")
-page.static_table(sweep.by_layer.rename_axis("n_layer").reset_index(), {e: "{:.1e}" for e in sweep.by_layer.columns})
-st.markdown(_("1 layer, none: **{one_none:.1e}** · 2 layers, none: **{two_none:.1e}** · 1 layer, learned: "
-              "**{one_learned:.1e}** (the lesson printed {lesson_one_none:.1e}, {lesson_two_none:.1e} and "
-              "{lesson_one_learned:.1e} with its own initialisation: compare orders of magnitude)").format(
-    one_none=sweep.diff(1, "none"), two_none=sweep.diff(2, "none"), one_learned=sweep.diff(1, "learned"),
-    lesson_one_none=sections.LESSON_ONE_LAYER_NONE, lesson_two_none=sections.LESSON_TWO_LAYERS_NONE,
-    lesson_one_learned=sections.LESSON_ONE_LAYER_LEARNED))
+page.static_table(sweep.by_layer.rename(columns=names).rename_axis("n_layer").reset_index(),
+                  {names[e]: sci for e in sweep.by_layer.columns})
+st.markdown(_("1 layer, none: **{one_none}** · 2 layers, none: **{two_none}** · 1 layer, learned: "
+              "**{one_learned}** (the lesson printed {lesson_one_none}, {lesson_two_none} and "
+              "{lesson_one_learned} with its own initialisation: compare orders of magnitude)").format(
+    one_none=sci(sweep.diff(1, "none")), two_none=sci(sweep.diff(2, "none")),
+    one_learned=sci(sweep.diff(1, "learned")), lesson_one_none=sci(sections.LESSON_ONE_LAYER_NONE),
+    lesson_two_none=sci(sections.LESSON_TWO_LAYERS_NONE), lesson_one_learned=sci(sections.LESSON_ONE_LAYER_LEARNED)))
 page.verdict(sweep.is_rounding(1, "none"),
              _("1 layer without positions: float rounding, as in the lesson"),
              _("1 layer without positions is NOT at float rounding"))
@@ -164,7 +190,7 @@ for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
             st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
             diagram(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
                     alt=_("Diagram: where the {encoding} encoding brings position information into "
-                          "attention.").format(encoding=encoding))
+                          "attention.").format(encoding=names[encoding]))
 colour_legend()
 page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
 
@@ -173,12 +199,28 @@ page.prose("why")
 vis = sections.causal_visibility(chapter.LESSON_LINE, chapter.PERMUTED_LINE)
 st.plotly_chart(figures.visibility_figure(vis, figures.VisibilityLabels(
     mask_title=_("key positions each query sees (character in line / in permuted)"),
-    count_title=_("tokens visible = t + 1"), count_axis=_("count"), same_set=_("same set"),
+    count_title=_("tokens visible = t + 1"), count_axis=_("count"), same_inputs=_("same inputs"),
     cell_hover=_("query %{y} sees key %{x}: %{text}"), count_hover=_("position %{y}: %{x} tokens"),
+    separators=plotly_separators(),
 )), key="pe_visibility")
-st.markdown(_("visible tokens per position = {counts} · same characters in both lines at positions {same}").format(
-    counts=vis.counts.tolist(), same=list(vis.same_positions)))
-page.show_code(sections.causal_visibility, positions.visible_token_counts)
+layer_one = first_layer(n_embd, seed)
+differ = [t for t in range(len(vis.line)) if not bool(vis.same_inputs[t])]
+same = list(vis.same_positions)
+st.markdown(_("visible tokens per position = {counts} · same own character and same visible characters in both "
+              "lines: {same}").format(counts=vis.counts.tolist(),
+                                      same=positions_text(same) if same else _("no position")))
+if differ:
+    st.markdown(_("After the first layer without positions (n_embd {n_embd}, seed {seed}), the two lines' outputs "
+                  "differ by {low} to {high} at {positions}").format(
+        n_embd=n_embd, seed=seed, low=sci(float(layer_one[differ].min())), high=sci(float(layer_one[differ].max())),
+        positions=ngettext("position {items}", "positions {items}", len(differ)).format(items=positions_text(differ)))
+        + (_("; at {positions} they agree to {diff}, float rounding.").format(
+            positions=ngettext("position {items}", "positions {items}", len(same)).format(items=positions_text(same)),
+            diff=sci(float(layer_one[same].max()))) if same else "."))
+page.verdict(bool(((layer_one < sections.ROUNDING_LIMIT) == vis.same_inputs).all()),
+             _("the first layer's outputs agree exactly where the inputs are the same"),
+             _("the first layer's outputs do NOT agree only where the inputs are the same"))
+page.show_code(sections.causal_visibility, positions.visible_token_counts, sections.first_layer_differences)
 
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
 page.prose("learned")
@@ -201,8 +243,8 @@ def tables_section() -> None:
     # side on a wide screen, stacked on a phone; a control redraws only the tables it changes (the shipped
     # model's stays as it is)
     stacks = {name: [
-        figures.TablePanel(f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({p.table.shape[0]} × "
-                           f"{p.table.shape[1]})", p.table, _("position"), _("dimension"),
+        figures.TablePanel(f"{_(TABLE_TITLES[name]).format(seed=VECTOR_SEED)} ({integer(p.table.shape[0])} × "
+                           f"{integer(p.table.shape[1])})", p.table, _("position"), _("dimension"),
                            _("rows: position · columns: dimension")),
         figures.TablePanel(_(SIMILARITY_TITLES[name]).format(seed=VECTOR_SEED), p.similarity, _("position m"),
                            _("position n"), _("rows: position m · columns: position n"), zmax=1.0),
@@ -211,7 +253,8 @@ def tables_section() -> None:
     # do not depend on the tables' shapes, so the shipped model's chart stays as it is when a slider moves)
     lines = [max(figures.title_lines(stack[i]) for stack in stacks.values()) for i in range(2)]
     for column, (name, stack) in zip(st.columns(len(stacks)), stacks.items(), strict=True):
-        column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines), key=f"pe_tables_{name}")
+        column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines, separators=plotly_separators()),
+                            key=f"pe_tables_{name}")
     with page.slot():
         if shipped is None:
             st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "
@@ -223,18 +266,19 @@ def tables_section() -> None:
         elif trained is None:
             st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
                 encoding=shipped.pos_encoding))
-        st.markdown(_("untrained table: std = {std:.4f} (init std 0.02)").format(std=untrained.std))
+        st.markdown(_("untrained table: std = {std} (init std {init})").format(std=num(untrained.std, 4),
+                                                                              init=num(0.02, 2)))
         if trained is not None and trained.neighbour_similarity is not None:
-            st.markdown(_("trained table: std = {std:.4f}, shape {shape} · mean similarity of neighbouring positions = "
-                          "{near:.3f}, of positions {far} apart = {far_similarity:.3f}").format(
-                std=trained.std, shape=tuple(trained.table.shape), near=trained.neighbour_similarity,
-                far=trained.far_distance, far_similarity=trained.far_similarity))
+            st.markdown(_("trained table: std = {std}, shape {shape} · mean similarity of neighbouring positions = "
+                          "{near}, of positions {far} apart = {far_similarity}").format(
+                std=num(trained.std, 4), shape=tuple(trained.table.shape), near=num(trained.neighbour_similarity, 3),
+                far=trained.far_distance, far_similarity=num(trained.far_similarity, 3)))
         elif trained is not None:
-            st.markdown(_("trained table: std = {std:.4f}, shape {shape}").format(std=trained.std,
-                                                                                 shape=tuple(trained.table.shape)))
+            st.markdown(_("trained table: std = {std}, shape {shape}").format(std=num(trained.std, 4),
+                                                                             shape=tuple(trained.table.shape)))
     st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
-                  "{spread:.1e}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
-                                         spread=sin.diagonal_spread))
+                  "{spread}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
+                                     spread=sci(sin.diagonal_spread)))
 
 
 tables_section()
@@ -260,19 +304,27 @@ def rope_and_scores() -> None:
                          "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
         else:
             rotation = rope_rotation(head_dim, VECTOR_SEED)
-            st.plotly_chart(figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs),
-                                                      figures.RopePairLabels(
-                panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°"),
-                earlier=_("earlier positions"), position=_("position {position}"), pair=_("pair {pair}"),
+            drawn = sections.shown_pairs(rotation.n_pairs)
+            st.plotly_chart(figures.rope_pairs_figure(rotation, position, drawn, figures.RopePairLabels(
+                panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos · {angle}°"),
+                earlier=_("earlier positions"), position=_("position {position}: "), pair=_("pair {pair}"),
+                point=_("(%{x:.3f}, %{y:.3f})"), theta_text=theta_text, angle_text=lambda a: num(a, 1),
+                separators=plotly_separators(),
             )), key="pe_rope_pairs")
+            if len(drawn) < rotation.n_pairs:
+                st.caption(_("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
+                             "(pairs {pairs}); the table lists all {n}.").format(
+                    drawn=len(drawn), n=rotation.n_pairs, pairs=positions_text(drawn)))
             pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
                             "angle_deg": _("angle m·θ_i (°, mod 360)"),
                             "wavelength": _("wavelength 2π/θ_i (positions)")}
             pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
-            page.static_table(pairs, {pair_columns["theta"]: "{:.4g}", pair_columns["angle_deg"]: "{:.1f}",
-                                      pair_columns["wavelength"]: "{:.1f}"})
-            st.markdown(_("‖v‖ at position 0 = {first:.4f} · at position {position} = {norm:.4f}").format(
-                first=float(rotation.norms[0]), position=position, norm=float(rotation.norms[position])))
+            page.static_table(pairs, {pair_columns["theta"]: theta_text,
+                                      pair_columns["angle_deg"]: lambda a: num(a, 1),
+                                      pair_columns["wavelength"]: lambda w: num(w, 1)})
+            st.markdown(_("‖v‖ at position 0 = {first} · at position {position} = {norm}").format(
+                first=num(float(rotation.norms[0]), 4), position=position,
+                norm=num(float(rotation.norms[position]), 4)))
     page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
                    positions.rope_frequencies)
 
@@ -303,10 +355,10 @@ def rope_and_scores() -> None:
             for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
                 column.plotly_chart(figures.score_matrices_figure(
                     {title: matrix}, {title: labels[title]}, _("query position m"),
-                    _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit), key=f"pe_scores_{i}")
-            st.markdown(_("largest spread along a diagonal = {spread:.1e} · max |scores − shifted scores| = "
-                          "{diff:.1e}").format(
-                spread=scores.max_diagonal_spread, diff=scores.max_shift_diff))
+                    _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit,
+                    separators=plotly_separators()), key=f"pe_scores_{i}")
+            st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = "
+                          "{diff}").format(spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff)))
             if scores.distance_only:
                 st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
                          icon=":material/check_circle:", color="green")
@@ -326,8 +378,9 @@ def past_section() -> None:
                            1, 64, step=1, value=24, key='pe_past_T', bind="query-params"))
     past = past_block(past_T)
     missing = past.missing_positions
+    names = encoding_names()
     page.static_table(pd.DataFrame({
-        "pos_encoding": [run.pos_encoding for run in past.runs],
+        _("position encoding (pos_encoding)"): [names.get(run.pos_encoding, run.pos_encoding) for run in past.runs],
         _("ran"): [run.ran for run in past.runs],
         _("logits shape"): [str(run.logits_shape) if run.ran else "" for run in past.runs],
         _("what happened"): [
@@ -352,7 +405,7 @@ page.show_code(sections.run_past_block_size, positions.check_learned_positions, 
 
 # --- exercises -------------------------------------------------------------------------------------------
 page.prose("exercises")
-st.markdown(_("Exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
-              "max |Δ logits| = **{diff:.1e}**").format(n_embd=n_embd, seed=seed, diff=sweep.diff(3, "none")))
+st.markdown(_("The lesson's exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
+              "max |Δ logits| = **{diff}**").format(n_embd=n_embd, seed=seed, diff=sci(sweep.diff(3, "none"))))
 
 page.check_yourself()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -49,8 +49,10 @@ class PermutationLabels:
         xaxis: the x axis title (the encodings).
         rounding: the note on the dotted float32 rounding line.
         exact_zero: bar text of a difference that is exactly 0.
-        value: hover label of a bar's value.
+        value: a bar's hover line, with ``{value}`` (the difference), e.g. "max |Δ logits|: {value}".
         slider_prefix: text before the slider's current n_layer.
+        encodings: the name shown for each encoding key ("none", "learned", …); a key left out is shown as is.
+        separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
     """
 
     titles: Sequence[str]
@@ -60,6 +62,8 @@ class PermutationLabels:
     exact_zero: str
     value: str
     slider_prefix: str
+    encodings: Mapping[str, str] = field(default_factory=dict)
+    separators: str = ".,"
 
 
 def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_layers: int = 1) -> go.Figure:
@@ -72,8 +76,9 @@ def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_la
         active_layers: the n_layer shown first.
 
     Returns:
-        A figure with one bar trace per n_layer (one bar per encoding key, log y axis, the exact
-        value written on each bar) and ``layout.sliders[0]`` with one step per n_layer.
+        A figure with one bar trace per n_layer (one bar per encoding, named by ``labels.encodings``, log y
+        axis, the exact value in ``customdata`` written on each bar by a d3 format, so in the reader's
+        number format) and ``layout.sliders[0]`` with one step per n_layer.
 
     Raises:
         ValueError: if ``active_layers`` is not in the table or the titles do not match the layers.
@@ -90,18 +95,21 @@ def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_la
     for n_layer in layers:
         part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
         diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
+        texts = ["%{customdata:.1e}" if d > 0 else labels.exact_zero for d in diffs]
         bars.append(go.Bar(
-            x=encodings,
+            x=[labels.encodings.get(e, e) for e in encodings],
             y=np.maximum(diffs, LOG_FLOOR),
-            text=[f"{d:.1e}" if d > 0 else labels.exact_zero for d in diffs],
+            customdata=diffs,
+            texttemplate=texts,
             textposition="outside",
             marker_color=[ENCODING_COLORS.get(e, PALETTE[3]) for e in encodings],
             name=str(n_layer),
             showlegend=False,
-            hovertemplate=f"%{{x}}<br>{labels.value}: %{{text}}<extra></extra>",
+            hovertemplate=[f"%{{x}}<br>{labels.value.format(value=text)}<extra></extra>" for text in texts],
         ))
     # one constructor call (a dotted line at float32 rounding level, log y axis): cheaper than many updates
     fig = go.Figure(bars, layout=dict(
+        separators=labels.separators,
         shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=ROUNDING_LEVEL, y1=ROUNDING_LEVEL,
                      line=dict(dash="dot", color="#999"))],
         annotations=[dict(text=labels.rounding, xref="paper", x=0, xanchor="left", y=math.log10(ROUNDING_LEVEL),
@@ -126,7 +134,8 @@ class VisibilityLabels:
         mask_title: title of the left panel (the causal mask).
         count_title: title of the right panel (tokens each position sees).
         count_axis: the right panel's x axis title.
-        same_set: marker appended to the row label of a position where both lines see the same characters.
+        same_inputs: marker appended to the row label of a position whose own character and visible characters
+            are the same in both lines (its output after a layer without positions is then the same).
         cell_hover: hover text of a mask cell; may use Plotly's ``%{y}`` (query), ``%{x}`` (key), ``%{text}``.
         count_hover: hover text of a bar; may use ``%{y}`` (position) and ``%{x}`` (count).
     """
@@ -134,16 +143,18 @@ class VisibilityLabels:
     mask_title: str
     count_title: str
     count_axis: str
-    same_set: str
+    same_inputs: str
     cell_hover: str
     count_hover: str
+    separators: str = ".,"
 
 
 def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Figure:
     """What each position sees under the causal mask in both lines, and how many tokens that is.
 
     Left: the (T, T) mask; each visible cell names the character of both lines at that key
-    position ("白/山"); rows where both lines see the same characters carry ``labels.same_set``.
+    position ("白/山"); rows whose query and visible characters are the same in both lines carry
+    ``labels.same_inputs``.
     Right: the visible-token count t + 1 of each position.
 
     Args:
@@ -156,9 +167,9 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     line, permuted = visibility.line, visibility.permuted
     mask = to_numpy(visibility.mask)
     counts = to_numpy(visibility.counts).astype(int)
-    same = [bool(s) for s in to_numpy(visibility.same_set)]
+    same = [bool(s) for s in to_numpy(visibility.same_inputs)]
     T = len(line)
-    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" · {labels.same_set}" if same[t] else "") for t in range(T)]
+    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" · {labels.same_inputs}" if same[t] else "") for t in range(T)]
     cols = [str(j) for j in range(T)]
     cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
     heat = go.Heatmap(
@@ -171,6 +182,7 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                   hovertemplate=f"{labels.count_hover}<extra></extra>")
     # two panels placed by axis domains (one constructor call; make_subplots is slow on every rerun)
     fig = go.Figure([heat, bars], layout=dict(
+        separators=labels.separators,
         xaxis=dict(domain=[0, 0.66], side="top", tickmode="array", tickvals=list(range(T)), ticktext=cols,
                    showgrid=False),
         yaxis=dict(domain=[0, 0.86], autorange="reversed", tickmode="array", tickvals=list(range(T)), ticktext=rows,
@@ -238,7 +250,7 @@ def title_lines(panel: TablePanel) -> int:
 
 
 def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 280,
-                          lines: Sequence[int] | None = None) -> go.Figure:
+                          lines: Sequence[int] | None = None, separators: str = ".,") -> go.Figure:
     """Large signed tables stacked top to bottom in one figure (e.g. a block_size x n_embd position table and its
     (block_size, block_size) similarity), row 0 on top, column labels on top.
 
@@ -258,6 +270,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
         heatmap_height: height in px of each heatmap.
         lines: title lines to make room for, per panel (at least each title's own, :func:`title_lines`): figures
             drawn side by side pass the largest of each row, so that their panels line up.
+        separators: Plotly's ``layout.separators`` of the reader's language (the hover's and colour bars' numbers).
 
     Returns:
         A figure with one heatmap trace per panel (z: the (rows, cols) table as a float32 array) on axes
@@ -316,7 +329,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
     common["margin"] = dict(common["margin"], l=56 + 8 * len(str(rows - 1)), r=MODEBAR_MARGIN, b=0,
                             autoexpand=False)
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
-    return go.Figure(traces, layout=dict(common, annotations=annotations, **axes))
+    return go.Figure(traces, layout=dict(common, annotations=annotations, separators=separators, **axes))
 
 
 @dataclass(frozen=True)
@@ -325,21 +338,31 @@ class RopePairLabels:
 
     Attributes:
         panel: each panel's title; placeholders ``{pair}``, ``{dim_a}``, ``{dim_b}``, ``{theta}``
-            (rad per position, float) and ``{angle}`` (degrees mod 360, float), e.g.
-            "pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta:.3g} rad/pos · {angle:.1f}°".
+            (rad per position) and ``{angle}`` (degrees mod 360), the last two as written by ``number``, e.g.
+            "pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos · {angle}°".
         earlier: hover name of the trail of earlier positions.
         position: hover label of the arrow's tip; placeholder ``{position}``.
         pair: hover name of the arrow; placeholder ``{pair}``.
+        point: a point's coordinates as a Plotly hover template (``%{x:.3f}``, ``%{y:.3f}``).
+        theta_text, angle_text: write θ_i (rad per position) and the angle (degrees) in the reader's number
+            format.
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     panel: str
     earlier: str
     position: str
     pair: str
+    point: str = "(%{x:.3f}, %{y:.3f})"
+    theta_text: Callable[[float], str] = "{:.3g}".format
+    angle_text: Callable[[float], str] = "{:.1f}".format
+    separators: str = ".,"
 
 
 #: Panels per row of :func:`rope_pairs_figure`: four keep a phone's panels wide enough for their titles.
 PAIRS_PER_ROW = 4
+#: Most pairs :func:`rope_pairs_figure` draws (two rows).
+MAX_PAIRS = 8
 
 
 def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int], labels: RopePairLabels) -> go.Figure:
@@ -352,7 +375,7 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
     Args:
         rotation: :func:`engine.sections.positional_encodings.rope_rotation` of one vector.
         position: the position drawn (0 <= position < its n_positions).
-        pairs: indices i of the pairs (2i, 2i+1) to draw (at most 8).
+        pairs: indices i of the pairs (2i, 2i+1) to draw (at most :data:`MAX_PAIRS`).
         labels: the figure's words.
 
     Returns:
@@ -366,8 +389,8 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
     radius = to_numpy(rotation.pair_norms)  # (hd/2,)
     if not 0 <= position < pts.shape[0]:
         raise ValueError(f"position {position} outside [0, {pts.shape[0]})")
-    if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= 8:
-        raise ValueError(f"pairs must be 1 to 8 indices in [0, {pts.shape[1]}), got {list(pairs)}")
+    if any(not 0 <= i < pts.shape[1] for i in pairs) or not 1 <= len(pairs) <= MAX_PAIRS:
+        raise ValueError(f"pairs must be 1 to {MAX_PAIRS} indices in [0, {pts.shape[1]}), got {list(pairs)}")
     n = len(pairs)
     per_row = min(n, PAIRS_PER_ROW)
     rows = -(-n // per_row)  # ceil(n / per_row)
@@ -387,10 +410,10 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
             go.Scatter(x=radius[i] * np.cos(ring), y=radius[i] * np.sin(ring), mode="lines",
                        line=dict(color="#ddd", width=1), hoverinfo="skip", **axes),
             go.Scatter(x=trail[:, 0], y=trail[:, 1], mode="markers", marker=dict(size=4, color=color, opacity=0.3),
-                       hovertemplate=f"(%{{x:.3f}}, %{{y:.3f}})<extra>{labels.earlier}</extra>", **axes),
+                       hovertemplate=f"{labels.point}<extra>{labels.earlier}</extra>", **axes),
             go.Scatter(x=[0, x], y=[0, y], mode="lines+markers", line=dict(color=color, width=3),
                        marker=dict(size=[0, 9], color=color),
-                       hovertemplate=f"{labels.position.format(position=position)}: (%{{x:.3f}}, %{{y:.3f}})"
+                       hovertemplate=f"{labels.position.format(position=position)}{labels.point}"
                                      f"<extra>{labels.pair.format(pair=i)}</extra>", **axes),
         ]
         left = (c % per_row) * (width + gap)
@@ -399,8 +422,10 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
         layout[f"xaxis{suffix}"] = dict(domain=[left, left + width], anchor=f"y{suffix}", **frame)
         layout[f"yaxis{suffix}"] = dict(domain=[bottom + 0.3 * row_height, bottom + row_height], anchor=f"x{suffix}",
                                         scaleanchor=f"x{suffix}", scaleratio=1, **frame)
-        text = labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1, theta=float(theta[i]),
-                                   angle=math.degrees(position * theta[i]) % 360)
+        theta_i = float(theta[i])
+        text = labels.panel.format(pair=i, dim_a=2 * i, dim_b=2 * i + 1,
+                                   theta=labels.theta_text(theta_i),
+                                   angle=labels.angle_text(math.degrees(position * theta_i) % 360))
         # a group in parentheses ("(dims 2, 3)") stays on one line: its spaces do not break
         text = re.sub(r"\([^()]*\)", lambda group: group[0].replace(" ", "\u00a0"), text)
         annotations.append(dict(
@@ -411,7 +436,8 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
             yanchor="top", showarrow=False, font=dict(size=11),
         ))
     # one constructor call with axis domains: make_subplots and per-panel updates are slow on every rerun
-    return go.Figure(traces, layout=dict(app_layout(None, 300 * rows, top=20), annotations=annotations, **layout))
+    return go.Figure(traces, layout=dict(app_layout(None, 300 * rows, top=20), annotations=annotations,
+                                         separators=labels.separators, **layout))
 
 
 def score_limit(matrices: Sequence[object]) -> float:
@@ -421,7 +447,8 @@ def score_limit(matrices: Sequence[object]) -> float:
 
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
-                          hover: str, decimals: int = 2, limit: float | None = None) -> go.Figure:
+                          hover: str, decimals: int = 2, limit: float | None = None,
+                          separators: str = ".,") -> go.Figure:
     """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
 
     Args:
@@ -434,6 +461,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         limit: the colour range is [-limit, limit]; defaults to :func:`score_limit` of ``matrices``. Pass the
             same limit to figures drawn side by side (one panel each, so that they stack on a phone) to keep
             their colours comparable.
+        separators: Plotly's ``layout.separators`` of the reader's language.
 
     Returns:
         A figure with one heatmap trace per matrix on a shared, symmetric colour range.
@@ -469,4 +497,4 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
     # title and the position labels (7 px a digit), the right one the colour bar with its labels and the toolbar
     layout["margin"] = dict(layout["margin"], l=60 + 7 * digits, r=70, autoexpand=False)
     # one constructor call with axis domains: cheaper on every rerun than make_subplots and updates
-    return go.Figure(traces, layout=dict(layout, annotations=annotations, **axes))
+    return go.Figure(traces, layout=dict(layout, annotations=annotations, separators=separators, **axes))

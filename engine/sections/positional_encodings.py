@@ -176,7 +176,10 @@ class Visibility:
         mask: int64 (T, T), 1 where query i may see key j (j <= i).
         counts: int64 (T,) = [1, 2, ..., T], the tokens each position sees.
         same_set: bool (T,), True where both lines see the same multiset of characters.
-        same_positions: the positions where ``same_set`` holds.
+        same_inputs: bool (T,), True where both lines also hold the same character at that position: its
+            query and the bag of keys and values it sees are then the same, so a layer without positions
+            gives it the same output.
+        same_positions: the positions where ``same_inputs`` holds.
     """
 
     line: str
@@ -184,6 +187,7 @@ class Visibility:
     mask: Tensor
     counts: Tensor
     same_set: Tensor
+    same_inputs: Tensor
     same_positions: tuple[int, ...]
 
 
@@ -191,9 +195,10 @@ def causal_visibility(line: str = LESSON_LINE, permuted: str = PERMUTED_LINE) ->
     """What each position of the two lines can see under the causal mask.
 
     Position t sees tokens 0..t, i.e. t + 1 of them (:func:`engine.positions.visible_token_counts`).
-    Where both lines see the same characters in another order (for the lesson's lines: positions 3
-    and 4), a layer without positions gives the same output; where they see different characters
-    (positions 0, 1, 2) it does not.
+    A layer without positions gives position t the same output in both lines only where its own
+    character (the query) and the multiset of characters it sees (keys and values) are both the
+    same; for the lesson's lines that is position 4 alone (position 3 sees the same four characters,
+    but its own is 山 in one line and 白 in the other).
 
     Args:
         line, permuted: the two texts, one token per character, same length T >= 1.
@@ -209,9 +214,45 @@ def causal_visibility(line: str = LESSON_LINE, permuted: str = PERMUTED_LINE) ->
     T = len(line)
     counts = positions.visible_token_counts(T)  # (T,)
     mask = torch.ones(T, T, dtype=torch.int64).tril()  # (T, T)
-    same = [sorted(line[: t + 1]) == sorted(permuted[: t + 1]) for t in range(T)]
-    return Visibility(line=line, permuted=permuted, mask=mask, counts=counts, same_set=torch.tensor(same),
-                      same_positions=tuple(t for t, s in enumerate(same) if s))
+    same_set = [sorted(line[: t + 1]) == sorted(permuted[: t + 1]) for t in range(T)]
+    same_inputs = [s and line[t] == permuted[t] for t, s in enumerate(same_set)]
+    return Visibility(line=line, permuted=permuted, mask=mask, counts=counts, same_set=torch.tensor(same_set),
+                      same_inputs=torch.tensor(same_inputs),
+                      same_positions=tuple(t for t, s in enumerate(same_inputs) if s))
+
+
+@uses_global_rng
+def first_layer_differences(line: str = LESSON_LINE, permuted: str = PERMUTED_LINE, n_embd: int = 32,
+                            n_head: int = 4, seed: int = 0) -> Tensor:
+    """How far the first block's outputs of two lines differ at each position, without position information.
+
+    The model is the permutation experiment's (:func:`permutation_experiment`: same vocabulary, config
+    and ``torch.manual_seed(seed)``) with ``pos_encoding="none"``; only its first block runs. Where
+    :func:`causal_visibility` finds the same inputs the difference is float rounding; elsewhere it is
+    a real difference, which the second layer's last query reads.
+
+    Args:
+        line, permuted: the two texts, same length T >= 1.
+        n_embd, n_head: model width and head count.
+        seed: seed for the initial weights.
+
+    Returns:
+        float32 (T,), entry t = max over features of |block_1(line)[t] - block_1(permuted)[t]|.
+
+    Raises:
+        ValueError: for lines of different or zero length, or an invalid config value.
+    """
+    if len(line) != len(permuted) or not line:
+        raise ValueError(f"the lines must be non-empty and of equal length, got {len(line)} and {len(permuted)}")
+    tokenizer = CharTokenizer(line + permuted)
+    idx = torch.stack([tokenizer.encode_tensor(line), tokenizer.encode_tensor(permuted)])  # 2 x (T,) -> (2, T)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=len(line), n_embd=n_embd, n_head=n_head,
+                       n_layer=1, dropout=0.0, pos_encoding="none")
+    torch.manual_seed(seed)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        out, _weights = model.blocks[0](model.embed(idx))  # (2, T) -> (2, T, n_embd)
+    return (out[0] - out[1]).abs().amax(dim=-1)  # (T, n_embd) -> (T,)
 
 
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
@@ -470,7 +511,7 @@ def rope_pair_table(rotation: RopeRotation, position: int) -> pd.DataFrame:
     })
 
 
-def shown_pairs(n_pairs: int, at_most: int = 6) -> list[int]:
+def shown_pairs(n_pairs: int, at_most: int = 8) -> list[int]:
     """Pair indices to draw: all of at most ``at_most`` pairs, else ``at_most`` spread evenly (first and last in)."""
     if n_pairs <= at_most:
         return list(range(n_pairs))
