@@ -176,6 +176,44 @@ def test_bench_rows():
     rows = M.bench_rows(table, "a")
     assert list(rows.columns) == [key for key, _ in M.BENCH_COLUMNS]
     assert rows["variant"].tolist() == ["x", "y"] and rows["forward_ms"].tolist() == [1.0, 2.0]
+    # a file written before the fastest run was recorded has no min column: the page shows it empty
+    assert rows["forward_min_ms"].tolist() == [None, None]
+
+
+def bench_size(wrapper_ms, split_ms, **extra):
+    results = [{"variant": "wrapper", "forward_ms": wrapper_ms}, {"variant": "split", "forward_ms": split_ms},
+               {"variant": "sdpa_causal", "forward_ms": 0.5 * min(wrapper_ms, split_ms)}]
+    return {"batch": 2, "seq_len": 1024, "n_embd": 768, "num_heads": 12, "results": results, **extra}
+
+
+@pytest.mark.parametrize("wrapper_ms, split_ms", [(1194.4, 399.6), (116.0, 158.5), (2.3, 1.9)])
+def test_bench_verdict_follows_the_numbers(wrapper_ms, split_ms):
+    """Page 5 section 4: the sentence says whichever construction the file found faster, never a fixed one."""
+    verdict = M.bench_verdict(bench_size(wrapper_ms, split_ms))
+    assert verdict.wrapper_faster == (wrapper_ms < split_ms)
+    assert verdict.ratio == pytest.approx(max(wrapper_ms, split_ms) / min(wrapper_ms, split_ms))
+    assert verdict.fastest == "sdpa_causal" and verdict.fastest_ms == pytest.approx(0.5 * min(wrapper_ms, split_ms))
+    assert verdict.score_bytes == 2 * 12 * 1024**2 * 4 and verdict.head_bytes * 12 == verdict.score_bytes
+
+
+def test_bench_verdict_of_the_shipped_file():
+    """Every size of the shipped file gives a verdict, whichever numbers a re-measurement wrote there."""
+    from engine.bench import attention as bench
+
+    data = bench.load_results("assets/bench_attention.json")
+    for size in data["sizes"]:
+        times = {r["variant"]: r["forward_ms"] for r in size["results"]}
+        verdict = M.bench_verdict(size)
+        assert verdict.wrapper_faster == (times["wrapper"] < times["split"])
+        assert verdict.fastest_ms == min(times.values())
+
+
+@pytest.mark.parametrize("size", [
+    {"batch": 2, "seq_len": 8, "n_embd": 16, "num_heads": 4, "results": [{"variant": "split", "forward_ms": 1.0}]},
+    bench_size(0.0, 1.0), bench_size(1.0, 2.0, batch="x"), {"results": []},
+])
+def test_bench_verdict_of_an_unexpected_file_is_none(size):
+    assert M.bench_verdict(size) is None
 
 
 def test_cost_table():

@@ -23,6 +23,7 @@ class HeadsLabels:
         head: a trace's name, with ``{h}``.
         query_axis, key_axis: the axis titles.
         slider_prefix: text before the slider's current value.
+        separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
     """
 
     title: str
@@ -30,6 +31,7 @@ class HeadsLabels:
     query_axis: str
     key_axis: str
     slider_prefix: str
+    separators: str = ".,"
 
 
 def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, height: int | None = None) -> go.Figure:
@@ -59,6 +61,7 @@ def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, heigh
     matrix_axes(fig, tokens, tokens, labels.query_axis, labels.key_axis)
     titles = [labels.title.format(h=h, H=H) for h in range(H)]
     base_layout(fig, titles[0], height or max(300, min(40 * T, 640) + 170))
+    fig.layout.separators = labels.separators
     add_step_slider(fig, [str(h) for h in range(H)], traces_per_step=1, prefix=labels.slider_prefix,
                     step_layouts=[{"title.text": t} for t in titles])
     return fig
@@ -73,6 +76,7 @@ class BenchLabels:
         forward, forward_backward: legend names of the two bar series.
         time_axis: the x axis title.
         hover: a bar's hover, with ``{variant}`` and ``{ms}`` (Plotly's ``%{y}`` and ``%{x:.3f}`` are passed in).
+        separators: Plotly's ``layout.separators`` of the reader's language (bar texts and hovers are d3 formats).
     """
 
     title: str
@@ -80,6 +84,7 @@ class BenchLabels:
     forward_backward: str
     time_axis: str
     hover: str
+    separators: str = ".,"
 
 
 def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
@@ -89,6 +94,9 @@ def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
         rows: :func:`engine.sections.multi_head.bench_rows` (columns ``variant``, ``forward_ms``,
             ``forward_backward_ms``; the latter may hold None).
         labels: the figure's words.
+
+    Returns:
+        A figure with two horizontal bar traces (forward, forward+backward), values written by d3 formats.
     """
     fig = go.Figure()
     hover = labels.hover.format(variant="%{y}", ms="%{x:.3f}")
@@ -101,7 +109,7 @@ def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
             orientation="h",
             name=name,
             marker_color=PALETTE[k],
-            text=["" if v is None or v != v else f"{v:.2f}" if v < 10 else f"{v:.0f}" for v in values],
+            texttemplate=["" if v is None or v != v else "%{x:.2f}" if v < 10 else "%{x:,.0f}" for v in values],
             textposition="outside",
             cliponaxis=False,
             hovertemplate=hover + "<extra>" + name + "</extra>",
@@ -109,5 +117,5 @@ def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
     largest = max([float(v) for v in rows["forward_backward_ms"].dropna()] + [float(v) for v in rows["forward_ms"]])
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text=labels.time_axis, gridcolor="#eee", range=[0, 1.12 * largest])
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2), separators=labels.separators)
     return base_layout(fig, labels.title, 80 + 44 * len(rows) + 60)

@@ -479,6 +479,7 @@ BENCH_COLUMNS = (
     ("forward_ms", "forward ms"),  # data key
     ("forward_ratio", "× fastest (fwd)"),
     ("forward_backward_ms", "forward+backward ms"),  # data key
+    ("forward_min_ms", "forward min ms"),  # None in files written before the fastest run was recorded
     ("max_abs_diff", "max |out − split|"),
 )
 
@@ -494,4 +495,62 @@ def bench_rows(table: pd.DataFrame, size_label: str) -> pd.DataFrame:
         DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant.
     """
     rows = table[table["size"] == size_label]
-    return pd.DataFrame({key: rows[column].tolist() for key, column in BENCH_COLUMNS})
+    return pd.DataFrame({key: rows[column].tolist() if column in rows else [None] * len(rows)
+                         for key, column in BENCH_COLUMNS})
+
+
+@dataclass(frozen=True)
+class BenchVerdict:
+    """What one input size of a benchmark file says about the chapter's two constructions.
+
+    Attributes:
+        batch, seq_len, n_embd, num_heads: the input size (B, T, C, H).
+        wrapper_ms, split_ms: median forward time of MultiHeadAttentionWrapper (+ out_proj) and of
+            MultiHeadAttention, in milliseconds.
+        wrapper_faster: True when the wrapper's median is below the split layer's.
+        ratio: the slower median over the faster one (>= 1).
+        fastest: the variant key with the lowest median forward time, and its time in ms.
+        score_bytes: bytes of the float32 (B, H, T, T) score tensor the split layer sweeps; head_bytes: one
+            head's (B, T, T) slice, what the wrapper handles at a time.
+    """
+
+    batch: int
+    seq_len: int
+    n_embd: int
+    num_heads: int
+    wrapper_ms: float
+    split_ms: float
+    wrapper_faster: bool
+    ratio: float
+    fastest: str
+    fastest_ms: float
+    score_bytes: int
+    head_bytes: int
+
+
+def bench_verdict(size: dict) -> BenchVerdict | None:
+    """Which of the chapter's two constructions was faster at one input size of a benchmark file.
+
+    Args:
+        size: one entry of the file's ``sizes`` (``engine.bench.attention`` schema: ``batch``, ``seq_len``,
+            ``n_embd``, ``num_heads`` and ``results``, a list of ``{"variant", "forward_ms", …}``).
+
+    Returns:
+        A :class:`BenchVerdict`, or None when the entry lacks the wrapper or the split layer, or a
+        positive time for them (a file from another version of the benchmark).
+    """
+    try:
+        times = {r["variant"]: float(r["forward_ms"]) for r in size["results"]}
+        batch, seq_len = int(size["batch"]), int(size["seq_len"])
+        n_embd, num_heads = int(size["n_embd"]), int(size["num_heads"])
+        wrapper, split = times["wrapper"], times["split"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (wrapper > 0 and split > 0) or min(batch, seq_len, n_embd, num_heads) < 1:
+        return None
+    fastest = min(times, key=times.get)
+    scores = score_tensor_bytes(batch, num_heads, seq_len)
+    return BenchVerdict(batch=batch, seq_len=seq_len, n_embd=n_embd, num_heads=num_heads, wrapper_ms=wrapper,
+                        split_ms=split, wrapper_faster=wrapper < split, ratio=max(wrapper, split) / min(wrapper, split),
+                        fastest=fastest, fastest_ms=times[fastest], score_bytes=scores,
+                        head_bytes=scores // num_heads)
