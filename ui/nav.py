@@ -16,10 +16,76 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from ui.i18n import N_, _
+from ui.i18n import N_, _, current_language
 
 #: The page shown at ``/``.
 DEFAULT_SLUG = "home"
+
+
+#: The French chapter (file 003): its own title and number; it has no German text.
+CHAPTER_NUMBER = "3"
+CHAPTER_TITLE = "Mécanismes d'attention"
+CHAPTER_GLOSS = N_("attention mechanisms")
+#: The lesson on several heads and positions: French (file 000) and German (file 002) titles.
+LESSON_TITLES = {"fr": "Attention multi-têtes et encodage de position",
+                 "de": "Mehrköpfige Attention und Positionskodierung"}
+LESSON_GLOSS = N_("multi-head attention and positional encoding")
+
+
+@dataclass(frozen=True)
+class ChapterSection:
+    """A section of the chapters that a page accompanies, by the chapters' own names.
+
+    Attributes:
+        source: "chapter" (the French chapter 3) or "lesson" (the lesson in French and German).
+        fr: the section's title in the French text (chapter 003 or lesson 000), as the reader finds it there.
+        de: the title in the German lesson (002); "" for the chapter, which has no German text.
+        number: the chapter's section number ("3.6.1"); "" for the lesson, whose sections have no numbers, and
+            for a titled passage inside a numbered section.
+        gloss: what the title says, in English (a message id), for readers of a language the text is not in.
+        detail: which items of the section the page takes up, e.g. "exercises 2 and 3" (a message id), or "".
+
+    The titles are the chapters' names, kept as the texts write them (with the French narrow no-break space
+    before a colon), not translated.
+    """
+
+    source: str
+    fr: str
+    de: str = ""
+    number: str = ""
+    gloss: str = ""
+    detail: str = ""
+
+    def title(self, lang: str) -> str:
+        """The title in the reader's language where the text has one, else the French title with a gloss."""
+        if self.source == "lesson" and lang == "de" and self.de:
+            quoted = _("“{title}”").format(title=self.de)
+        elif lang == "fr" or not self.gloss:
+            quoted = _("“{title}”").format(title=self.fr)
+        else:
+            quoted = _("“{title}” ({gloss})").format(title=self.fr, gloss=_(self.gloss))
+        if self.number:
+            quoted = _("§{number} {title}").format(number=self.number, title=quoted)
+        return _("{title}, {detail}").format(title=quoted, detail=_(self.detail)) if self.detail else quoted
+
+
+def describe_sections(sections: tuple[ChapterSection, ...], lang: str) -> str:
+    """What a page accompanies, in the reader's language: each source named once, then its sections."""
+    parts = []
+    chapter = [s.title(lang) for s in sections if s.source == "chapter"]
+    if chapter:
+        name = (_("“{title}”").format(title=CHAPTER_TITLE) if lang == "fr"
+                else _("“{title}” ({gloss})").format(title=CHAPTER_TITLE, gloss=_(CHAPTER_GLOSS)))
+        parts.append(_("chapter {number} {title}: {sections}").format(number=CHAPTER_NUMBER, title=name,
+                                                                      sections=_("; ").join(chapter)))
+    lesson = [s.title(lang) for s in sections if s.source == "lesson"]
+    if lesson:
+        if lang in LESSON_TITLES:
+            name = _("“{title}”").format(title=LESSON_TITLES[lang])
+        else:
+            name = _("“{title}” ({gloss})").format(title=LESSON_TITLES["fr"], gloss=_(LESSON_GLOSS))
+        parts.append(_("the lesson {title}: {sections}").format(title=name, sections=_("; ").join(lesson)))
+    return _(" · ").join(parts)
 
 
 @dataclass(frozen=True)
@@ -33,7 +99,8 @@ class PageInfo:
         heading: the page's own title (a message id).
         icon: a Material icon name.
         group: "essay" or "lab" (navigation groups; the glossary sits with the Lab).
-        section: the chapter section it accompanies (a message id).
+        sections: the chapters' sections it accompanies, by their own titles and numbers.
+        note: what it accompanies when that is no one section (the glossary), a message id; else "".
     """
 
     slug: str
@@ -42,7 +109,8 @@ class PageInfo:
     heading: str
     icon: str
     group: str
-    section: str
+    sections: tuple[ChapterSection, ...] = ()
+    note: str = ""
 
     @property
     def script(self) -> str:
@@ -57,6 +125,11 @@ class PageInfo:
         """
         return "" if self.slug == DEFAULT_SLUG else self.slug.replace("_", "-")
 
+    @property
+    def section(self) -> str:
+        """What the page accompanies, in the reader's language (:func:`describe_sections`, or the note)."""
+        return describe_sections(self.sections, current_language()) if self.sections else _(self.note)
+
     def nav_title(self) -> str:
         """The translated navigation title, with its number ("1 · Self-attention")."""
         return f"{self.number} · {_(self.title)}" if self.number else _(self.title)
@@ -66,33 +139,69 @@ class PageInfo:
         return f"{self.number} · {_(self.heading)}" if self.number else _(self.heading)
 
 
+def _chapter(number: str, fr: str, gloss: str, detail: str = "") -> ChapterSection:
+    return ChapterSection("chapter", fr, number=number, gloss=gloss, detail=detail)
+
+
+def _lesson(fr: str, de: str, gloss: str, detail: str = "") -> ChapterSection:
+    return ChapterSection("lesson", fr, de=de, gloss=gloss, detail=detail)
+
+
+LESSON_HEADS = _lesson("Plusieurs têtes\u202f: regarder plusieurs choses à la fois",
+                       "Mehrere Köpfe: mehrere Dinge zugleich sehen",
+                       N_("several heads: looking at several things at once"), N_("with self-test 1"))
+LESSON_EXERCISES = "Exercices", "Übungen", N_("exercises")
+
 PAGES: tuple[PageInfo, ...] = (
-    PageInfo("home", "", N_("Why attention"), N_("Attention, step by step"), ":material/home:", "essay",
-             N_("Chapter 003: the long-sequence problem, Bahdanau (2014), the Transformer (2017)")),
+    PageInfo("home", "", N_("Why attention"), N_("Attention, step by step"), ":material/home:", "essay", (
+        _chapter("3.1", "Le problème de la modélisation des longues séquences",
+                 N_("the problem with modelling long sequences")),
+        _chapter("3.2", "Capturer les dépendances avec les mécanismes d’attention",
+                 N_("capturing dependencies with attention mechanisms")))),
     PageInfo("self_attention", "1", N_("Self-attention"), N_("Self-attention without trainable weights"),
-             ":material/hub:", "essay",
-             N_("Chapter 003: simplified self-attention without trainable weights")),
+             ":material/hub:", "essay", (
+                 _chapter("3.3.1", "Self-attention simplifiée — sans poids apprenables",
+                          N_("simplified self-attention, without trainable weights")),
+                 _chapter("3.3.2", "Généralisation — poids d’attention pour tous les tokens",
+                          N_("generalisation: attention weights for all tokens")))),
     PageInfo("trainable_weights", "2", N_("Trainable weights"), N_("Self-attention with trainable weights"),
-             ":material/tune:", "essay",
-             N_("Chapter 003: self-attention with trainable weights, the 1/√d_k scale, SelfAttention_v1/v2")),
+             ":material/tune:", "essay", (
+                 _chapter("3.4", "Implémentation de la self-attention avec des poids apprenables",
+                          N_("implementing self-attention with trainable weights"), N_("with Exercise 3.1")),)),
     PageInfo("causal_mask", "3", N_("Causal mask"), N_("Hiding the future: causal attention"),
-             ":material/visibility_off:", "essay",
-             N_("Chapter 003: causal attention (masking the future), CausalAttention and register_buffer")),
-    PageInfo("dropout", "4", N_("Dropout"), N_("Dropout on the attention weights"), ":material/grain:", "essay",
-             N_("Chapter 003: masking additional attention weights with dropout")),
+             ":material/visibility_off:", "essay", (
+                 _chapter("3.5.1", "Application d’un masque d’attention causale",
+                          N_("applying a causal attention mask")),
+                 _chapter("3.5.3", "Implémentation d’une classe d’attention causale compacte",
+                          N_("implementing a compact causal attention class")))),
+    PageInfo("dropout", "4", N_("Dropout"), N_("Dropout on the attention weights"), ":material/grain:", "essay", (
+        _chapter("3.5.2", "Masquage de poids d’attention supplémentaires avec le dropout",
+                 N_("masking additional attention weights with dropout")),)),
     PageInfo("multi_head", "5", N_("Multi-head attention"), N_("Multi-head attention"), ":material/view_week:",
-             "essay",
-             N_("Chapter 003: multi-head attention (stacked heads, weight splits); lesson 000 part 1 (several heads)")),
-    PageInfo("memory_layout", "6", N_("Memory layout"), N_("Memory layout"), ":material/memory:", "essay",
-             N_("Chapter 003: what view(), transpose() and contiguous() do to a tensor's memory")),
+             "essay", (
+                 _chapter("3.6.1", "Empilement de plusieurs couches d’attention mono-tête",
+                          N_("stacking several single-head attention layers"), N_("with Exercise 3.2")),
+                 _chapter("3.6.2", "Implémentation de l’attention multi-têtes avec fractionnement des poids",
+                          N_("implementing multi-head attention with weight splits")),
+                 LESSON_HEADS)),
+    PageInfo("memory_layout", "6", N_("Memory layout"), N_("Memory layout"), ":material/memory:", "essay", (
+        _chapter("3.6.2", "Implémentation de l’attention multi-têtes avec fractionnement des poids",
+                 N_("implementing multi-head attention with weight splits"),
+                 N_("its passages on .view(), .transpose() and .contiguous()")),)),
     PageInfo("positional_encodings", "7", N_("Positional encodings"), N_("Positional encodings"),
-             ":material/pin_drop:", "essay",
-             N_("Lesson 000 parts 2–3: attention ignores order, the causal mask, learned, sinusoidal and rotary "
-                "positions")),
-    PageInfo("lab", "8", N_("GPT lab"), N_("GPT lab"), ":material/science:", "lab",
-             N_("Lesson 000 exercises 2–3: train the course's GPT on Tang poems, generate, look inside")),
+             ":material/pin_drop:", "essay", (
+                 _lesson("L'attention ne distingue pas l'ordre", "Attention kennt keine Reihenfolge",
+                         N_("attention does not tell order")),
+                 _lesson("La deuxième ligne, inattendue", "Die unerwartete zweite Zeile",
+                         N_("the unexpected second line")),
+                 _lesson("L'embedding de position", "Positions-Embedding", N_("position embedding")),
+                 _lesson("L'encodage de position rotatif", "Rotary Position Embedding", N_("rotary position encoding")),
+                 _lesson(*LESSON_EXERCISES, N_("exercises 1 and 3")),
+                 _lesson("Auto-test", "Selbsttest", N_("self-test"), N_("questions 2 and 3")))),
+    PageInfo("lab", "8", N_("GPT lab"), N_("GPT lab"), ":material/science:", "lab", (
+        _lesson(*LESSON_EXERCISES, N_("exercises 2 and 3")),)),
     PageInfo("glossary", "", N_("Glossary"), N_("Glossary"), ":material/translate:", "lab",
-             N_("Every term of the chapters in French, German and English, with its name in the code")),
+             note=N_("Every term of the chapters in French, German and English, with its name in the code")),
 )
 
 #: Pages by slug.
