@@ -271,7 +271,7 @@ def test_command_resumes_and_a_killed_worker_loses_only_its_own_run(tmp_path, mo
     assert command.main([*argv, "--list"]) == 0 and out.read_bytes() == before
 
 
-def test_a_new_seed_adds_runs_to_a_file(tmp_path, monkeypatch):
+def test_a_new_seed_adds_runs_to_a_file_that_one_command_writes_at_a_time(tmp_path):
     """A run the file holds is never trained again; a command with more seeds adds only the new ones."""
     out = tmp_path / "x.json"
     session = {"command": "test"}
@@ -279,9 +279,13 @@ def test_a_new_seed_adds_runs_to_a_file(tmp_path, monkeypatch):
     first = store.ResultsFile(out, settings_, ["heads_1@seed1"], session)
     first.add_run({"run_id": "heads_1@seed1", "key": "heads_1", "seed": 1, "val_loss": 5.0,
                    "val_loss_by_position": [5.0]})
+    with pytest.raises(store.ResultsBusyError):  # the first command still writes it
+        store.ResultsFile(out, settings_, [], session)
+    first.close()
     again = store.ResultsFile(out, {**settings_, "seeds": [2]}, ["heads_1@seed2"], session)
     assert again.done == {"heads_1@seed1"} and again.data["settings"]["seeds"] == [1, 2]
     assert again.data["planned"] == ["heads_1@seed1", "heads_1@seed2"] and not again.data["complete"]
+    again.close()
     with pytest.raises(store.ResultsMismatchError):
         store.ResultsFile(out, {**settings_, "budget": {"steps": 2}}, [], session)
     (tmp_path / "bad.json").write_text('{"format": "lab-experiments/3"}', encoding="utf-8")

@@ -21,7 +21,14 @@ from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, TANG_NAME
 from engine.device import pick_device
 from engine.gpt import PRESETS, preset
 from engine.lab.experiments.definitions import EXERCISE_BUDGET, EXERCISES, Task, plan
-from engine.lab.experiments.store import EXERCISES_FILE, ResultsFile, ResultsMismatchError, now, read_file
+from engine.lab.experiments.store import (
+    EXERCISES_FILE,
+    ResultsBusyError,
+    ResultsFile,
+    ResultsMismatchError,
+    now,
+    read_file,
+)
 from engine.lab.experiments.workers import CorpusSpec, WorkerSettings, run_tasks
 from engine.lab.models import corpus_fingerprint
 
@@ -159,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                "machine": machine_info(device), "load_start": load_average(), "code": code_digests()}
     try:
         results = ResultsFile(Path(args.out), settings, [t.run_id for t in tasks], session)
-    except ResultsMismatchError as exc:
+    except (ResultsMismatchError, ResultsBusyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     left = [t.run_id for t in tasks if t.run_id not in results.done]
@@ -171,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{counts['done']} trained, {counts['skipped']} already there, {counts['failed']} failed, "
           f"{counts['left']} left; wrote {args.out}", flush=True)
     results.end_session(ended=now(), load_end=load_average())
+    results.close()
     print_summary(results.data)
     return 1 if counts["failed"] else 0
 

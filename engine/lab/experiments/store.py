@@ -31,12 +31,39 @@ from engine.lab.experiments.definitions import EXERCISES
 from engine.lab.experiments.stats import paired_comparison
 from engine.lab.results import EXERCISES_FILE, EXERCISES_FORMAT
 
-__all__ = ["EXERCISES_FILE", "EXERCISES_FORMAT", "ResultsFile", "ResultsMismatchError", "exercise_summary",
-           "now", "read_file", "write_atomically"]
+__all__ = ["EXERCISES_FILE", "EXERCISES_FORMAT", "ResultsBusyError", "ResultsFile", "ResultsMismatchError",
+           "exercise_summary", "hold_lock", "now", "read_file", "write_atomically"]
 
 
 class ResultsMismatchError(ValueError):
     """An existing results file was made with other settings (budget, model, corpus) than the command's."""
+
+
+class ResultsBusyError(RuntimeError):
+    """Another command is writing the same results file (it holds the file's lock)."""
+
+
+def hold_lock(path: Path):
+    """An open lock file beside ``path`` (``.<name>.lock``), locked for this process until it is closed.
+
+    Two commands writing one file would each keep only their own runs; the second one is refused instead.
+    Where ``fcntl`` is missing (Windows) nothing is locked and None is returned.
+
+    Raises:
+        ResultsBusyError: if another process holds the lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks of this kind
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path.with_name(f".{path.name}.lock"), "a")  # noqa: SIM115 (held open for the command's life)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        handle.close()
+        raise ResultsBusyError(f"another command is writing {path}; wait for it or stop it first") from exc
+    return handle
 
 
 def now() -> str:
@@ -129,10 +156,26 @@ class ResultsFile:
     Raises:
         ValueError: if an existing file is not a results file.
         ResultsMismatchError: if it was made with other settings.
+        ResultsBusyError: if another command is writing it (:func:`hold_lock`).
     """
 
     def __init__(self, path: Path, settings: dict, planned: list[str], session: dict):
         self.path = path
+        self.lock = hold_lock(path)
+        try:
+            self._open(settings, planned, session)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Releases the file's lock (also released when the process ends)."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+    def _open(self, settings: dict, planned: list[str], session: dict) -> None:
+        path = self.path
         existing = read_file(path)
         if existing is None:
             created = now()
