@@ -98,6 +98,13 @@ def print_summary(data: dict) -> None:
     """One line per exercise run (mean loss over seeds) and per paired comparison."""
     for name, exercise in data["exercises"].items():
         print(f"\n{name} (seeds complete: {exercise['seeds_complete']})")
+        for key in exercise["runs"]:
+            runs = [r for r in data["runs"].values() if r["key"] == key]
+            if runs:
+                losses = " ".join(f"{r['val_loss']:.4f}" for r in runs)
+                last = sum(r["val_loss_by_position"][-1] for r in runs) / len(runs)
+                print(f"  {key:<16} val {losses} (seeds {[r['seed'] for r in runs]}), last position {last:.4f}, "
+                      f"{runs[0]['device']}")
         for c in exercise["comparisons"]:
             interval = c["t_interval"]
             text = "" if interval is None else f"  95% t [{interval[0]:+.4f}, {interval[1]:+.4f}]"
