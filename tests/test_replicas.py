@@ -45,28 +45,33 @@ SCRIPT_TIMEOUT_S = 120
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
-def start_app(port: int, cookie_secret: str) -> subprocess.Popen:
-    """``streamlit run serve.py`` on ``port`` (not yet waited for)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
-         "--server.headless", "true", "--server.address", "127.0.0.1"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "STREAMLIT_SERVER_COOKIE_SECRET": cookie_secret},
-    )
+def start_app(port: int, cookie_secret: str, log: Path) -> subprocess.Popen:
+    """``streamlit run serve.py`` on ``port`` (not yet waited for), its output in ``log`` (never a full pipe)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
+             "--server.headless", "true", "--server.address", "127.0.0.1"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "STREAMLIT_SERVER_COOKIE_SECRET": cookie_secret},
+        )
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float, log: Path) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{url} exited: {proc.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(f"{url} exited: {tail(log)}")
         try:
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
                 if r.status == 200:
                     return
         except OSError:
             time.sleep(0.3)
-    raise RuntimeError(f"{url} did not become healthy within {timeout_s} s")
+    raise RuntimeError(f"{url} did not become healthy within {timeout_s} s: {tail(log)}")
 
 
 def site_config(listen_port: int, app_ports: list[int]) -> str:
@@ -102,9 +107,10 @@ def cluster(tmp_path_factory):
     nginx = None
     try:
         say(f"starting {REPLICAS} app processes on ports {app_ports}")
-        apps = [start_app(port, secret) for port in app_ports]
-        for port, proc in zip(app_ports, apps, strict=True):
-            wait_healthy(f"http://127.0.0.1:{port}", proc, START_TIMEOUT_S)
+        logs = [folder / f"app-{port}.log" for port in app_ports]
+        apps = [start_app(port, secret, log) for port, log in zip(app_ports, logs, strict=True)]
+        for port, proc, log in zip(app_ports, apps, logs, strict=True):
+            wait_healthy(f"http://127.0.0.1:{port}", proc, START_TIMEOUT_S, log)
         listen = free_port()
         site = folder / "attention.conf"
         site.write_text(site_config(listen, app_ports))
@@ -115,8 +121,8 @@ def cluster(tmp_path_factory):
         assert checked.returncode == 0, checked.stderr
         say(f"starting nginx on port {listen}")
         nginx = subprocess.Popen([NGINX, "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(conf)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_healthy(f"http://127.0.0.1:{listen}", nginx, 30)
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_healthy(f"http://127.0.0.1:{listen}", nginx, 30, folder / "error.log")
         yield f"http://127.0.0.1:{listen}", [f"http://127.0.0.1:{p}" for p in app_ports]
     finally:
         say("stopping nginx and the app processes")
