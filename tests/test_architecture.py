@@ -228,6 +228,95 @@ def test_every_visible_sentence_goes_through_the_catalog(folder):
 
 
 # --------------------------------------------------------------------------------------------------
+# The Lab: one owner of the reader's state, a package that imports one way, figures that take Labels
+# --------------------------------------------------------------------------------------------------
+
+LAB_SESSION = ROOT / "ui" / "lab" / "session.py"
+
+
+def _mentions_session_state(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "session_state"
+               or isinstance(n, ast.Name) and n.id == "session_state" for n in ast.walk(node))
+
+
+def lab_state_literals(path: Path) -> list[str]:
+    """``"lab_*"`` literals used as session-state keys in ``path``: subscripts, get/pop/setdefault/update, ``in``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Subscript | ast.Call | ast.Compare) or not _mentions_session_state(node):
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("lab_"):
+                found.append(f"{path.relative_to(ROOT)}:{n.lineno}: {n.value!r}")
+    return found
+
+
+def test_lab_state_finder_sees_a_key():
+    tree = ast.parse('st.session_state["lab_x"] = 1\nst.session_state.get("lab_y")\n"lab_z" in st.session_state')
+    keys = {n.value for node in ast.walk(tree) if isinstance(node, ast.Subscript | ast.Call | ast.Compare)
+            and _mentions_session_state(node) for n in ast.walk(node) if isinstance(n, ast.Constant)}
+    assert {"lab_x", "lab_y", "lab_z"} <= keys
+
+
+def test_the_lab_state_has_one_owner():
+    """No ``"lab_*"`` session-state key outside ``ui/lab/session.py``; the Lab's other modules never touch the state."""
+    paths = [p for folder in ("views", "ui") for p in sorted((ROOT / folder).rglob("*.py")) if p != LAB_SESSION]
+    found = [hit for p in paths for hit in lab_state_literals(p)]
+    for path in [ROOT / "views" / "lab.py", *sorted((ROOT / "ui" / "lab").glob("*.py"))]:
+        if path == LAB_SESSION:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{path.relative_to(ROOT)}:{n.lineno}: session_state" for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and n.attr in ("session_state", "query_params")]
+    assert not found, "\n".join(found)
+
+
+def lab_order() -> list[str]:
+    """The modules of ``engine.lab`` in the order its package docstring lists them."""
+    doc = ast.get_docstring(ast.parse((ROOT / "engine" / "lab" / "__init__.py").read_text(encoding="utf-8")))
+    order: list[str] = []
+    for name in re.findall(r":mod:`engine\.lab\.(\w+)`", doc or ""):
+        if name not in order:
+            order.append(name)
+    return order
+
+
+def test_the_lab_package_imports_one_way():
+    """Each module of engine/lab imports only the modules its package docstring lists before it."""
+    order = lab_order()
+    lab = ROOT / "engine" / "lab"
+    units = {p.stem for p in lab.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in lab.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert units <= set(order), f"engine/lab modules missing from the package docstring: {units - set(order)}"
+    bad = []
+    for path in sorted(lab.rglob("*.py")):
+        rel = path.relative_to(lab).parts
+        unit = rel[0].removesuffix(".py")
+        if unit == "__init__" or unit not in order:
+            continue
+        allowed = set(order[:order.index(unit)]) | {unit}
+        for target, _top in imports_of(path):
+            parts = target.split(".")
+            if parts[:2] == ["engine", "lab"] and len(parts) > 2 and parts[2] not in allowed:
+                bad.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_figure_takes_a_plain_mapping_of_labels():
+    """Figures take their words in frozen ``*Labels`` dataclasses, never in a ``text`` mapping with magic keys."""
+    bad = []
+    for path in sorted((ROOT / "engine" / "figures").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for arg in node.args.args + node.args.kwonlyargs:
+                note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                if arg.arg in ("text", "labels", "words") and re.search(r"Mapping|dict", note):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name}({arg.arg}: {note})")
+    assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------------------------------
 # Diagrams: one module per page slug; one colour legend
 # --------------------------------------------------------------------------------------------------
 

@@ -785,7 +785,7 @@ def test_next_char_figure_has_two_sliders_over_the_precomputed_rows(trained):
     from engine.figures import lab as LF
 
     view = M.next_char_probs(trained[1].result, "白日", temperature=0.8, top_k=5, seed=1, n=6)
-    text = {"title": "T", "x": "X", "y": "Y", "temperature": "t: ", "top_k": "k: ", "all": "ALL", "sampled": "S {char}"}
+    text = LF.NextCharLabels(title="T", x="X", y="Y", temperature="t: ", top_k="k: ", all="ALL", sampled="S {char}")
     fig = LF.next_char_figure(view.candidates, view.probs, view.sampled, view.temperatures, view.by_temperature,
                               view.top_ks, view.by_top_k, text)
     t_slider, k_slider = fig.layout.sliders
@@ -808,7 +808,7 @@ def test_last_attention_and_kv_cache_figures():
     from engine.gpt import kv_cache_steps
 
     w = torch.softmax(torch.randn(3, 2, 5, generator=torch.Generator().manual_seed(0)), dim=-1)  # (n_layer, nh, T)
-    text = {"title": "", "layer": "L", "key": "K", "mean": "mean", "head": "h{head}", "layer_label": "l{layer}"}
+    text = LF.LastAttentionLabels(title="", layer="L", key="K", mean="mean", head="h{head}", layer_label="l{layer}")
     fig = LF.last_attention_figure(w, tuple("白日依山尽"), text)
     assert len(fig.data) == 3 and [s.label for s in fig.layout.sliders[0].steps] == ["mean", "h0", "h1"]
     z = torch.tensor(fig.data[0].z, dtype=torch.float32)
@@ -816,14 +816,15 @@ def test_last_attention_and_kv_cache_figures():
     with pytest.raises(ValueError):
         LF.last_attention_figure(w, tuple("白日"), text)
     steps = kv_cache_steps(prompt_len=3, max_new_tokens=20, block_size=16)
-    kv = LF.kv_cache_figure(steps, {"title": "", "reused": "R", "computed": "C", "step": "s", "keys": "k",
-                                    "slide": "slide"})
+    kv = LF.kv_cache_figure(steps, LF.KvCacheLabels(title="", reused="R", computed="C", step="s", keys="k",
+                                                    slide="slide", separators=",."))
     reused, computed = kv.data
     assert list(reused.y) == [s.reused for s in steps] and list(computed.y) == [s.computed for s in steps]
     assert [r + c for r, c in zip(reused.y, computed.y, strict=True)][-1] == 16  # the full window once it slid
     assert kv.layout.shapes[0].x0 == next(s.step for s in steps if s.window_start > 0) - 0.5
-    chart = LF.loss_chart([(0, 5.0, 5.1)], [5.0], 10, {"title": "", "batch": "b", "train": "t", "val": "v",
-                                                     "step": "s", "loss": "l"}, baselines={"uni": 6.0, "bi": 5.5})
+    labels = LF.LossLabels(title="", batch="b", train="t", val="v", step="s", loss="l")
+    chart = LF.loss_chart([(0, 5.0, 5.1)], [5.0], 10, labels, baselines={"uni": 6.0, "bi": 5.5})
+    assert kv.layout.separators == ",." and chart.layout.separators == LF.DEFAULT_SEPARATORS
     assert sorted(s.y0 for s in chart.layout.shapes) == [5.5, 6.0]
     assert {a.text for a in chart.layout.annotations} == {"uni", "bi"}
 

@@ -20,10 +20,11 @@ from engine.device import describe_device, pick_device
 from engine.gpt import PRESETS
 from engine.lab import experiments as X
 from engine.lab import models
+from engine.lab import results as lab_results
 from engine.lab import settings as rules
 from tests.plotly_json import captions, figures, open_page, texts
 from ui.i18n import translations
-from ui.lab_panels import plain
+from ui.lab.words import plain
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,7 +35,7 @@ TINY = {"lab_corpus": "tang300", "lab_n_layer": 2, "lab_n_embd": 32, "lab_n_head
 DEADLINE_S = 90
 MB = budget.MB
 
-# The message ids of views/lab.py and ui/lab_panels.py that the tests read back.
+# The message ids of views/lab.py and ui/lab/ that the tests read back.
 SHIPPED_CAPTION = "The model shipped with the app"
 YOUR_MODEL = "Your model ({origin})"
 DONE = "done: {step} steps in {seconds:.1f} s"
@@ -466,7 +467,7 @@ def test_presets_and_head_choices():
 
 def test_experiment_results_are_shown_at_once():
     at = open_page(PAGE)
-    results = X.load_results()
+    results = lab_results.load_results()
     if results is None:
         assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
                    "below.") in [i.value for i in at.info]
@@ -557,7 +558,7 @@ def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_the_dropout_caption_states_the_shipped_trade_off_and_the_choice(lang):
-    data = X.load_results(X.DROPOUT_RESULTS_FILE)
+    data = lab_results.load_results(lab_results.DROPOUT_RESULTS_FILE)
     assert data is not None
     exp = data["experiments"]["dropout"]
     runs = {r["key"]: r for r in exp["runs"]}
@@ -585,7 +586,7 @@ def test_the_dropout_caption_states_the_shipped_trade_off_and_the_choice(lang):
 def test_a_malformed_dropout_file_gives_a_note_not_a_traceback(tmp_path, monkeypatch):
     bad = tmp_path / "lab_dropout.json"
     bad.write_text('{"format": "lab-experiments/3", "experiments": {"dropout": {"runs": []}}}', encoding="utf-8")
-    monkeypatch.setattr(rules, "DROPOUT_RESULTS_FILE", bad)
+    monkeypatch.setattr(lab_results, "DROPOUT_RESULTS_FILE", bad)
     at = open_page(PAGE)
     assert not at.exception
     assert msg(DROPOUT_UNREADABLE) in captions(at)
@@ -596,14 +597,14 @@ def test_a_malformed_dropout_file_gives_a_note_not_a_traceback(tmp_path, monkeyp
 def test_an_unreadable_experiments_file_gives_a_warning_not_a_traceback(tmp_path, monkeypatch, content):
     bad = tmp_path / "lab_experiments.json"
     bad.write_text(content, encoding="utf-8")
-    monkeypatch.setattr(X, "RESULTS_FILE", bad)
+    monkeypatch.setattr(lab_results, "RESULTS_FILE", bad)
     at = open_page(PAGE)
     assert not at.exception
     assert [w.value for w in at.warning] == [msg("The shipped results file cannot be read.")]
 
 
 def test_a_missing_experiments_file_says_how_to_make_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(X, "RESULTS_FILE", tmp_path / "absent.json")
+    monkeypatch.setattr(lab_results, "RESULTS_FILE", tmp_path / "absent.json")
     at = open_page(PAGE)
     assert not at.exception and not at.warning
     assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "

@@ -2,13 +2,15 @@
 
 Built on :mod:`engine.figures.core`; no Streamlit. Large matrices (position tables of
 block_size x n_embd) are sent as float32 numpy arrays without cell text, which Plotly >= 6
-encodes as compact base64. Every title, axis title and trace name comes from the caller (a
-``text`` mapping whose keys each function lists), so translating the page never edits this file.
+encodes as compact base64. Every title, axis title and trace name comes from the caller in a
+frozen ``*Labels`` dataclass, with the reader's number separators (Plotly's ``layout.separators``),
+so translating the page never edits this file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -25,6 +27,7 @@ from engine.figures.core import (
     to_numpy,
     wrap_text,
 )
+from engine.lab.results import History
 
 TRAIN_COLOR = PALETTE[0]
 VAL_COLOR = PALETTE[1]
@@ -33,20 +36,131 @@ BATCH_COLOR = "#bbbbbb"
 MAX_BATCH_POINTS = 400
 #: Cells (layers x heads x T x T) the attention figure may hold; the page shortens the line to stay under it.
 MAX_ATTENTION_CELLS = 16_000
+#: Plotly's own separators (decimal point, comma groups), the default of every ``*Labels``.
+DEFAULT_SEPARATORS = ".,"
+
+
+@dataclass(frozen=True)
+class LossLabels:
+    """Words of :func:`loss_chart`: ``title`` (may be ""), trace names ``batch``, ``train``, ``val``, axis
+    titles ``step``, ``loss``; ``separators``: Plotly's decimal sign and group separator for the reader."""
+
+    title: str
+    batch: str
+    train: str
+    val: str
+    step: str
+    loss: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class AttentionLabels:
+    """Words of :func:`attention_slider`: ``title`` (each step's title is "title — step"), ``step`` (with
+    ``{layer}`` and ``{head}``: each slider step's label), axis titles ``query``, ``key``."""
+
+    title: str
+    step: str
+    query: str
+    key: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class PositionLabels:
+    """Words of :func:`position_tables_figure`: panel titles ``trained``, ``untrained``, ``sim_trained``,
+    ``sim_untrained``, axis titles ``position``, ``dimension``."""
+
+    trained: str
+    untrained: str
+    sim_trained: str
+    sim_untrained: str
+    position: str
+    dimension: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class CurvesLabels:
+    """Words of :func:`experiment_curves`: ``title``, the trace-name suffixes ``val`` and ``train``, axis
+    titles ``step``, ``loss``."""
+
+    title: str
+    val: str
+    train: str
+    step: str
+    loss: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class ByPositionLabels:
+    """Words of :func:`loss_by_position_figure`: ``title``, axis titles ``position``, ``loss``."""
+
+    title: str
+    position: str
+    loss: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class NextCharLabels:
+    """Words of :func:`next_char_figure`: ``title``, axis titles ``x`` (probability) and ``y`` (characters),
+    the sliders' prefixes ``temperature`` and ``top_k``, ``all`` (the label of top-k 0), ``sampled`` (with
+    ``{char}``, written beside the sampled bar), ``temperatures``: the temperature slider's step labels
+    (one per temperature, formatted by the caller)."""
+
+    title: str
+    x: str
+    y: str
+    temperature: str
+    top_k: str
+    all: str
+    sampled: str
+    temperatures: tuple[str, ...] | None = None
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class LastAttentionLabels:
+    """Words of :func:`last_attention_figure`: ``title``, axis titles ``layer`` and ``key``, ``mean`` (the
+    first step: mean over heads), ``head`` (with ``{head}``), ``layer_label`` (with ``{layer}``)."""
+
+    title: str
+    layer: str
+    key: str
+    mean: str
+    head: str
+    layer_label: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class KvCacheLabels:
+    """Words of :func:`kv_cache_figure`: ``title``, trace names ``reused`` and ``computed``, axis titles
+    ``step`` and ``keys``, ``slide`` (the label of the line where the window starts to slide; "" for none)."""
+
+    title: str
+    reused: str
+    computed: str
+    step: str
+    keys: str
+    slide: str
+    separators: str = DEFAULT_SEPARATORS
 
 
 def loss_chart(
     history: Sequence[tuple[int, float, float]],
     step_losses: Sequence[float],
     steps: int,
-    text: Mapping[str, str],
+    labels: LossLabels,
     height: int = 340,
     baselines: Mapping[str, float] | None = None,
 ) -> go.Figure:
     """Train and validation loss (nats) against the step, with the noisy batch loss behind them.
 
     Args:
-        text: ``title`` (may be ""), trace names ``batch``, ``train``, ``val``, axis titles ``step``, ``loss``.
+        labels: the figure's words.
         history: evaluations ``(step, train_loss, val_loss)``.
         step_losses: the batch loss of steps 1, 2, ... (drawn thin and grey, thinned to
             :data:`MAX_BATCH_POINTS` points).
@@ -56,24 +170,25 @@ def loss_chart(
             ``engine.baselines``), each drawn as a dashed horizontal line labelled at the right.
 
     Returns:
-        A figure with three traces, named text["batch"], text["train"], text["val"] (in that order),
+        A figure with three traces, named labels.batch, labels.train, labels.val (in that order),
         and one horizontal line shape per baseline.
     """
     fig = go.Figure()
     losses = np.asarray(step_losses, dtype=np.float64)
     stride = max(1, int(np.ceil(len(losses) / MAX_BATCH_POINTS)))
     x_batch = np.arange(1, len(losses) + 1)[::stride]
-    fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name=text["batch"],
+    fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name=labels.batch,
                     line=dict(color=BATCH_COLOR, width=1), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     h = np.asarray(history, dtype=np.float64).reshape(-1, 3)  # (evaluations, 3): step, train, val
-    for col, name, color in ((1, text["train"], TRAIN_COLOR), (2, text["val"], VAL_COLOR)):
+    for col, name, color in ((1, labels.train, TRAIN_COLOR), (2, labels.val, VAL_COLOR)):
         fig.add_scatter(x=h[:, 0], y=h[:, col], mode="lines+markers", name=name, line=dict(color=color, width=2),
                         marker=dict(size=6), hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_xaxes(title_text=text["step"], range=[0, max(1, steps)], gridcolor="#eee")
-    fig.update_yaxes(title_text=text["loss"], gridcolor="#eee", rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
+    fig.update_xaxes(title_text=labels.step, range=[0, max(1, steps)], gridcolor="#eee")
+    fig.update_yaxes(title_text=labels.loss, gridcolor="#eee", rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      separators=labels.separators)
     add_baselines(fig, baselines)
-    title = text["title"] or None
+    title = labels.title or None
     return base_layout(fig, title, height, top=60 if title else 30)
 
 
@@ -100,14 +215,13 @@ def attention_line_length(n_layer: int, n_head: int, limit: int = 32) -> int:
     return max(2, min(limit, fit))
 
 
-def attention_slider(attn_weights, tokens: Sequence[str], text: Mapping[str, str]) -> go.Figure:
+def attention_slider(attn_weights, tokens: Sequence[str], labels: AttentionLabels) -> go.Figure:
     """One heatmap per (layer, head) of a model's attention on a line, and a Plotly slider over them.
 
     Args:
         attn_weights: (n_layer, n_head, T, T) weights in [0, 1], T >= 1 (row i: query i, column j: key j).
         tokens: the T characters (row and column labels).
-        text: ``title`` (each step's title is "title — step"), ``step`` (a format string with
-            ``{layer}`` and ``{head}``: each slider step's label), axis titles ``query``, ``key``.
+        labels: the figure's words.
 
     Returns:
         A figure with n_layer * n_head heatmap traces in (layer, head) order, colour range [0, 1]
@@ -120,29 +234,29 @@ def attention_slider(attn_weights, tokens: Sequence[str], text: Mapping[str, str
     if w.ndim != 4 or w.shape[2] != w.shape[3] or w.shape[2] != len(tokens):
         raise ValueError(f"attn_weights must be (n_layer, n_head, T, T) with T = {len(tokens)}, got {w.shape}")
     n_layer, n_head, T, _ = w.shape
-    labels = [f"{i}:{t}" for i, t in enumerate(tokens)]  # position-prefixed, so repeated characters stay apart
+    ticks = [f"{i}:{t}" for i, t in enumerate(tokens)]  # position-prefixed, so repeated characters stay apart
     fig = go.Figure()
     step_labels, layouts = [], []
-    title = text["title"]
+    title = labels.title
     for layer in range(n_layer):
         for head in range(n_head):
-            step = text["step"].format(layer=layer, head=head)
-            fig.add_trace(heatmap_trace(w[layer, head], labels, labels, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
+            step = labels.step.format(layer=layer, head=head)
+            fig.add_trace(heatmap_trace(w[layer, head], ticks, ticks, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
                                         decimals=2, name=step))
             step_labels.append(step)
             layouts.append({"title.text": f"{title} — {step}"})
-    matrix_axes(fig, labels, labels, text["query"], text["key"])
+    matrix_axes(fig, ticks, ticks, labels.query, labels.key)
+    fig.update_layout(separators=labels.separators)
     base_layout(fig, f"{title} — {step_labels[0]}", max(360, 30 * T + 200), top=110)
     return add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
 
 
-def position_tables_figure(trained, untrained, text: Mapping[str, str], similarity: bool = True) -> go.Figure:
+def position_tables_figure(trained, untrained, labels: PositionLabels, similarity: bool = True) -> go.Figure:
     """The learned position table after training next to the table it started from.
 
     Args:
         trained, untrained: (block_size, n_embd) tables.
-        text: subplot titles ``trained``, ``untrained`` (and with ``similarity``: ``sim_trained``,
-            ``sim_untrained``), axis titles ``position``, ``dimension``.
+        labels: the figure's words (the similarity titles are used with ``similarity`` only).
         similarity: add a second row with each table's cosine similarity between positions
             (block_size x block_size): a trained table makes nearby positions alike (a bright band
             along the diagonal), a random one does not.
@@ -158,9 +272,9 @@ def position_tables_figure(trained, untrained, text: Mapping[str, str], similari
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"both tables must be (block_size, n_embd) of one shape, got {a.shape} and {b.shape}")
     rows = 2 if similarity else 1
-    titles = [text["trained"], text["untrained"]]
+    titles = [labels.trained, labels.untrained]
     if similarity:
-        titles += [text["sim_trained"], text["sim_untrained"]]
+        titles += [labels.sim_trained, labels.sim_untrained]
     # two panels side by side: short title lines, so that on a phone the right one clears Plotly's toolbar
     titles = [wrap_text(t, 18) for t in titles]
     lines = max(t.count("<br>") for t in titles)
@@ -170,79 +284,81 @@ def position_tables_figure(trained, untrained, text: Mapping[str, str], similari
         fig.add_trace(go.Heatmap(z=table.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-bound, zmax=bound,
                                  showscale=col == 1, colorbar=dict(len=0.45 if similarity else 1, y=1, yanchor="top"),
                                  hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(autorange="reversed", title_text=text["position"] if col == 1 else None, row=1, col=col)
-        fig.update_xaxes(title_text=text["dimension"], row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text=labels.position if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text=labels.dimension, row=1, col=col)
         if similarity:
             unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # rows of length 1
             sim = unit @ unit.T  # (block_size, n_embd) @ (n_embd, block_size) -> (block_size, block_size)
             fig.add_trace(go.Heatmap(z=sim.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-1, zmax=1,
                                      showscale=col == 1, colorbar=dict(len=0.45, y=0, yanchor="bottom"),
                                      hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
-            fig.update_yaxes(autorange="reversed", title_text=text["position"] if col == 1 else None, row=2, col=col)
-            fig.update_xaxes(title_text=text["position"], row=2, col=col)
+            fig.update_yaxes(autorange="reversed", title_text=labels.position if col == 1 else None, row=2, col=col)
+            fig.update_xaxes(title_text=labels.position, row=2, col=col)
+    fig.update_layout(separators=labels.separators)
     return base_layout(fig, None, (820 if similarity else 420) + 18 * lines, top=40 + 18 * lines)
 
 
-def experiment_curves(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 420,
+def experiment_curves(histories: Sequence[History], names: Sequence[str], labels: CurvesLabels, height: int = 420,
                       baselines: Mapping[str, float] | None = None) -> go.Figure:
     """Validation loss (solid) and training loss (dotted) against the step for every run of an experiment.
 
     Args:
-        runs: the ``runs`` of an ``engine.lab.experiments.run_experiment`` result (each with ``history``).
+        histories: one loss curve per run (``engine.lab.results.RunResult.history``).
         names: one legend name per run.
-        text: ``title``, the suffixes ``val`` and ``train`` of the trace names, axis titles ``step``, ``loss``.
+        labels: the figure's words.
         baselines: optional ``{label: nats}`` drawn as dashed lines (:func:`add_baselines`).
 
     Returns:
         A figure with two traces per run, "<name> · <val>" then "<name> · <train>", one colour per run.
 
     Raises:
-        ValueError: if ``names`` and ``runs`` differ in length.
+        ValueError: if ``names`` and ``histories`` differ in length.
     """
-    if len(names) != len(runs):
-        raise ValueError(f"{len(runs)} runs but {len(names)} names")
+    if len(names) != len(histories):
+        raise ValueError(f"{len(histories)} runs but {len(names)} names")
     fig = go.Figure()
-    for k, (run, name) in enumerate(zip(runs, names, strict=True)):
+    for k, (h, name) in enumerate(zip(histories, names, strict=True)):
         color = PALETTE[k % len(PALETTE)]
-        h = run["history"]
-        for y, suffix, line in ((h["val_loss"], text["val"], dict(color=color, width=2)),
-                                (h["train_loss"], text["train"], dict(color=color, width=1, dash="dot"))):
+        for y, suffix, line in ((h.val_loss, labels.val, dict(color=color, width=2)),
+                                (h.train_loss, labels.train, dict(color=color, width=1, dash="dot"))):
             label = f"{name} · {suffix}"
-            fig.add_scatter(x=h["step"], y=y, mode="lines+markers" if suffix == text["val"] else "lines", name=label,
-                            line=line, marker=dict(size=5), hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>")
-    fig.update_xaxes(title_text=text["step"], gridcolor="#eee")
-    fig.update_yaxes(title_text=text["loss"], gridcolor="#eee")
-    fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"))
+            fig.add_scatter(x=list(h.step), y=list(y), mode="lines+markers" if suffix == labels.val else "lines",
+                            name=label, line=line, marker=dict(size=5),
+                            hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>")
+    fig.update_xaxes(title_text=labels.step, gridcolor="#eee")
+    fig.update_yaxes(title_text=labels.loss, gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"), separators=labels.separators)
     add_baselines(fig, baselines)
-    return base_layout(fig, text["title"] or None, height)
+    return base_layout(fig, labels.title or None, height)
 
 
-def loss_by_position_figure(runs: Sequence[dict], names: Sequence[str], text: Mapping[str, str], height: int = 340
-                            ) -> go.Figure:
+def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[str], labels: ByPositionLabels,
+                            height: int = 340) -> go.Figure:
     """Validation loss at each position of the window for several runs (log y axis).
 
     A causal model's loss falls a little along the window (more context); a model trained
     without the mask is near 0 everywhere except the last position, the only one generation uses.
 
     Args:
-        runs: dicts with ``loss_by_position`` (block_size floats, nats).
+        losses: per run, the validation loss at each position (block_size floats, nats).
         names: one legend name per run.
-        text: ``title``, axis titles ``position``, ``loss``.
+        labels: the figure's words.
 
     Returns:
         A figure with one line per run.
     """
     fig = go.Figure()
-    for k, (run, name) in enumerate(zip(runs, names, strict=True)):
-        y = np.maximum(np.asarray(run["loss_by_position"], dtype=np.float64), 1e-4)
+    for k, (loss, name) in enumerate(zip(losses, names, strict=True)):
+        y = np.maximum(np.asarray(loss, dtype=np.float64), 1e-4)
         fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=name,
                         line=dict(color=PALETTE[k % len(PALETTE)], width=2),
                         hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_xaxes(title_text=text["position"], gridcolor="#eee")
-    fig.update_yaxes(title_text=text["loss"], type="log", gridcolor="#eee",
+    fig.update_xaxes(title_text=labels.position, gridcolor="#eee")
+    fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee",
                      tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
-    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
-    return base_layout(fig, text["title"] or None, height, top=60)
+    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      separators=labels.separators)
+    return base_layout(fig, labels.title or None, height, top=60)
 
 
 SAMPLED_COLOR = PALETTE[1]
@@ -257,7 +373,7 @@ def next_char_figure(
     by_temperature,
     top_ks: Sequence[int],
     by_top_k,
-    text: Mapping[str, str],
+    labels: NextCharLabels,
     row_px: int = 22,
 ) -> go.Figure:
     """The next character's probabilities as horizontal bars, with a temperature slider and a top-k slider.
@@ -273,9 +389,7 @@ def next_char_figure(
         sampled: index of the sampled character in ``candidates``.
         temperatures, by_temperature: the slider's values and (len(temperatures), C) probabilities.
         top_ks, by_top_k: the slider's values (0: all) and (len(top_ks), C) probabilities.
-        text: ``title``, ``x`` (the probability axis) and ``y`` (the characters' axis) titles,
-            ``temperature`` and ``top_k`` (the sliders' prefixes), ``all`` (the label of top-k 0),
-            ``sampled`` (a format string with ``{char}``, written beside the sampled bar).
+        labels: the figure's words (the temperature steps' labels default to ``f"{t:g}"``).
         row_px: height of one bar's row in pixels.
 
     Returns:
@@ -283,7 +397,7 @@ def next_char_figure(
         the characters) and ``layout.sliders`` [temperature, top-k].
 
     Raises:
-        ValueError: if the shapes do not match.
+        ValueError: if the shapes do not match (or the temperature labels do not match the temperatures).
     """
     p = to_numpy(probs).astype(np.float64)
     by_t, by_k = to_numpy(by_temperature).astype(np.float64), to_numpy(by_top_k).astype(np.float64)
@@ -292,18 +406,18 @@ def next_char_figure(
             or not 0 <= sampled < n):
         raise ValueError(f"shapes do not match {n} candidates: {p.shape}, {by_t.shape}, {by_k.shape}, "
                          f"sampled {sampled}")
-    labels = [repr(c)[1:-1] if not c.isprintable() or c.isspace() else c for c in candidates]  # "\n" for a newline
+    ticks = [repr(c)[1:-1] if not c.isprintable() or c.isspace() else c for c in candidates]  # "\n" for a newline
     rows = list(range(n))
     colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in rows]
-    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=labels,
+    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=ticks,
                            texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False,
                            hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
-    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=labels, autorange="reversed", title_text=text["y"],
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=ticks, autorange="reversed", title_text=labels.y,
                      tickfont=dict(size=14))
-    fig.update_xaxes(title_text=text["x"], tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
-    fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=text["sampled"].format(char=labels[sampled]),
+    fig.update_xaxes(title_text=labels.x, tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
+    fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=labels.sampled.format(char=ticks[sampled]),
                        showarrow=False, font=dict(color=SAMPLED_COLOR, size=12))
-    top, bottom = (90 if text["title"] else 60), 190
+    top, bottom = (90 if labels.title else 60), 190
     plot_h = row_px * n  # px of the plotting area; the sliders sit below it, in paper units
 
     def slider(values, rows_p, prefix, active, px_below):
@@ -313,29 +427,31 @@ def next_char_figure(
                     steps=steps, y=-px_below / plot_h, yanchor="top", len=1.0, x=0, xanchor="left",
                     font=dict(size=10))
 
-    t_labels = [f"{t:g}" for t in temperatures]
-    k_labels = [text["all"] if k == 0 else str(k) for k in top_ks]
+    t_labels = list(labels.temperatures) if labels.temperatures is not None else [f"{t:g}" for t in temperatures]
+    if len(t_labels) != len(temperatures):
+        raise ValueError(f"{len(temperatures)} temperatures but {len(t_labels)} labels")
+    k_labels = [labels.all if k == 0 else str(k) for k in top_ks]
     t_active = int(np.argmin([abs(r - p).sum() for r in by_t]))
     k_active = int(np.argmin([abs(r - p).sum() for r in by_k]))
-    fig.update_layout(sliders=[slider(t_labels, by_t, text["temperature"], t_active, 15),
-                               slider(k_labels, by_k, text["top_k"], k_active, 100)], bargap=0.15)
+    fig.update_layout(sliders=[slider(t_labels, by_t, labels.temperature, t_active, 15),
+                               slider(k_labels, by_k, labels.top_k, k_active, 100)], bargap=0.15,
+                      separators=labels.separators)
     # narrower than other titles: this figure's x axis sits on top, under the title, beside the toolbar
-    title = wrap_text(text["title"], 34) if text["title"] else None
+    title = wrap_text(labels.title, 34) if labels.title else None
     top += 18 * (title.count("<br>") if title else 0)
     base_layout(fig, title, top + plot_h + bottom, top=top)
     fig.update_layout(margin=dict(b=bottom))
     return fig
 
 
-def last_attention_figure(attn_weights, tokens: Sequence[str], text: Mapping[str, str], height: int | None = None
-                          ) -> go.Figure:
+def last_attention_figure(attn_weights, tokens: Sequence[str], labels: LastAttentionLabels,
+                          height: int | None = None) -> go.Figure:
     """Where each layer's attention looked from the last position: layers x characters, a slider over heads.
 
     Args:
         attn_weights: (n_layer, n_head, T) weights of the last query (rows sum to 1).
         tokens: the T characters read.
-        text: ``title``, axis titles ``layer`` and ``key``, ``mean`` (the first step: mean over
-            heads), ``head`` (a format string with ``{head}``), ``layer_label`` (with ``{layer}``).
+        labels: the figure's words.
 
     Returns:
         A figure with n_head + 1 heatmap traces (the head mean first), each (n_layer, T), colour
@@ -348,29 +464,29 @@ def last_attention_figure(attn_weights, tokens: Sequence[str], text: Mapping[str
     if w.ndim != 3 or w.shape[2] != len(tokens) or w.shape[2] == 0:
         raise ValueError(f"attn_weights must be (n_layer, n_head, T) with T = {len(tokens)} >= 1, got {w.shape}")
     n_layer, n_head, T = w.shape
-    rows = [text["layer_label"].format(layer=layer) for layer in range(n_layer)]
+    rows = [labels.layer_label.format(layer=layer) for layer in range(n_layer)]
     cols = [f"{i}:{t}" if not t.isspace() else f"{i}:{repr(t)[1:-1]}" for i, t in enumerate(tokens)]
     views = [w.mean(axis=1)] + [w[:, h, :] for h in range(n_head)]  # each (n_layer, T)
-    labels = [text["mean"]] + [text["head"].format(head=h) for h in range(n_head)]
+    steps = [labels.mean] + [labels.head.format(head=h) for h in range(n_head)]
     fig = go.Figure()
-    for view, label in zip(views, labels, strict=True):
+    for view, label in zip(views, steps, strict=True):
         fig.add_trace(heatmap_trace(view, rows, cols, colorscale=WEIGHTS_SCALE, zmin=0.0,
                                     zmax=float(max(view.max(), 1e-6)), decimals=2, name=label,
                                     show_values=T <= 24))
-    matrix_axes(fig, rows, cols, text["layer"], text["key"])
+    matrix_axes(fig, rows, cols, labels.layer, labels.key)
     fig.update_xaxes(tickangle=0 if T <= 24 else -90)
-    base_layout(fig, text["title"] or None, height or max(300, 40 * n_layer + 230), top=100)
-    return add_step_slider(fig, labels, 1, "")
+    fig.update_layout(separators=labels.separators)
+    base_layout(fig, labels.title or None, height or max(300, 40 * n_layer + 230), top=100)
+    return add_step_slider(fig, steps, 1, "")
 
 
-def kv_cache_figure(steps: Sequence, text: Mapping[str, str], height: int = 320) -> go.Figure:
+def kv_cache_figure(steps: Sequence, labels: KvCacheLabels, height: int = 320) -> go.Figure:
     """Keys/values reused from the cache and computed at each generation step, stacked.
 
     Args:
         steps: ``engine.gpt.kv_cache_steps`` rows (``step``, ``seq_len``, ``window_start``,
             ``reused``, ``computed``).
-        text: ``title``, trace names ``reused`` and ``computed``, axis titles ``step`` and ``keys``,
-            ``slide`` (the label of the line where the window starts to slide; "" for none).
+        labels: the figure's words.
 
     Returns:
         A stacked bar figure with two traces (reused, then computed), and a vertical dotted line
@@ -378,16 +494,16 @@ def kv_cache_figure(steps: Sequence, text: Mapping[str, str], height: int = 320)
     """
     x = [s.step for s in steps]
     fig = go.Figure()
-    fig.add_bar(x=x, y=[s.reused for s in steps], name=text["reused"], marker=dict(color=PALETTE[0]),
-                hovertemplate="%{x}: %{y}<extra>" + text["reused"] + "</extra>")
-    fig.add_bar(x=x, y=[s.computed for s in steps], name=text["computed"], marker=dict(color=PALETTE[1]),
-                hovertemplate="%{x}: %{y}<extra>" + text["computed"] + "</extra>")
-    fig.update_layout(barmode="stack", bargap=0.05,
+    fig.add_bar(x=x, y=[s.reused for s in steps], name=labels.reused, marker=dict(color=PALETTE[0]),
+                hovertemplate="%{x}: %{y}<extra>" + labels.reused + "</extra>")
+    fig.add_bar(x=x, y=[s.computed for s in steps], name=labels.computed, marker=dict(color=PALETTE[1]),
+                hovertemplate="%{x}: %{y}<extra>" + labels.computed + "</extra>")
+    fig.update_layout(barmode="stack", bargap=0.05, separators=labels.separators,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
-    fig.update_xaxes(title_text=text["step"])
-    fig.update_yaxes(title_text=text["keys"], gridcolor="#eee")
+    fig.update_xaxes(title_text=labels.step)
+    fig.update_yaxes(title_text=labels.keys, gridcolor="#eee")
     slid = next((s.step for s in steps if s.window_start > 0), None)
-    if slid is not None and text.get("slide"):
+    if slid is not None and labels.slide:
         fig.add_vline(x=slid - 0.5, line=dict(color="#555", width=1.5, dash="dot"),
-                      annotation=dict(text=text["slide"], font=dict(size=11)), annotation_position="top left")
-    return base_layout(fig, text["title"] or None, height, top=70 if text["title"] else 40)
+                      annotation=dict(text=labels.slide, font=dict(size=11)), annotation_position="top left")
+    return base_layout(fig, labels.title or None, height, top=70 if labels.title else 40)

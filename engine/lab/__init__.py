@@ -2,12 +2,15 @@
 
 * :mod:`engine.lab.settings`: the Lab's rules (head counts that divide n_embd, the caps, the checks
   that must pass before a training starts);
+* :mod:`engine.lab.results`: the shipped measurement files (experiment results, the dropout price)
+  read into frozen dataclasses, and their names and formats;
 * :mod:`engine.lab.models`: a model the Lab holds (:class:`~engine.lab.models.LabModel`), the shipped
   one, uploads, generation, attention maps, position tables;
 * :mod:`engine.lab.experiments`: the lesson's experiments (``python -m engine.lab.experiments``);
 * :mod:`engine.lab.jobs`: background jobs (training, experiment reruns) and their progress;
 * :mod:`engine.lab.runner`: the app-wide runner (registry of finished models, one training slot).
 
-Each module imports only those listed before it. Nothing here imports Streamlit or holds a sentence
-for the reader: results are data and stable keys, and ``views/lab.py`` says the words.
+Each module imports only those listed before it (``tests/test_architecture.py`` checks it). Nothing
+here imports Streamlit or holds a sentence for the reader: results are data and stable keys, and
+``ui.lab`` says the words.
 """

@@ -208,7 +208,7 @@ def _run(data: Mapping) -> RunResult:
         val = _number(data["fixed_val_loss_mean"], f"{key}: fixed_val_loss_mean")
         std = _number(data["fixed_val_loss_std"], f"{key}: fixed_val_loss_std") if n > 1 else None
     else:
-        val, std, n = _number(data.get("fixed_val_loss", data.get("final_val_loss")), f"{key}: val loss"), None, 1
+        val, std, n = _number(data.get("fixed_val_loss", data.get("final_val_loss")), f"{key}: final_val_loss"), None, 1
     h = data["history"]
     history = History(tuple(_count(s, f"{key}: step") for s in h["step"][:MAX_POINTS]),
                       _numbers(h["train_loss"], f"{key}: train_loss"), _numbers(h["val_loss"], f"{key}: val_loss"))

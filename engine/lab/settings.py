@@ -8,15 +8,11 @@ from :mod:`engine.budget`; the schedule from ``TrainConfig.for_steps``.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from engine import budget
 from engine.corpus import Corpus
 from engine.gpt import POS_ENCODINGS, GPTConfig, preset
-from engine.lab.results import DROPOUT_RESULTS_FILE, load_results
 from engine.training import TrainConfig
 
 #: Choices of the Lab's controls (within the caps of engine.budget).
@@ -37,9 +33,11 @@ PRESET_TRAINING = {
     "quick": {"steps": 400, "batch_size": 8, "learning_rate": 2e-3},
     "course": {"steps": 1000, "batch_size": 4, "learning_rate": 1e-3},
 }
-#: Batch size and step range of the experiments' live reruns.
+#: Batch size and step range of the experiments' live reruns, and the block_size they train at (every
+#: experiment run is the course model with a few fields changed, none of them its block_size).
 RERUN_BATCH = 8
 RERUN_STEPS = (10, 1000)
+RERUN_BLOCK_SIZE = preset("course").block_size
 #: Generation controls: new characters, temperature, top-k (0 = all characters).
 GENERATE_LENGTH = (1, 300)
 TEMPERATURE = (0.0, 2.0)
@@ -141,151 +139,3 @@ def plan_training(model: GPTConfig, corpus: Corpus | None, steps: int, batch_siz
     if any(r.key in ("memory", "time") for r in refusals):
         fitting = budget.largest_batch(model, steps, train.eval_interval, train.eval_iters, BATCH_SIZES)
     return TrainingPlan(model, train, estimate, tuple(problems), fitting)
-
-
-#: The training benchmark that measured the price of dropout (``python -m engine.bench train``).
-BENCH_TRAIN_FILE = Path(__file__).resolve().parents[2] / "assets" / "bench_train.json"
-
-
-@dataclass(frozen=True)
-class DropoutPrice:
-    """What dropout costs in training speed, from the shipped training benchmark (one machine, one run).
-
-    Attributes:
-        cpu: the benchmark machine's CPU model.
-        batch_size, block_size: of the timed course-preset steps.
-        both_on, attn_off, both_off: tokens/s with attention and residual dropout 0.1, with attention
-            dropout 0 (residual 0.1), with both 0.
-        speedup: {T: how many times faster a step is with attention dropout off (residual kept)} for each
-            timed sequence length T.
-    """
-
-    cpu: str
-    batch_size: int
-    block_size: int
-    both_on: float
-    attn_off: float
-    both_off: float
-    speedup: dict
-
-
-def dropout_price(path: Path | str = BENCH_TRAIN_FILE) -> DropoutPrice | None:
-    """Reads :class:`DropoutPrice` from the benchmark file; None if it is missing or lacks the three settings."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["rows"]}
-        on, attn_off, off = rows[(0.1, 0.1)], rows[(0.0, 0.1)], rows[(0.0, 0.0)]
-        scaling = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["t_scaling"]}
-        with_attn, without = scaling[(0.1, 0.1)], scaling[(0.0, 0.1)]
-        speedup = {int(t): float(a) / float(b) for t, a, b in
-                   zip(with_attn["seq_lens"], with_attn["step_ms"], without["step_ms"], strict=True)}
-        speedup[int(data["config"]["block_size"])] = float(attn_off["tokens_per_s"]) / float(on["tokens_per_s"])
-        return DropoutPrice(str(data["machine"]["cpu"]), int(on["batch_size"]), int(data["config"]["block_size"]),
-                            float(on["tokens_per_s"]), float(attn_off["tokens_per_s"]), float(off["tokens_per_s"]),
-                            speedup)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-#: The dropout experiment's runs (``engine.lab.experiments.PRESET_EXPERIMENTS["dropout"]``), in the order the
-#: page lists them: {run key: (attn_dropout, resid_dropout)}.
-DROPOUT_RUNS = {"dropout_0": (0.0, 0.0), "dropout_resid": (0.0, 0.1), "dropout_both": (0.1, 0.1)}
-
-
-@dataclass(frozen=True)
-class DropoutRun:
-    """One setting of the dropout experiment, summarised over its seeds.
-
-    Attributes:
-        key: the run key (a key of :data:`DROPOUT_RUNS`).
-        attn_dropout, resid_dropout: the rates it trained with.
-        val_loss_mean, val_loss_std: validation cross-entropy in nats on the fixed validation windows, mean and
-            sample standard deviation over the seeds.
-        tokens_per_s: training tokens per second over the optimizer steps (evaluations excluded), mean over seeds.
-    """
-
-    key: str
-    attn_dropout: float
-    resid_dropout: float
-    val_loss_mean: float
-    val_loss_std: float
-    tokens_per_s: float
-
-
-@dataclass(frozen=True)
-class DropoutLoss:
-    """What dropout buys in validation loss within the course preset's training, and what it costs in speed.
-
-    Read from the shipped results of ``python -m engine.lab.experiments --experiments dropout``.
-
-    Attributes:
-        runs: one :class:`DropoutRun` per key of :data:`DROPOUT_RUNS`, in that order.
-        steps, batch_size, learning_rate: the training of every run (the course preset button's, when the
-            file was made with those settings).
-        seeds: the seeds every run was trained with.
-        corpus: the training text's name.
-        cpu, threads: where it was measured.
-        lowers_loss: {run key with dropout: True when its mean validation loss is lower than without dropout
-            by more than the seed noise (``engine.lab.experiments.NOISE_RULE``)}.
-    """
-
-    runs: tuple[DropoutRun, ...]
-    steps: int
-    batch_size: int
-    learning_rate: float
-    seeds: tuple[int, ...]
-    corpus: str
-    cpu: str
-    threads: int
-    lowers_loss: dict
-
-    @property
-    def dropout_helps(self) -> bool:
-        """True when some dropout setting lowers the validation loss beyond the seed noise."""
-        return any(self.lowers_loss.values())
-
-    def run(self, key: str) -> DropoutRun:
-        """The run of ``key``; raises KeyError for a key not in :data:`DROPOUT_RUNS`."""
-        return {r.key: r for r in self.runs}[key]
-
-
-def dropout_loss(path: Path | str = DROPOUT_RESULTS_FILE) -> DropoutLoss | None:
-    """Reads :class:`DropoutLoss` from the dropout experiment's results file; None when it does not exist.
-
-    Raises:
-        ValueError: if the file is not a results file (``engine.lab.experiments.load_results``), lacks the
-            "dropout" experiment, one of its three runs, a second seed, or the noise-rule comparisons, or
-            holds a value of the wrong type or a rate that differs from :data:`DROPOUT_RUNS`.
-    """
-    data = load_results(path)
-    if data is None:
-        return None
-    try:
-        exp = data["experiments"]["dropout"]
-        by_key = {r["key"]: r for r in exp["runs"]}
-        runs = []
-        for key, rates in DROPOUT_RUNS.items():
-            r = by_key[key]
-            config = GPTConfig.from_dict(r["config"])
-            if (config.attn_dropout_rate, config.resid_dropout_rate) != rates or int(r["n_seeds"]) < 2:
-                raise ValueError(f"{path}: run {key!r} has other rates or fewer than two seeds")
-            runs.append(DropoutRun(key, *rates, float(r["fixed_val_loss_mean"]), float(r["fixed_val_loss_std"]),
-                                   float(r["step_tokens_per_s_mean"])))
-        lowers = {}
-        for c in exp["comparisons"]:
-            if c["a"] == "dropout_0" and c["b"] in DROPOUT_RUNS:
-                if not isinstance(c["exceeds_noise"], bool):
-                    raise ValueError(f"{path}: comparison {c['a']}/{c['b']} has no noise verdict")
-                lowers[c["b"]] = bool(c["exceeds_noise"] and float(c["delta_mean"]) < 0)
-        if set(lowers) != set(DROPOUT_RUNS) - {"dropout_0"}:
-            raise ValueError(f"{path}: comparisons with dropout_0 missing")
-        settings = data["settings"]
-        values = [*(v for r in runs for v in (r.val_loss_mean, r.val_loss_std, r.tokens_per_s)),
-                  float(settings["learning_rate"])]
-        if not all(math.isfinite(v) and v >= 0 for v in values):
-            raise ValueError(f"{path}: a loss, spread, speed or learning rate is negative or not finite")
-        return DropoutLoss(tuple(runs), int(exp["steps"]), int(exp["batch_size"]), float(settings["learning_rate"]),
-                           tuple(int(s) for s in exp["seeds"]), str(exp["corpus"]), str(data["machine"]["cpu"]),
-                           int(data["machine"]["torch_threads"]), lowers)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a dropout experiment's results ({exc!r})") from exc

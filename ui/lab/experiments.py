@@ -1,0 +1,251 @@
+"""Section 6 of the Lab: the lesson's experiments, shipped results or the reader's live reruns, and their reruns."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import chapter
+from engine.baselines import Baselines
+from engine.corpus import Corpus
+from engine.figures import lab as figures
+from engine.lab import settings as rules
+from engine.lab.experiments import EXPERIMENTS
+from engine.lab.results import ExperimentResult, ResultsFile, experiment_result
+from engine.sections import multi_head
+from ui import page, url
+from ui.i18n import _
+from ui.lab import shipped
+from ui.lab.corpus import baselines_for, shipped_corpus
+from ui.lab.session import LabSession
+from ui.lab.train import POLL_S
+from ui.lab.words import eta_text, queued_text, run_name
+
+
+def experiment_title(name: str) -> str:
+    """The heading of an experiment (``engine.lab.experiments.EXPERIMENTS`` key)."""
+    return {
+        "heads": _("Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128"),
+        "positions": _("Exercise 3 · position information: none, learned, RoPE, sinusoidal"),
+        "causal": _("Beyond the lesson · training without the causal mask"),
+    }.get(name, name)
+
+
+@dataclass(frozen=True)
+class TableWords:
+    """The results table's column names and the curves' words, in the reader's language."""
+
+    run: str
+    params: str
+    train: str
+    val: str
+    std: str
+    ppl: str
+    seeds: str
+    last: str
+    s: str
+    curves: figures.CurvesLabels
+
+
+def table_words() -> TableWords:
+    """The words of :func:`experiment_view`."""
+    return TableWords(
+        run=_("run"), params=_("params"), train=_("train"), val=_("val"), std=_("± std"), ppl=_("val perplexity"),
+        seeds=_("seeds"), last=_("val, last pos."), s=_("s"),
+        curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
+                                    train=_("train"), step=_("step"), loss=_("loss (nats)")))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def experiment_view(experiment: ExperimentResult, names: tuple[str, ...], words: TableWords,
+                    baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
+    """The curves figure and the table of one experiment's results; ``baselines``: (label, train, val nats) rows."""
+    w = words
+    rows = [{w.run: name, w.params: r.params, w.train: r.train_loss, w.val: r.val_loss, w.std: r.val_std,
+             w.ppl: math.exp(r.val_loss), w.seeds: r.n_seeds, w.last: r.last_position_loss, w.s: r.wall_s}
+            for r, name in zip(experiment.runs, names, strict=True)]
+    rows += [{w.run: label, w.params: None, w.train: train_nats, w.val: val_nats, w.std: None,
+              w.ppl: math.exp(val_nats), w.seeds: None, w.last: None, w.s: None}
+             for label, train_nats, val_nats in baselines]
+    table = pd.DataFrame(rows)
+    if not experiment.several_seeds:
+        table = table.drop(columns=[w.std, w.seeds])  # one seed: no spread to show
+    figure = figures.experiment_curves([r.history for r in experiment.runs], names, w.curves,
+                                       baselines={label: val_nats for label, _train, val_nats in baselines})
+    return figure, table
+
+
+def comparison_lines(experiment: ExperimentResult) -> list[str]:
+    """One line per pair of runs: the difference of mean validation losses and whether it exceeds the seed noise."""
+    lines = []
+    for c in experiment.comparisons:
+        if c.exceeds_noise is None:
+            continue
+        verdict = _("**more than the seed noise**") if c.exceeds_noise else _("within the seed noise")
+        lines.append(_("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}").format(
+            b=run_name(c.b), a=run_name(c.a), delta=c.delta, noise=c.noise, verdict=verdict))
+    return lines
+
+
+def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines | None = None) -> None:
+    """Curves and table of one experiment, side by side, with the counting baselines and the seed comparisons."""
+    names = tuple(run_name(r.key) for r in experiment.runs)
+    w = table_words()
+    rows = () if baselines is None else (
+        (_("unigram (counting)"), baselines.unigram.train_nats, baselines.unigram.val_nats),
+        (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
+    figure, table = experiment_view(experiment, names, w, rows)
+    left, right = st.columns([1, 1])
+    left.plotly_chart(figure, key=f"{key}_curves")
+    seeds = experiment.seeds
+    if len(seeds) > 1:
+        left.caption(_("Curves of seed {seed}; the table gives the mean and standard deviation over {n} seeds "
+                       "({seeds}).").format(seed=seeds[0], n=len(seeds), seeds=", ".join(map(str, seeds))))
+    right.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run and seed, "
+                    "“val, last pos.” at the last position of the window only (the one generation uses); s is the "
+                    "wall time of the run. The counting baselines score the same split."))
+    number = st.column_config.NumberColumn
+    right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
+        w.params: number(format="localized", help=_("parameters")),
+        w.train: number(format="%.3f", help=_("final train loss (nats)")),
+        w.val: number(format="%.3f", help=_("validation loss (nats), mean over seeds")),
+        w.std: number(format="%.3f", help=_("standard deviation over seeds (nats)")),
+        w.ppl: number(format="%.1f", help=_("exp(val): as uncertain as a uniform choice among this many characters")),
+        w.seeds: number(format="%d", help=_("trainings with different seeds")),
+        w.last: number(format="%.3f", help=_("validation loss at the last position only")),
+        w.s: number(format="%.0f", help=_("wall time of the run in seconds")),
+    })
+    lines = comparison_lines(experiment)
+    if lines:
+        right.markdown("\n".join(f"- {line}" for line in lines))
+        right.caption(_("A difference counts as more than the seed noise when |Δ mean| > 2·√(std_a²/n_a + "
+                        "std_b²/n_b) (twice the standard error of the difference). With so few seeds the standard "
+                        "deviations are themselves uncertain: this is a rough screen, not a significance test, and "
+                        "a flagged difference of a few hundredths of a nat is weak evidence."))
+
+
+def show_causal_details(shown: ExperimentResult) -> None:
+    """The no-mask experiment's per-position losses and samples."""
+    names = [run_name(r.key) for r in shown.runs]
+    st.plotly_chart(figures.loss_by_position_figure([r.loss_by_position for r in shown.runs], names,
+                                                    figures.ByPositionLabels(
+        title=_("Validation loss by position"),
+        position=_("position in the window (the last one is what generation uses)"),
+        loss=_("val loss (nats, log scale)"))), key="lab_exp_positions_loss")
+    for r, name in zip(shown.runs, names, strict=True):
+        others = r.loss_by_position[:-1] or r.loss_by_position
+        st.markdown(_("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+                      ).format(run=name, last=len(others) - 1, mean=sum(others) / len(others),
+                               final=r.loss_by_position[-1]))
+    sampled = [(r, name) for r, name in zip(shown.runs, names, strict=True) if r.samples is not None]
+    if not sampled:
+        return
+    st.caption(_("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature 0.8, "
+                 "top-k 20.").format(prompt=sampled[0][0].samples.prompt))
+    for r, name in sampled:
+        greedy, sampled_text = (re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", text)
+                                for text in (r.samples.greedy, r.samples.sampled))
+        st.markdown(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}").format(run=name, greedy=greedy,
+                                                                                  sampled=sampled_text))
+
+
+@st.cache_data(show_spinner=False)
+def lesson_param_counts():
+    """The lesson's qkv parameter counts of one attention layer at n_embd 32 for 1, 4 and 8 heads."""
+    return [multi_head.param_counts(chapter.LESSON_N_EMBD, n) for n in (1, 4, 8)]
+
+
+def heads_details(shown: ExperimentResult) -> None:
+    """Exercise 2's parameter counts: the same for every head count, as the lesson's layer shows."""
+    st.markdown(_("parameters: {counts}").format(counts=", ".join(f"{r.params:,}" for r in shown.runs)))
+    page.verdict(shown.same_params, _("same parameter count for every head count"), _("parameter counts differ"))
+    counts = lesson_param_counts()
+    page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
+                       [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3)
+
+
+def rerun_panel(lab: LabSession, name: str) -> None:
+    """Progress of a live rerun of one experiment (polled while it runs)."""
+    job = lab.rerun_job(name)
+    if job is None:
+        return
+    snap = job.snapshot()
+    if snap.state == "queued":
+        st.info(queued_text(snap), icon=":material/hourglass_top:")
+    elif snap.state == "running":
+        st.progress(snap.fraction, text=_("run {index} of {count} ({run}): step {step} / {steps} · {eta}").format(
+            index=snap.run_index + 1, count=snap.run_count, run=run_name(snap.run_key), step=snap.step,
+            steps=snap.steps, eta=eta_text(snap.eta_s)))
+        st.button(_("Stop"), key=f"lab_stop_experiment_{name}", on_click=job.stop)
+    elif snap.state == "error":
+        st.error(_("The rerun failed: {error}").format(error=snap.error))
+    elif snap.state == "stopped":
+        st.warning(_("Rerun stopped; nothing was kept."))
+    if lab.collect_rerun(name):
+        st.rerun()
+
+
+def results_notes(results: ResultsFile) -> None:
+    """Where the shipped results come from, and the seeds they were trained with."""
+    st.caption(_("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
+                 "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all"
+                 ).format(command=results.command, steps=results.steps, batch=results.batch_size,
+                          block=results.block_size, lr=results.learning_rate, corpus=results.corpus,
+                          cpu=results.cpu, threads=results.threads, device=results.device,
+                          minutes=results.total_wall_s / 60)
+               + ("" if results.complete else _(" · INCOMPLETE: the command did not finish")))
+    if results.seeds:
+        st.caption(_("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
+                     "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
+                     "below each table).").format(seeds=", ".join(map(str, results.seeds))))
+
+
+def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> None:
+    """Every experiment: its shipped or live results, its details, its rerun button and the rerun's progress.
+
+    Args:
+        lab: this reader's state (live reruns).
+        corpus: the training text chosen in section 1 (reruns train on it), or None.
+        seed: the seed of section 2's controls (the reruns' seed).
+    """
+    results, unreadable = shipped.experiment_results()
+    if unreadable:
+        st.warning(_("The shipped results file cannot be read."))
+    if results is None:
+        st.info(_("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
+                  "below."))
+    else:
+        results_notes(results)
+    rerun_steps = url.int_input(st, _("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10, value=100,
+                                key="lab_rerun_steps")
+    for name in EXPERIMENTS:
+        st.markdown(f"#### {experiment_title(name)}")
+        if name == "causal":
+            page.prose("causal")
+        live = lab.live_result(name)
+        shown = experiment_result(live) if live is not None else (results.get(name) if results else None)
+        if shown is not None:
+            if live is not None:
+                st.caption(_("Your live rerun: {steps} steps of batch {batch} on {corpus}.").format(
+                    steps=shown.steps, batch=shown.batch_size, corpus=shown.corpus))
+            show_experiment(shown, f"lab_exp_{name}", baselines_for(shipped_corpus(shown.corpus, corpus)))
+            if name == "heads":
+                heads_details(shown)
+            if name == "causal":
+                show_causal_details(shown)
+        running = lab.rerunning(name)
+        if st.button(_("Rerun live with {steps} steps per run (batch {batch})").format(steps=rerun_steps,
+                                                                                       batch=rules.RERUN_BATCH),
+                     key=f"lab_rerun_experiment_{name}", disabled=running or corpus is None,
+                     icon=":material/replay:") and not running:
+            if corpus is not None and corpus.max_block_size >= rules.RERUN_BLOCK_SIZE:
+                lab.start_rerun(name, corpus, rerun_steps, seed)
+                st.rerun()  # redraw with the button disabled and the progress polling
+            else:
+                st.error(_("This text is too short for the course model's block_size of 128."))
+        st.fragment(run_every=POLL_S if running else None)(rerun_panel)(lab, name)

@@ -1,0 +1,147 @@
+"""Section 4 of the Lab: generation from a prompt, the KV cache while it wrote, the next character's odds."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import chapter, gpt
+from engine.figures import lab as figures
+from engine.lab import models
+from engine.lab import settings as rules
+from engine.lab.models import LabModel
+from ui import url
+from ui.i18n import _
+from ui.lab.words import plain
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, seed: int,
+              _model: LabModel) -> models.Generation | None:
+    """The model's continuation of ``prompt``; None when its predictions are not finite."""
+    try:
+        return models.generate(_model, prompt, length, temperature, top_k or None, seed)
+    except models.NonFiniteLogitsError:
+        return None
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, seed: int, _model: LabModel,
+                   bar_labels: figures.NextCharLabels, attn_labels: figures.LastAttentionLabels
+                   ) -> tuple[models.NextCharProbs, go.Figure, go.Figure] | None:
+    """The next character's distribution and the last position's attention, and their figures; None if not finite."""
+    try:
+        probs = models.next_char_probs(_model, prompt, temperature, top_k, seed)
+    except models.NonFiniteLogitsError:
+        return None
+    looked = models.last_position_attention(_model, prompt)
+    bars = figures.next_char_figure(probs.candidates, probs.probs, probs.sampled, probs.temperatures,
+                                    probs.by_temperature, probs.top_ks, probs.by_top_k, bar_labels)
+    attention = figures.last_attention_figure(looked.attn_weights, looked.tokens, attn_labels)
+    return probs, bars, attention
+
+
+def not_finite_text() -> str:
+    """Why a model with NaN or infinite predictions writes nothing."""
+    return _("This model's predictions are not finite numbers (NaN or infinity), so nothing can be generated.")
+
+
+def generation_form(disabled: bool) -> tuple[str, float, int, int, int]:
+    """The prompt and sampling controls in a form (generation runs when the reader asks).
+
+    Returns:
+        prompt, temperature, top_k (0: all characters), new characters, sampling seed.
+    """
+    with st.form("lab_generate_form", border=False):
+        c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 2, 1])
+        prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params")
+        temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
+                                      value=0.8, key="lab_temp", bind="query-params"))
+        top_k = url.int_input(c3, _("top-k (0 = all)"), *rules.TOP_K, step=1, value=20, key="lab_top_k")
+        length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
+                               value=64, key="lab_length", bind="query-params"))
+        seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
+        st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=disabled)
+    return prompt, temperature, top_k, length, seed
+
+
+def show_generation(model: LabModel, prompt: str, temperature: float, top_k: int, length: int, seed: int) -> None:
+    """The generated text with the notes on its prompt (unknown characters, an empty start, a cropped prompt)."""
+    out = generated(model.model_id, prompt, length, temperature, top_k, seed, model)
+    if out is None:
+        st.error(not_finite_text())
+        return
+    info = out.prompt
+    if info.unknown:
+        st.warning(_("Not in this model's vocabulary, so left out of the prompt: {chars}").format(
+            chars=plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")),
+            icon=":material/text_select_move_back_word:")
+    if info.started_from != "prompt":
+        start = _("newline") if info.started_from == "newline" else _("first character of its vocabulary")
+        st.info(_("Nothing of the prompt is in the vocabulary: the model starts from a {start}.").format(start=start))
+    if info.cropped:
+        st.info(_("The prompt has {known} known characters; the model reads only the last {block} (its "
+                  "block_size), so the first {cropped} do not influence it.").format(
+            known=len(info.ids), block=model.config.block_size, cropped=info.cropped))
+    kept = f"**{plain(info.kept)}**" if info.kept else ""
+    st.markdown(kept + plain(out.new).replace("\n", "  \n"))
+    mode = _("greedy") if out.greedy else _("temperature {t:g}").format(t=temperature)
+    k_text = _("all characters") if top_k == 0 else _("top-k {k}").format(k=top_k)
+    st.caption(_("{mode} · {k} · seed {seed} · {n} new characters").format(mode=mode, k=k_text, seed=seed,
+                                                                           n=len(out.new)))
+
+
+def kv_cache(model: LabModel, prompt: str, length: int) -> None:
+    """Keys and values reused and computed at each step of a generation of ``length`` characters."""
+    cfg = model.config
+    prompt_len = len(models.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
+    cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
+    st.markdown("#### " + _("The KV cache while these characters were written"))
+    st.plotly_chart(figures.kv_cache_figure(cache_steps, figures.KvCacheLabels(
+        title="", reused=_("keys/values reused from the cache"), computed=_("computed at this step"),
+        step=_("generation step"), keys=_("keys per layer and head"), slide=_("the window slides"))),
+        key="lab_kv_cache")
+    reused = sum(r.reused for r in cache_steps)
+    total = sum(r.reused + r.computed for r in cache_steps)
+    st.caption(_("To predict a character the model needs a key and a value for every character in its window. With "
+                 "the KV cache it computes them for the newest character only and reuses the others ({reused:,} of "
+                 "{total:,} here, in each of {layers} layers × {heads} heads). Past block_size ({block}) the window "
+                 "slides: every position shifts, so the whole window is computed again at each step. The text is "
+                 "the same with or without the cache.").format(
+        reused=reused, total=max(total, 1), layers=cfg.n_layer, heads=cfg.n_head, block=cfg.block_size)
+        if cfg.causal else _("A model without the causal mask lets every position see later ones, so nothing can "
+                             "be reused: every step computes the whole window."))
+
+
+def next_character(model: LabModel, prompt: str, temperature: float, top_k: int, seed: int
+                   ) -> dict[str, tuple[int, ...]] | None:
+    """The next character's odds and where the last position looked.
+
+    Returns:
+        The shapes of the forward pass on the prompt (for the model's diagram), or None when not finite.
+    """
+    st.markdown("#### " + _("The next character"))
+    bar_labels = figures.NextCharLabels(
+        title=_("What the model predicts after your prompt"), x=_("probability"), y=_("candidate next character"),
+        temperature=_("temperature (top-k as set above): "), top_k=_("top-k (temperature as set above): "),
+        all=_("all"), sampled=_("sampled: {char}"))
+    attn_labels = figures.LastAttentionLabels(
+        title=_("Where attention looked from the last character"), layer=_("layer"),
+        key=_("character read (position:character)"), mean=_("mean of the heads"), head=_("head {head}"),
+        layer_label=_("layer {layer}"))
+    view = next_char_view(model.model_id, prompt, temperature, top_k, seed, model, bar_labels, attn_labels)
+    if view is None:
+        st.error(not_finite_text())
+        return None
+    probs, bars, looked = view
+    n1, n2 = st.columns([1, 1])
+    n1.plotly_chart(bars, key="lab_next_char")
+    n1.caption(_("The {n} most likely characters after the prompt, with the character sampled at your settings "
+                 "(seed {seed}) highlighted: the first character of the text above. The sliders redraw the "
+                 "bars for other temperatures (keeping your top-k) and other top-k (keeping your temperature). "
+                 "The unknown token is never a candidate.").format(n=len(probs.candidates), seed=seed))
+    n2.plotly_chart(looked, key="lab_next_char_attention")
+    n2.caption(_("The last character's attention weights in each layer, over the {chars} characters the model "
+                 "read: where it looked to make this prediction. The slider shows each head; the first step "
+                 "averages them.").format(chars=probs.shapes["idx"][1]))
+    return dict(probs.shapes)

@@ -1,0 +1,82 @@
+"""Section 5 of the Lab: the model's attention on a line, layer by layer and head by head; its position table."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine import chapter
+from engine.figures import lab as figures
+from engine.lab import models
+from engine.lab.models import LabModel
+from ui import page
+from ui.i18n import _
+from ui.lab.words import plain
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def attention_view(model_id: str, line: str, max_len: int, _model: LabModel, labels: figures.AttentionLabels
+                   ) -> tuple[models.AttentionMaps, go.Figure | None]:
+    """The model's attention maps on ``line`` (at most ``max_len`` characters) and their slider figure."""
+    maps = models.attention_maps(_model, line, max_len)
+    if not maps.tokens:
+        return maps, None
+    return maps, figures.attention_slider(maps.attn_weights, maps.tokens, labels)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def positions_view(model_id: str, _model: LabModel, labels: figures.PositionLabels
+                   ) -> tuple[models.PositionTables, go.Figure] | None:
+    """The learned position table before and after training and its figure; None without a learned table."""
+    tables = models.position_tables(_model)
+    if tables is None:
+        return None
+    return tables, figures.position_tables_figure(tables.trained, tables.untrained, labels)
+
+
+def attention_on_a_line(model: LabModel | None) -> None:
+    """The line input, then (with a model) its attention maps and, under the positions' prose, the table."""
+    line = st.text_input(_("a line to read"), value=chapter.LESSON_LINE + "，黄河入海流。",
+                         key="lab_line", bind="query-params")
+    if model is None:
+        return
+    cfg = model.config
+    max_len = figures.attention_line_length(cfg.n_layer, cfg.n_head)
+    labels = figures.AttentionLabels(title="attn_weights", step=_("layer {layer} · head {head}"),
+                                     query=_("query (position:character)"), key=_("key"))
+    maps, attn_figure = attention_view(model.model_id, line, max_len, model, labels)
+    if maps.unknown:
+        st.warning(_("Not in the vocabulary, left out: {chars}").format(chars=plain(" ".join(maps.unknown[:30]))))
+    if maps.cut:
+        st.info(_("Only the first {shown} known characters are drawn ({cut} left out), so that the {maps} maps stay "
+                  "readable.").format(shown=len(maps.tokens), cut=maps.cut, maps=cfg.n_layer * cfg.n_head))
+    if attn_figure is None:
+        st.warning(_("No character of this line is in the model's vocabulary: nothing to draw."))
+    else:
+        st.plotly_chart(attn_figure, key="lab_attention")
+        w = maps.attn_weights
+        st.markdown(_("{layers} layers × {heads} heads on {chars} characters · every row sums to {row:.4f} · mean "
+                      "weight a query puts on itself: {diag:.3f}").format(
+            layers=w.shape[0], heads=w.shape[1], chars=w.shape[2], row=maps.row_sum, diag=maps.self_weight))
+    page.prose("positions")
+    position_table(model)
+
+
+def position_table(model: LabModel) -> None:
+    """The learned position table after training beside the one it started from, or why there is none."""
+    labels = figures.PositionLabels(
+        trained=_("pos_emb after training"), untrained=_("pos_emb before training (same seed)"),
+        sim_trained=_("cosine similarity of positions, trained"),
+        sim_untrained=_("cosine similarity of positions, untrained"), position=_("position"),
+        dimension=_("dimension"))
+    tables = positions_view(model.model_id, model, labels)
+    if tables is None:
+        st.info(_("This model uses pos_encoding “{pos}”: it has no learned position table.").format(
+            pos=model.config.pos_encoding))
+        return
+    stats, pos_figure = tables
+    st.plotly_chart(pos_figure, key="lab_positions")
+    st.markdown(_("mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, before training "
+                  "**{untrained:.3f}** (seed {seed})").format(trained=stats.neighbour_sim_trained,
+                                                              untrained=stats.neighbour_sim_untrained,
+                                                              seed=stats.seed))

@@ -1,0 +1,232 @@
+"""The one owner of the Lab's reader state: every ``lab_*`` session-state key is named here and nowhere else.
+
+:class:`LabSession` wraps ``st.session_state`` (and the job token kept in the URL) with typed
+accessors: this reader's training job and whether its model was collected, the reader's own
+model and which model the page uses, the uploaded text and checkpoint read once per content, the
+experiments' live reruns. The page's sections receive a ``LabSession`` and never touch
+``st.session_state`` themselves (``tests/test_architecture.py`` checks it). Widgets keep their own
+keys (``key="lab_n_layer"`` ...), which the URL binding and the tests use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, MutableMapping
+
+import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from engine import gpt
+from engine.baselines import Baselines
+from engine.checkpoint import CheckpointError
+from engine.corpus import Corpus
+from engine.lab import settings as rules
+from engine.lab.jobs import ExperimentJob, TrainingJob
+from engine.lab.models import LabModel, UploadResult
+from engine.lab.runner import LabRunner
+
+#: The query parameter that keeps a running training's token, so that a reload finds the job again.
+JOB_TOKEN = "lab_job_token"
+#: Which model the page uses: the reader's own (trained or uploaded) or the one shipped with the app.
+OWN, SHIPPED = "own", "shipped"
+
+# Session-state keys (widgets' keys are theirs: the URL binding and the tests name them).
+_JOB, _COLLECTED, _OWN, _USE, _NOTICE = "lab_job", "lab_collected", "lab_own", "lab_use", "lab_notice"
+_CORPUS_UPLOAD, _CKPT_DIGEST, _CKPT_ERROR = "lab_corpus_upload", "lab_ckpt_digest", "lab_ckpt_error"
+_EXP_JOBS, _EXP_LIVE, _N_HEAD = "lab_exp_jobs", "lab_exp_live", "lab_n_head"
+_JOB_BASELINES = "lab_job_baselines"
+
+
+@st.cache_resource
+def lab_runner() -> LabRunner:
+    """The app-wide runner: registry of finished models, experiment cache, one training at a time."""
+    return LabRunner(max_concurrent=1, registry_size=6)
+
+
+def owner_alive() -> Callable[[], bool] | None:
+    """A callable that tells a job whether this reader's session is still connected (Streamlit's runtime).
+
+    None where there is no Streamlit runtime (``AppTest``, scripts): the job then lives until it
+    ends or reaches its wall-time cap.
+    """
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None or not runtime.exists():
+        return None
+    instance, session_id = runtime.get_instance(), ctx.session_id
+    return lambda: instance.is_active_session(session_id)
+
+
+class LabSession:
+    """This reader's state on the Lab page, over ``st.session_state`` and ``st.query_params``.
+
+    Args:
+        runner: the app-wide runner (:func:`lab_runner`), asked for a job when the URL names one.
+        state, query: the session's state and URL parameters (Streamlit's by default; a dict in tests).
+    """
+
+    def __init__(self, runner: LabRunner, state: MutableMapping | None = None, query: MutableMapping | None = None):
+        self.runner = runner
+        self._state = st.session_state if state is None else state
+        self._query = st.query_params if query is None else query
+
+    # --- the training job -------------------------------------------------------------------------------------
+    def _set_token(self, token: str) -> None:
+        if token:
+            self._query[JOB_TOKEN] = token
+        elif JOB_TOKEN in self._query:
+            del self._query[JOB_TOKEN]
+
+    @property
+    def job(self) -> TrainingJob | None:
+        """This session's training, or the one the URL's token names when the reader reloaded (taken over once).
+
+        A token that names no job this session may take (the runner checks it: 32 characters naming a kept
+        job whose reader left) is removed from the URL.
+        """
+        job = self._state.get(_JOB)
+        token = self._query.get(JOB_TOKEN, "")
+        if job is None and token:
+            job = self.runner.reattach(token, owner_alive() or (lambda: True))
+            if isinstance(job, TrainingJob):
+                self._state[_JOB] = job
+            else:
+                self._set_token("")
+                job = None
+        return job
+
+    @property
+    def training(self) -> bool:
+        """True while this session's training is queued or running."""
+        job = self.job
+        return job is not None and not job.snapshot().finished
+
+    @property
+    def collected(self) -> bool:
+        """True when the page already took the finished job's model (or there is no job)."""
+        job = self._state.get(_JOB)
+        return job is None or self._state.get(_COLLECTED) == job.token
+
+    def collect_finished_job(self) -> None:
+        """A finished training of this session becomes the reader's model (once)."""
+        job = self.job
+        if job is None or self.collected or not job.snapshot().finished:
+            return
+        self._state[_COLLECTED] = job.token
+        self._set_token("")
+        if job.result is not None:
+            self.use_own(job.result)
+
+    def start_training(self, plan: rules.TrainingPlan, corpus) -> None:
+        """Submits a training; a model trained before with the same settings is taken at once (with a notice)."""
+        submitted = self.runner.submit(plan, corpus, owner_alive=owner_alive())
+        if submitted.reused:
+            self.use_own(submitted.model)
+            self._state[_NOTICE] = True
+        else:
+            self._state[_JOB] = submitted.job
+            self._set_token(submitted.job.token)
+
+    def job_baselines(self, job: TrainingJob, count: Callable[[Corpus], Baselines | None]) -> Baselines | None:
+        """The counting baselines of ``job``'s training text, counted by ``count`` while the job holds its text
+        (a finished job lets go of it) and kept for this job."""
+        held = self._state.get(_JOB_BASELINES)
+        if held is None or held[0] != job.token:
+            if job.corpus is None:
+                return None
+            held = (job.token, count(job.corpus))
+            self._state[_JOB_BASELINES] = held
+        return held[1]
+
+    def pop_reuse_notice(self) -> bool:
+        """True once after :meth:`start_training` reused a model."""
+        return bool(self._state.pop(_NOTICE, None))
+
+    # --- the model in use ---------------------------------------------------------------------------------------
+    @property
+    def own_model(self) -> LabModel | None:
+        """The reader's own model: trained here or uploaded (never another reader's)."""
+        return self._state.get(_OWN)
+
+    def use_own(self, model: LabModel) -> None:
+        """Makes ``model`` the reader's own and the one the page uses."""
+        self._state[_OWN] = model
+        self._state[_USE] = OWN
+
+    def model_choices(self, shipped: LabModel | None) -> list[str]:
+        """The models the reader may use (:data:`OWN`, :data:`SHIPPED`), the chosen one kept when still offered."""
+        choices = [c for c, m in ((OWN, self.own_model), (SHIPPED, shipped)) if m is not None]
+        if choices and self._state.get(_USE) not in choices:
+            self._state[_USE] = choices[0]
+        return choices
+
+    # --- uploads, read once per content --------------------------------------------------------------------------
+    def corpus_upload(self, data: bytes, name: str, read: Callable[[bytes, str], UploadResult]) -> UploadResult:
+        """An uploaded text read by ``read`` once per content (the result lives in this session only)."""
+        digest = hashlib.sha256(data).hexdigest()
+        held = self._state.get(_CORPUS_UPLOAD)
+        if held is None or held[0] != digest:
+            held = (digest, read(data, name))
+            self._state[_CORPUS_UPLOAD] = held
+        return held[1]
+
+    def checkpoint_upload(self, data: bytes, name: str, read: Callable[[bytes, str], LabModel]
+                          ) -> CheckpointError | None:
+        """An uploaded checkpoint read by ``read`` once per content: it becomes the reader's model, or its error."""
+        digest = hashlib.sha256(data).hexdigest()
+        if self._state.get(_CKPT_DIGEST) != digest:
+            self._state[_CKPT_DIGEST] = digest
+            try:
+                self.use_own(read(data, name))
+                self._state[_CKPT_ERROR] = None
+            except CheckpointError as exc:
+                self._state[_CKPT_ERROR] = exc
+        return self._state.get(_CKPT_ERROR)
+
+    # --- controls ------------------------------------------------------------------------------------------------
+    def keep_heads(self, choices: tuple[int, ...], default: int) -> None:
+        """Puts the head count back to ``default`` when it was kept from another n_embd or encoding."""
+        if self._state.get(_N_HEAD, default) not in choices:
+            self._state[_N_HEAD] = default
+
+    def apply_preset(self, name: str) -> None:
+        """Button callback: the quick or course preset into the controls (their widget keys)."""
+        config, training = gpt.PRESETS[name], rules.PRESET_TRAINING[name]
+        self._state.update({
+            "lab_n_layer": config.n_layer, "lab_n_embd": config.n_embd, _N_HEAD: config.n_head,
+            "lab_block": config.block_size, "lab_dropout": config.dropout, "lab_pos": config.pos_encoding,
+            "lab_causal": True, "lab_seed": rules.DEFAULT_SEED, "lab_steps": training["steps"],
+            "lab_batch": training["batch_size"], "lab_lr": training["learning_rate"],
+        })
+
+    # --- experiment reruns ---------------------------------------------------------------------------------------
+    def rerun_job(self, name: str) -> ExperimentJob | None:
+        """The live rerun of experiment ``name`` this session started and has not collected."""
+        return self._state.get(_EXP_JOBS, {}).get(name)
+
+    def rerunning(self, name: str) -> bool:
+        """True while the live rerun of ``name`` is queued or running."""
+        job = self.rerun_job(name)
+        return job is not None and not job.snapshot().finished
+
+    def start_rerun(self, name: str, corpus, steps: int, seed: int) -> None:
+        """Reruns experiment ``name`` in the background, or takes the runner's cached result at once."""
+        job, cached = self.runner.submit_experiment(name, corpus, steps, rules.RERUN_BATCH, seed,
+                                                    owner_alive=owner_alive())
+        if cached is not None:
+            self._state.setdefault(_EXP_LIVE, {})[name] = cached
+        else:
+            self._state.setdefault(_EXP_JOBS, {})[name] = job
+
+    def collect_rerun(self, name: str) -> bool:
+        """A finished rerun's result becomes the experiment's live result; True when one was collected."""
+        job = self.rerun_job(name)
+        if job is None or not job.snapshot().finished or job.result is None:
+            return False
+        self._state.setdefault(_EXP_LIVE, {})[name] = job.result
+        del self._state[_EXP_JOBS][name]
+        return True
+
+    def live_result(self, name: str) -> dict | None:
+        """The latest live rerun of experiment ``name`` (``run_experiment``'s dict), or None."""
+        return self._state.get(_EXP_LIVE, {}).get(name)

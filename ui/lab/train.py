@@ -1,0 +1,82 @@
+"""Section 3 of the Lab: this reader's training, polled while it runs: progress, live loss chart, Stop."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine import budget
+from engine.baselines import Baselines
+from engine.figures import lab as figures
+from engine.lab.jobs import Snapshot, TrainingJob
+from ui.i18n import _
+from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
+from ui.lab.session import LabSession
+from ui.lab.words import duration_text, eta_text, queued_text
+
+#: Seconds between two redraws of a running job's progress.
+POLL_S = 1.0
+
+
+def stop_text(snap: Snapshot) -> str:
+    """Why a stopped job stopped."""
+    return {
+        "while_queued": _("Stopped while queued: nothing was trained."),
+        "owner_left": _("Stopped because its reader left the page; what it learned is kept."),
+        "wall_cap": _("Stopped at the time limit of {cap}; what it learned is kept.").format(
+            cap=duration_text(budget.MAX_JOB_WALL_S)),
+    }.get(snap.stop_reason, _("Stopped."))
+
+
+def loss_labels() -> figures.LossLabels:
+    """The live loss chart's words."""
+    return figures.LossLabels(title=_("Loss while training"), batch=_("batch loss"), train=_("train loss"),
+                              val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"))
+
+
+def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None) -> None:
+    """Progress, live loss chart and Stop of this session's training.
+
+    Args:
+        job: this session's training job.
+        collected: whether the page already took the finished job's model (else it reruns once).
+        baselines: the counting baselines of the job's training text (dashed lines), or None.
+    """
+    snap = job.snapshot()
+    if snap.state == "queued":
+        st.info(queued_text(snap), icon=":material/hourglass_top:")
+    label = {"queued": _("waiting for a free slot"),
+             "running": _("step {step} / {steps} · {rate:,.0f} tokens/s · {eta}").format(
+                 step=snap.step, steps=snap.steps, rate=snap.tokens_per_s, eta=eta_text(snap.eta_s)),
+             "done": _("done: {step} steps in {seconds:.1f} s").format(step=snap.step, seconds=snap.elapsed_s),
+             "stopped": _("stopped after {step} of {steps} steps ({seconds:.1f} s)").format(
+                 step=snap.step, steps=snap.steps, seconds=snap.elapsed_s),
+             "error": _("failed")}[snap.state]
+    st.progress(snap.step / max(1, snap.steps), text=label)
+    if snap.state == "error":
+        st.error(_("Training failed: {error}").format(error=snap.error))
+    if snap.history or snap.step_losses:
+        st.plotly_chart(figures.loss_chart(snap.history, snap.step_losses, snap.steps, loss_labels(),
+                                           baselines=baseline_lines(baselines)), key="lab_live_chart")
+    if snap.history:
+        step, train_loss, val_loss = snap.history[-1]
+        st.markdown(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**").format(
+            step=step, train=train_loss, val=val_loss))
+        st.caption(versus_baselines(val_loss, baselines))
+    if not snap.finished:
+        st.button(_("Stop"), key="lab_stop", icon=":material/stop_circle:", on_click=job.stop,
+                  help=_("Ends the run after the current step; the model keeps what it has learned."))
+    elif snap.state == "stopped" and (job.result is None or snap.stop_reason in ("owner_left", "wall_cap")):
+        st.warning(stop_text(snap))
+    if snap.finished and not collected:
+        st.rerun()
+
+
+def training_section(lab: LabSession) -> None:
+    """This session's training in a fragment that polls every :data:`POLL_S` seconds while it runs."""
+
+    def fragment() -> None:
+        job = lab.job
+        if job is not None:
+            training_panel(job, lab.collected, lab.job_baselines(job, baselines_for))
+
+    st.fragment(run_every=POLL_S if lab.training else None)(fragment)()
