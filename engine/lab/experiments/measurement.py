@@ -128,7 +128,7 @@ def _now() -> str:
 
 
 def measure_task(task: Task, corpus: Corpus, budget: Budget, base: GPTConfig | None = None,
-                 device: str | None = None) -> dict:
+                 device: str | None = None, callbacks: Callbacks | None = None) -> dict:
     """Trains one run of the exercises and measures it.
 
     The weights come from :func:`paired_model` (the ``course`` run's where shapes allow), the batches from the
@@ -140,6 +140,7 @@ def measure_task(task: Task, corpus: Corpus, budget: Budget, base: GPTConfig | N
         budget: steps, batch and schedule.
         base: the model the runs vary (default: the "course" preset).
         device: "cpu", "cuda", "mps" or None (best available).
+        callbacks: passed to ``engine.training.train`` (progress).
 
     Returns:
         JSON-ready dict: ``run_id``, ``key``, ``seed``, ``config``, ``params``, ``own_params`` (parameters not
@@ -158,7 +159,7 @@ def measure_task(task: Task, corpus: Corpus, budget: Budget, base: GPTConfig | N
     started, load_start = _now(), load_average()
     model, own = paired_model(config, task.seed, reference)
     train_config = budget.train_config(task.seed, device)
-    result = train(model, corpus, train_config)
+    result = train(model, corpus, train_config, callbacks=callbacks)
     t0 = time.perf_counter()
     val = split_loss(result.model, corpus.val_ids)
     eval_s = time.perf_counter() - t0

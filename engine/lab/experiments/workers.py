@@ -23,6 +23,7 @@ from engine.gpt import GPTConfig
 from engine.lab.experiments.definitions import Budget, Task
 from engine.lab.experiments.measurement import measure_task
 from engine.lab.experiments.store import ResultsFile
+from engine.training import Callbacks
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class WorkerSettings:
     base: GPTConfig
     device: str | None
     threads: int
+    progress: bool = True  # each worker prints the trainer's loss estimates to its stdout
 
 
 def train_in_worker(conn: Connection, task: Task, settings: WorkerSettings) -> None:
@@ -57,7 +59,11 @@ def train_in_worker(conn: Connection, task: Task, settings: WorkerSettings) -> N
     try:
         configure_threads(settings.threads)
         corpus = settings.corpus.load()
-        result = measure_task(task, corpus, settings.budget, settings.base, settings.device)
+        def on_eval(step: int, train_loss: float, val_loss: float) -> None:
+            print(f"  {task.run_id} step {step}: train {train_loss:.4f} val {val_loss:.4f}", flush=True)
+
+        progress = Callbacks(on_eval=on_eval) if settings.progress else None
+        result = measure_task(task, corpus, settings.budget, settings.base, settings.device, progress)
         conn.send(("ok", {**result, "machine": machine_info(pick_device(settings.device))}))
     except Exception:  # reported to the parent, which records it as the run's failure
         conn.send(("error", traceback.format_exc()))
