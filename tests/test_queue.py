@@ -145,6 +145,7 @@ def test_a_shared_link_cannot_take_a_job_over_from_another_browser(corpus):
     assert runner.reattach(job.token, lambda: True) is None  # a session without a browser id
     assert runner.reclaim("stranger", lambda: True) is None and runner.reclaim(None, lambda: True) is None
     assert job.snapshot().state == "running"  # nothing was handed over
+    assert runner.reclaim("reader", lambda: True, kind=J.ExperimentJob) is None  # not the kind asked for
     assert runner.reclaim("reader", lambda: True) is job  # the reader's reload, no token needed
     job.stop()
     assert J.wait_until_finished(job, 30).finished

@@ -141,7 +141,7 @@ class LabRunner:
         self.experiment_cache = LRU(self.experiment_cache_size)
         self.run_cache = LRU(2 * self.experiment_cache_size)  # single experiment runs, shared between experiments
         self._jobs = LRU(self.jobs_kept)
-        self._by_browser = LRU(self.jobs_kept)  # browser_id -> its latest job
+        self._by_browser = LRU(self.jobs_kept)  # browser_id -> its latest jobs, newest last
         self._changed = threading.Condition(threading.RLock())  # guards the queue and the running list
         self._queue: deque[Job] = deque()  # waiting jobs, first submitted first
         self._running: list[Job] = []
@@ -153,7 +153,8 @@ class LabRunner:
         with self._changed:
             self._queue.append(job)
             if job.browser_id is not None:
-                self._by_browser.put(job.browser_id, job)
+                latest = self._by_browser.get(job.browser_id, ())
+                self._by_browser.put(job.browser_id, (*latest[-3:], job))
 
     def acquire_slot(self, job: Job, timeout: float) -> bool:
         """Gives ``job`` a slot within ``timeout`` seconds if it is first in the queue and a slot is free.
@@ -284,8 +285,9 @@ class LabRunner:
             return None
         return job
 
-    def reclaim(self, browser_id: str | None, owner_alive: Callable[[], bool]) -> Job | None:
-        """The latest job this browser started, now owned by the caller, if its owner's session has ended.
+    def reclaim(self, browser_id: str | None, owner_alive: Callable[[], bool],
+                kind: type[Job] = TrainingJob) -> Job | None:
+        """The latest job of ``kind`` this browser started, now owned by the caller, if its owner's session ended.
 
         A reader who reloads the page gets a new session in the same browser; the page calls this
         instead of keeping a token in the URL, so no link carries anything that finds the job.
@@ -295,7 +297,7 @@ class LabRunner:
         """
         if browser_id is None:
             return None
-        job = self._by_browser.get(browser_id)
+        job = next((j for j in reversed(self._by_browser.get(browser_id, ())) if isinstance(j, kind)), None)
         if job is None or not job.adopt(owner_alive, browser_id):
             return None
         return job
