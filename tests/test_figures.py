@@ -82,7 +82,11 @@ def test_step_bars_keeps_nan_and_rejects_bad_input():
 def test_vectors_3d_shape_check_and_highlight():
     fig = core.vectors_3d(torch.rand(4, 3), list("abcd"), highlight=2, extra={"z": [0.1, 0.2, 0.3]})
     assert len(fig.data) == 5
-    assert fig.data[2].line.color == "#d62728"
+    widths = [trace.line.width for trace in fig.data[:4]]
+    assert widths[2] > max(widths[:2] + widths[3:])
+    # one colour per vector, each named in the legend; the extra vector shares the first vector's colour
+    assert len({trace.line.color for trace in fig.data[:4]}) == 4 and fig.layout.showlegend
+    assert fig.data[4].line.color == fig.data[0].line.color and fig.data[4].line.dash == "dash"
     with pytest.raises(ValueError, match=r"\(N, 3\)"):
         core.vectors_3d(torch.rand(4, 2), list("abcd"))
 

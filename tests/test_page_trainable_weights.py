@@ -13,6 +13,7 @@ from engine.diagrams.core import shape_text
 from engine.sections import trainable_weights as sections
 from tests.plotly_json import badges, captions, decode, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import sci
 
 PAGE = "views/trainable_weights.py"
 
@@ -40,7 +41,7 @@ def badge_for(at, colour, label):
 def same_outputs_badge(at):
     """The green badge of exercise 3.1, whichever of its two wordings (exactly 0, or up to rounding) applies."""
     exact = msg(SAME_OUTPUTS + ": the difference is 0")
-    rounded = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff:.1e})", diff=0.0)
+    rounded = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff})", diff=sci(0.0, 1))
     return [b for b in badges(at, "green")
             if b.split(" ", 1)[1].startswith((exact, rounded.split("(")[0]))]
 
@@ -138,8 +139,8 @@ def test_init_table_and_exercise(fresh):
     assert set(init[init_col]) == {"torch.rand", "nn.Linear"}
     assert (init[init[init_col] == "torch.rand"][negative_col] == 0).all()
     shown = texts(fresh)
-    before = msg("max |v1 − v2| before the copy: **{diff:.4e}**", diff=0.0).split("**")[0]
-    after = msg("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**", diff=0.0)
+    before = msg("max |v1 − v2| before the copy: **{diff}**", diff=0.0).split("**")[0]
+    after = msg("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff}**", diff=0.0)
     before_diff = float(next(t for t in shown if t.startswith(before)).split("**")[1])
     after_diff = float(next(t for t in shown if t.startswith(after.split("**")[0])).split("**")[1])
     assert before_diff > 1e-3
@@ -148,7 +149,8 @@ def test_init_table_and_exercise(fresh):
     if after_diff == 0.0:
         expected = msg(SAME_OUTPUTS + ": the difference is 0")
     else:
-        expected = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff:.1e})", diff=after_diff)
+        expected = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff})",
+                       diff=sci(after_diff, 1, lang="en"))
     assert badge_for(fresh, "green", expected)
 
 
@@ -165,10 +167,11 @@ def test_exercise_says_float_rounding_when_the_difference_is_not_exactly_0(monke
     monkeypatch.setattr(A, "copy_v2_into_v1", copy_then_nudge)
     app = open_page(PAGE)
     assert not app.exception
-    after = msg("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**", diff=0.0)
+    after = msg("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff}**", diff=0.0)
     diff = float(next(t for t in texts(app) if t.startswith(after.split("**")[0])).split("**")[1])
     assert 0 < diff < 1e-6
-    expected = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff:.1e})", diff=diff)
+    expected = msg(SAME_OUTPUTS + ", equal up to float rounding (max |difference| = {diff})",
+                   diff=sci(diff, 1, lang="en"))
     assert badge_for(app, "green", expected)
     assert not badge_for(app, "green", msg(SAME_OUTPUTS + ": the difference is 0"))
     assert msg("Float rounding: v1 computes x @ W and v2 runs nn.Linear, which may add the same products in "

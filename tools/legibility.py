@@ -196,6 +196,7 @@ async ({minFont, overlapPx, edgePx}) => {
     const svg = doc.documentElement;
     if (!svg || svg.nodeName !== 'svg') continue;
     const r = img.getBoundingClientRect();
+    if (!visible(img) || r.width < 1 || r.height < 1) continue;
     const layer = document.createElement('div');
     layer.style.cssText = `position:fixed;left:${r.left}px;top:${r.top}px;width:${r.width}px;height:${r.height}px;` +
                           'opacity:0.001;pointer-events:none;margin:0;padding:0;';
@@ -269,12 +270,14 @@ async ({minFont, overlapPx, edgePx}) => {
 }
 """
 
-#: Runs in the page: the height of the page's content (Streamlit scrolls inside stMain).
-_HEIGHT_JS = """() => {
-  const main = document.querySelector('[data-testid="stMain"]');
-  return Math.ceil(main ? main.scrollHeight : document.body.scrollHeight);
-}"""
 _IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+#: Runs in the page: its height, how many charts and images it has, and whether every chart is drawn.
+_STATE_JS = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const charts = [...main.querySelectorAll('[data-testid="stPlotlyChart"]')];
+  return {height: Math.ceil(main.scrollHeight), charts: charts.length, images: main.querySelectorAll('img').length,
+          drawn: charts.every((c) => c.querySelector('.main-svg'))};
+}"""
 
 
 def page_path(slug: str) -> str:
@@ -283,23 +286,22 @@ def page_path(slug: str) -> str:
 
 
 def settle(page, timeout_ms: float, width: int) -> None:
-    """Wait until the page has its title, no run in progress, its fonts, and a height that stopped changing;
-    then make the viewport as tall as the page, so that every element is laid out and drawn."""
+    """Wait until the page has its title, its fonts, no run in progress, and the same height, number of charts
+    and images over three readings, every chart drawn; the viewport grows to the page's height meanwhile, so
+    that every element is laid out and drawn."""
     page.get_by_role("heading", level=1).first.wait_for(timeout=timeout_ms)
     page.wait_for_load_state("networkidle", timeout=timeout_ms)
     page.evaluate("() => document.fonts.ready.then(() => true)")
-    previous = -1
-    for _ in range(10):
+    readings: list[object] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
         page.wait_for_function(_IDLE_JS, timeout=timeout_ms)
-        page.wait_for_timeout(700)
-        height = page.evaluate(_HEIGHT_JS)
-        charts = page.evaluate(
-            "() => [...document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stPlotlyChart\"]')]"
-            ".every((c) => c.querySelector('.main-svg'))")
-        if height == previous and charts:
+        page.wait_for_timeout(600)
+        reading = page.evaluate(_STATE_JS)
+        readings.append(reading)
+        if reading["drawn"] and readings[-3:] == [reading] * 3:
             break
-        previous = height
-        page.set_viewport_size({"width": width, "height": min(max(height, 800), MAX_HEIGHT)})
+        page.set_viewport_size({"width": width, "height": min(max(reading["height"], 800), MAX_HEIGHT)})
     page.wait_for_timeout(300)
 
 

@@ -80,15 +80,30 @@ def prose(part: str) -> None:
     _markdown(*part_text(current().slug, part, current_language()))
 
 
-#: The prose's Markdown tables scroll inside themselves on a phone (German compounds make wide columns) instead of
-#: making the whole page scroll sideways.
-_TABLE_CSS = ("<style>[data-testid='stMain'] [data-testid='stMarkdownContainer'] table "
-              "{display: block; overflow-x: auto; max-width: 100%;}</style>")
+#: The page's own CSS, sent once by :func:`header`:
+#: - the prose's Markdown tables scroll inside themselves on a phone (German compounds make wide columns) instead of
+#:   making the whole page scroll sideways;
+#: - badges wrap instead of cutting their verdict short with an ellipsis;
+#: - titles keep their words whole on a phone (a smaller size there, no break inside a word);
+#: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page.
+_PAGE_CSS = """<style>
+[data-testid='stMain'] [data-testid='stMarkdownContainer'] table {display: block; overflow-x: auto; max-width: 100%;}
+[data-testid='stMain'] .stMarkdownBadge {white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; max-width: 100%; height: auto !important; line-height: 1.4;}
+[data-testid='stMain'] h1, [data-testid='stMain'] h2, [data-testid='stMain'] h3 {overflow-wrap: normal !important;
+  word-break: normal !important;}
+@media (max-width: 640px) {
+  [data-testid='stMain'] h1 {font-size: 1.6rem !important;}
+  [data-testid='stMain'] h3 {font-size: 1.15rem !important;}
+}
+[data-testid='stCaptionContainer'] {opacity: 1 !important;}
+[data-testid='stCaptionContainer'], [data-testid='stCaptionContainer'] p {color: #5a5c66 !important;}
+</style>"""
 
 
 def header() -> None:
     """The current page's title, the chapter section it accompanies, and the ``intro`` part of its prose."""
-    st.html(_TABLE_CSS)
+    st.html(_PAGE_CSS)
     info = current()
     st.title(info.page_heading())
     st.caption(_("Accompanies: {section}").format(section=_(info.section)))

@@ -12,6 +12,7 @@ from engine.sections import trainable_weights as sections
 from ui import page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
+from ui.numbers import integer, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -75,7 +76,7 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
         st.plotly_chart(figures.matrices_stacked(
             {f"{name} ({inputs.shape[1]}×{d_out})": matrix
              for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
-            dims_in, out_cols, row_title=_("input dim")), key="tw_projections")
+            dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators()), key="tw_projections")
     with right:
         query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
                                    bind="query-params")
@@ -98,7 +99,8 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
                        (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
                         {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})],
                       TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
-                                      scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL}),
+                                      scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL},
+                      separators=plotly_separators()),
             key="tw_steps_chart",
         )
     with right:
@@ -125,7 +127,8 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         st.plotly_chart(figures.matrices_stacked(
             {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
              _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
-            TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token")), key="tw_v1_v2")
+            TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"),
+            separators=plotly_separators()), key="tw_v1_v2")
     with right:
         page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
@@ -141,6 +144,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         measured=_("{init} (measured)"),
         theory=_("{init} (theory)"),
         theory_hover=_("theory"),
+        separators=plotly_separators(),
     )), key="tw_init_chart")
     INIT_HEADERS = {
         "d_in": "d_in",
@@ -159,15 +163,15 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
     # --- 5. exercise 3.1 ----------------------------------------------------------------------------------
     page.prose("exercise")
     exercise = sections.exercise_3_1(inputs, d_out, seed, seed_v2)
-    st.markdown(_("max |v1 − v2| before the copy: **{diff:.4e}**").format(diff=exercise.max_abs_diff_before))
-    st.markdown(_("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff:.4e}**").format(
-        diff=exercise.max_abs_diff_after))
+    st.markdown(_("max |v1 − v2| before the copy: **{diff}**").format(diff=sci(exercise.max_abs_diff_before, 4)))
+    st.markdown(_("max |v1 − v2| after copying v2's weights (transposed) into v1: **{diff}**").format(
+        diff=sci(exercise.max_abs_diff_after, 4)))
     if exercise.exactly_equal:
         passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2: the difference "
                    "is 0")
     else:
         passed = _("after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2, equal up to float "
-                   "rounding (max |difference| = {diff:.1e})").format(diff=exercise.max_abs_diff_after)
+                   "rounding (max |difference| = {diff})").format(diff=sci(exercise.max_abs_diff_after, 1))
     page.verdict(exercise.equal_after, passed, _("after the copy the outputs still differ"))
     if exercise.equal_after and not exercise.exactly_equal:
         st.caption(_("Float rounding: v1 computes x @ W and v2 runs nn.Linear, which may add the same products in "
@@ -198,7 +202,7 @@ def projections_to_exercise() -> None:
 
     # --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
     page.prose("scale")
-    with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=f"{sections.DK_SAMPLES:,}")):
+    with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=integer(sections.DK_SAMPLES))):
         sweep = dk_sweep_cached()
         dk_figure = dk_figure_cached(figures.DkSweepLabels(
             spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
@@ -207,8 +211,9 @@ def projections_to_exercise() -> None:
             without_scale=_("without scale"),
             with_scale=_("with 1/√d_k"),
             score_axis=_("score"),
-            step_title=_("d_k = {d_k}: var(q·k) = {var:.2f} (theory {d_k}), var(q·k/√d_k) = {var_scaled:.3f} "
-                         "(theory 1), {n:,} samples"),
+            step_title=_("d_k = {d_k}: var(q·k) = {var} (theory {d_k}), var(q·k/√d_k) = {var_scaled} "
+                         "(theory 1), {n} samples"),
+            separators=plotly_separators(),
         ))
     st.plotly_chart(dk_figure, key="tw_dk_figure")
     DK_HEADERS = {

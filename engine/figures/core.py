@@ -25,9 +25,6 @@ SIGNED_SCALE = palette.SIGNED_SCALE
 PALETTE = palette.SERIES
 
 _FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=13)
-#: Label positions of the 3-d vectors' tips, one per vector in turn: close tips (journey, starts) get labels on
-#: different sides instead of one blob.
-_LABEL_POSITIONS = ("top center", "bottom center", "middle right", "middle left", "top right", "bottom left")
 
 
 def to_numpy(values) -> np.ndarray:
@@ -37,13 +34,37 @@ def to_numpy(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
-def format_value(v: float, decimals: int = 4) -> str:
-    """Format one number for a cell: fixed decimals, or ``nan``/``inf``/``-inf``."""
+#: Plotly's ``layout.separators`` of English (decimal point, comma between groups): the default of every builder.
+SEPARATORS = ".,"
+
+
+def format_value(v: float, decimals: int = 4, separators: str = SEPARATORS) -> str:
+    """Format one number for a cell: fixed decimals, or ``nan``/``inf``/``-inf`` as PyTorch prints them.
+
+    Args:
+        separators: Plotly's ``layout.separators`` of the reader's language (``ui.numbers.plotly_separators``):
+            its first character is the decimal sign, so a cell reads as the figure's ticks and hovers do.
+    """
     if math.isnan(v):
         return "nan"
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    return f"{v:.{decimals}f}"
+    return format_number(v, decimals, separators, group=False)
+
+
+def format_number(v: float, decimals: int = 0, separators: str = SEPARATORS, group: bool = True) -> str:
+    """``v`` with ``decimals`` digits, written with Plotly's ``separators`` (decimal sign, then the group
+    separator): what ``layout.separators`` makes of a d3 format, for the texts a figure builds itself
+    (titles, cell and bar texts)."""
+    text = f"{v:,.{decimals}f}" if group else f"{v:.{decimals}f}"
+    point, comma = (separators + ".,")[:2] if len(separators) < 2 else separators[:2]
+    return text.translate({ord("."): point, ord(","): comma})
+
+
+def label_px(text: str, size: float = 13) -> float:
+    """About how wide ``text`` is drawn at ``size`` px (0.6 em a character, 1 em a wide East Asian one): enough
+    to choose a label's angle and the margin that holds it without measuring in a browser."""
+    return sum(size if unicodedata.east_asian_width(c) in "WF" else 0.6 * size for c in text)
 
 
 #: Right margin (px) that holds Plotly's vertical toolbar.
@@ -73,7 +94,8 @@ def wrap_text(text: str, width: int) -> str:
     return "<br>".join(lines)
 
 
-def app_layout(title: str | None = None, height: int | None = None, top: int | None = None) -> dict:
+def app_layout(title: str | None = None, height: int | None = None, top: int | None = None,
+               separators: str = SEPARATORS) -> dict:
     """The app's common layout (font, margins, white background, title) as a dict, to give ``go.Figure``.
 
     The title is wrapped at :data:`TITLE_WIDTH` characters, so that on a phone it stays clear of Plotly's
@@ -82,6 +104,7 @@ def app_layout(title: str | None = None, height: int | None = None, top: int | N
     Args:
         top: top margin in px; defaults to room for the title. Matrices, whose
             column labels sit on top, pass more.
+        separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
     """
     breaks = 0
     if title:
@@ -98,6 +121,7 @@ def app_layout(title: str | None = None, height: int | None = None, top: int | N
                     b=10),
         plot_bgcolor="white",
         paper_bgcolor="white",
+        separators=separators,
         # Plotly's toolbar runs down the right edge instead of across the top, where it covered the titles
         # of narrow (phone-width) charts.
         modebar=dict(orientation="v"),
@@ -129,6 +153,7 @@ def heatmap_trace(
     name: str | None = None,
     visible: bool = True,
     showscale: bool = True,
+    separators: str = SEPARATORS,
 ) -> go.Heatmap:
     """One heatmap trace for a (rows, cols) matrix, non-finite cells left blank but labelled.
 
@@ -141,6 +166,7 @@ def heatmap_trace(
         colorscale, zmin, zmax: colour mapping.
         decimals: digits written in each cell.
         show_values: write values in the cells.
+        separators: the reader's ``layout.separators``; the cells' decimal sign follows it.
 
     Raises:
         ValueError: if ``matrix`` is not 2-d.
@@ -150,7 +176,7 @@ def heatmap_trace(
         raise ValueError(f"a heatmap needs a 2-d matrix, got shape {z.shape}")
     rows, cols = z.shape
     finite = np.isfinite(z)
-    text = [[format_value(z[i, j], decimals) for j in range(cols)] for i in range(rows)]
+    text = [[format_value(z[i, j], decimals, separators) for j in range(cols)] for i in range(rows)]
     # non-finite cells become gaps, their text stays; 4 decimals are what the cells and the hover show, and they
     # keep the JSON sent on every rerun short
     z_drawn = np.round(np.where(finite, z, np.nan), 4)
@@ -231,6 +257,7 @@ def attention_heatmap(
     row_title: str | None = None,
     col_title: str | None = None,
     height: int | None = None,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """Attention matrix as a heatmap that reads like the printed tensor.
 
@@ -241,9 +268,12 @@ def attention_heatmap(
         zmin, zmax: colour range; ``zmax`` defaults to the largest finite value.
         decimals: digits written in each cell.
         row_title, col_title: axis titles in the reader's language (e.g. "query", "key").
+        separators: the reader's ``layout.separators`` (cells, ticks and hovers follow it).
 
     Returns:
-        A figure with row 0 at the top, tokens on both axes and values in the cells.
+        A figure with row 0 at the top, tokens on both axes and values in the cells; the column labels
+        slant when they would not fit a phone's columns level (:func:`column_labels`), and the top margin
+        holds the title, the column axis title and the labels at their angle.
     """
     z = to_numpy(weights)
     if z.ndim != 2:
@@ -257,13 +287,37 @@ def attention_heatmap(
     if colorscale == SIGNED_SCALE and zmin == 0.0:
         zmin = None
     xaxis, yaxis = matrix_axes_layout(row_tokens, col_tokens, row_title, col_title)
-    layout = app_layout(title, height or max(260, 48 * rows + 130), top=(100 if title else 60) if col_title else None)
+    angle, labels_px = column_labels(col_tokens)
+    xaxis["tickangle"] = angle
+    top = round((34 if title else 8) + (22 if col_title else 0) + labels_px)
+    layout = app_layout(title, height or round(max(260, 48 * rows + 100 + labels_px)), top=top,
+                        separators=separators)
     # one constructor call: a later update of the figure costs Plotly's bookkeeping on every rerun
     return go.Figure(
         data=[heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax,
-                            decimals=decimals)],
+                            decimals=decimals, separators=separators)],
         layout=dict(layout, xaxis=xaxis, yaxis=yaxis),
     )
+
+
+#: Width (px) of a matrix's plot area on a 390-px phone, beside its row labels and colour bar: the narrowest its
+#: columns get, from which :func:`column_labels` chooses the labels' angle.
+PHONE_PLOT_PX = 210
+
+
+def column_labels(labels: Sequence[str], size: float = 13) -> tuple[int, float]:
+    """``(tickangle, height_px)`` of a matrix's column labels: level when the longest fits a phone's column,
+    else slanted at -45° (neighbours stay apart while a column is wider than 1.6 lines), else upright; the
+    height is what the labels take at that angle."""
+    if not labels:
+        return 0, 0.0
+    column = PHONE_PLOT_PX / len(labels)
+    longest = max(label_px(str(label), size) for label in labels)
+    if longest + 6 <= column:
+        return 0, size * 1.6
+    if column * math.sin(math.pi / 4) > 1.6 * size:
+        return -45, (longest + size) * math.sin(math.pi / 4) + 6
+    return -90, longest + 8
 
 
 #: Pixel sizes of :func:`step_bars`: a panel's bars, its title line, its token labels, one legend line.
@@ -275,6 +329,7 @@ def step_bars(
     labels: Sequence[str],
     colors: dict[str, str] | None = None,
     decimals: int = 4,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """Bar panels over the same tokens, one above the other (e.g. a query's scores, then its weights).
 
@@ -291,6 +346,7 @@ def step_bars(
         labels: the T token names, kept in order even when repeated.
         colors: series name -> ``#RRGGBB``; a series without one takes :data:`PALETTE` in turn.
         decimals: digits written on the bars.
+        separators: the reader's ``layout.separators`` (bar texts, ticks and hovers follow it).
 
     Returns:
         A figure with one bar trace per series: the first panel on axes ``x``/``y``, the next on ``x2``/``y2``, …
@@ -323,7 +379,7 @@ def step_bars(
             data.append(dict(
                 type="bar", x=x, y=np.where(np.isfinite(v), v, np.nan).tolist(), name=name,
                 xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=grouped,
-                text=[format_value(a, decimals) for a in v], textposition="outside", cliponaxis=False,
+                text=[format_value(a, decimals, separators) for a in v], textposition="outside", cliponaxis=False,
                 textangle=-90 if grouped else 0, textfont=dict(size=11), constraintext="none",
                 marker=dict(color=colors.get(name, PALETTE[k % len(PALETTE)])),
                 hovertemplate="%{text}<extra>" + name + "</extra>",
@@ -343,7 +399,7 @@ def step_bars(
         annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
                                 yref="paper", yanchor="top", showarrow=False, align="left", font=dict(size=14)))
         top -= block
-    common = app_layout(None, plot_px + 20)
+    common = app_layout(None, plot_px + 20, separators=separators)
     # fixed margins (the left one holds the y tick labels): Plotly never grows them, so it draws once
     common["margin"] = dict(common["margin"], l=52, t=10, b=10, autoexpand=False)
     return go.Figure(data=data, layout=dict(
@@ -360,6 +416,7 @@ def weighted_sum_bars(
     title: str | None = None,
     total_name: str = "z",
     height: int = 330,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """The context vector as the weighted sum it is: per dimension, one stacked bar segment per token.
 
@@ -373,6 +430,7 @@ def weighted_sum_bars(
         labels: the T token names (one trace each, in order).
         dim_labels: the d_in dimension names (x axis).
         total_name: the marker's name in the legend (the context vector).
+        separators: the reader's ``layout.separators`` (values, ticks and hovers follow it).
 
     Raises:
         ValueError: if the shapes do not agree.
@@ -386,23 +444,33 @@ def weighted_sum_bars(
     dims = list(range(x.shape[1]))
     data = [dict(type="bar", x=dims, y=np.round(parts[i], 6).tolist(), name=name,
                  marker=dict(color=PALETTE[i % len(PALETTE)]),
-                 customdata=[[f"{w[i]:.4f}", f"{x[i, d]:.4f}"] for d in dims],
+                 customdata=[[format_value(w[i], 4, separators), format_value(x[i, d], 4, separators)]
+                             for d in dims],
                  hovertemplate=name + ": %{customdata[0]} × %{customdata[1]} = %{y:.4f}<extra></extra>")
             for i, name in enumerate(labels)]
     total = parts.sum(axis=0)  # (T, d_in) -> (d_in,): the context vector
     data.append(dict(type="scatter", x=dims, y=np.round(total, 6).tolist(), mode="markers+text", name=total_name,
-                     text=[format_value(v) for v in total], textposition="top center", cliponaxis=False,
+                     text=[format_value(v, 4, separators) for v in total], textposition="top center",
+                     cliponaxis=False,
                      marker=dict(symbol="diamond", size=12, color="#222", line=dict(color="white", width=1)),
                      hovertemplate=total_name + ": %{text}<extra></extra>"))
     # room above the stacks (and below, for negative parts) for the marker's value
     top = max(float(np.clip(parts, 0, None).sum(axis=0).max()), float(total.max()), 0.0)
     bottom = min(float(np.clip(parts, None, 0).sum(axis=0).min()), float(total.min()), 0.0)
     span = (top - bottom) or 1.0
-    layout = dict(app_layout(title, height), barmode="relative", legend=dict(orientation="h", y=-0.15),
+    layout = dict(app_layout(title, height, separators=separators), barmode="relative",
+                  legend=dict(orientation="h", y=-0.15),
                   xaxis=dict(tickmode="array", tickvals=dims, ticktext=list(dim_labels)),
                   yaxis=dict(gridcolor="#eee", zerolinecolor="#999",
                              range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.25 * span]))
     return go.Figure(data=data, layout=layout)
+
+
+def _coordinates(vector, decimals: int, separators: str) -> str:
+    """A point's coordinates for a hover: ``0.43, 0.15, 0.89``, or ``0,43 ; 0,15 ; 0,89`` where the decimal sign
+    is a comma (a comma between them would read as a decimal sign)."""
+    between = " ; " if separators[:1] == "," else ", "
+    return between.join(format_value(float(c), decimals, separators) for c in vector)
 
 
 def vectors_3d(
@@ -414,15 +482,21 @@ def vectors_3d(
     height: int = 460,
     axis_titles: Sequence[str] = ("x₀", "x₁", "x₂"),
     extra_text: bool = True,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
-    """3-d arrows from the origin to each vector, labelled (the running example's embeddings).
+    """3-d arrows from the origin to each vector (the running example's embeddings), named in a legend.
+
+    Each vector has its own colour and legend entry (an extra vector shares its colour with the vector of the
+    same rank): names written at the tips overlapped where two tips nearly meet (journey, starts), and a
+    WebGL scene's texts cannot be measured in the page. The legend, in SVG, sits under the scene.
 
     Args:
         vectors: (N, 3) tensor/array.
         labels: N names.
-        highlight: index drawn thicker in red (e.g. the query token).
+        highlight: index drawn thicker (e.g. the query token).
         extra: name -> (3,) vectors drawn dashed (e.g. a context vector).
-        extra_text: write each extra vector's name at its tip (False: in its hover only, for many vectors).
+        extra_text: list each extra vector in the legend (False: in its hover only, for many vectors).
+        separators: the reader's ``layout.separators`` (ticks and hovers follow it).
 
     Raises:
         ValueError: if vectors are not (N, 3).
@@ -432,46 +506,34 @@ def vectors_3d(
         raise ValueError(f"vectors_3d needs shape (N, 3), got {v.shape}")
     data = []
     for i, (vec, name) in enumerate(zip(v, labels, strict=True)):
-        is_hl = i == highlight
+        color = PALETTE[i % len(PALETTE)]
         data.append(dict(
-            type="scatter3d",
-            x=[0, vec[0]],
-            y=[0, vec[1]],
-            z=[0, vec[2]],
-            mode="lines+markers+text",
-            text=["", name],
-            textposition=_LABEL_POSITIONS[i % len(_LABEL_POSITIONS)],
-            line=dict(width=8 if is_hl else 4, color="#d62728" if is_hl else PALETTE[0]),
-            marker=dict(size=[0, 5]),
-            name=name,
-            hovertemplate=f"{name}: ({vec[0]:.2f}, {vec[1]:.2f}, {vec[2]:.2f})<extra></extra>",
+            type="scatter3d", x=[0, vec[0]], y=[0, vec[1]], z=[0, vec[2]], mode="lines+markers",
+            line=dict(width=9 if i == highlight else 5, color=color), marker=dict(size=[0, 5], color=color),
+            name=name, legendgroup=str(i),
+            hovertemplate=f"{name} = (" + _coordinates(vec, 2, separators) + ")<extra></extra>",
         ))
-    for name, vec in (extra or {}).items():
+    for i, (name, vec) in enumerate((extra or {}).items()):
         e = to_numpy(vec)
+        color = PALETTE[i % len(PALETTE)]
         data.append(dict(
-            type="scatter3d",
-            x=[0, e[0]],
-            y=[0, e[1]],
-            z=[0, e[2]],
-            mode="lines+markers+text" if extra_text else "lines+markers",
-            text=["", name],
-            textposition="bottom center",
-            line=dict(width=6, color="#2ca02c", dash="dash"),
-            marker=dict(size=[0, 5]),
-            name=name,
-            hovertemplate=f"{name}: ({e[0]:.4f}, {e[1]:.4f}, {e[2]:.4f})<extra></extra>",
+            type="scatter3d", x=[0, e[0]], y=[0, e[1]], z=[0, e[2]], mode="lines+markers",
+            line=dict(width=5, color=color, dash="dash"), marker=dict(size=[0, 4], color=color, symbol="diamond"),
+            name=name, legendgroup=str(i), showlegend=extra_text,
+            hovertemplate=f"{name} = (" + _coordinates(e, 4, separators) + ")<extra></extra>",
         ))
     layout = dict(
-        app_layout(title, height),
+        app_layout(title, height, separators=separators),
         scene=dict(
             xaxis=dict(title=dict(text=axis_titles[0]), range=[0, 1]),
             yaxis=dict(title=dict(text=axis_titles[1]), range=[0, 1]),
             zaxis=dict(title=dict(text=axis_titles[2]), range=[0, 1]),
             aspectmode="cube",
             # far enough that the tick labels stay inside a phone-width figure
-            camera=dict(eye=dict(x=1.85, y=1.6, z=1.05)),
+            camera=dict(eye=dict(x=1.6, y=1.45, z=0.95)),
         ),
-        showlegend=False,
+        showlegend=True,
+        legend=dict(orientation="h", x=0, xanchor="left", y=0, yanchor="top"),
     )
     return go.Figure(data=data, layout=layout)
 

@@ -13,11 +13,13 @@ from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
+    SEPARATORS,
     TITLE_WIDTH,
     WEIGHTS_SCALE,
     add_step_slider,
     app_layout,
-    base_layout,
+    format_number,
+    format_value,
     heatmap_trace,
     matrix_axes_layout,
     to_numpy,
@@ -38,8 +40,10 @@ class DkSweepLabels:
         without_scale, with_scale: bar labels of the two columns of the bar panels.
         score_axis: x-axis title of the box panel.
         step_title: one step's figure title, a template with the named fields ``d_k``,
-            ``var`` (var(q·k)), ``var_scaled`` (var(q·k/√d_k)) and ``n`` (samples).
+            ``var`` (var(q·k), 2 decimals), ``var_scaled`` (var(q·k/√d_k), 3 decimals) and ``n`` (samples),
+            each already written in the reader's number format.
         slider_prefix: text before the slider's current value (e.g. "d_k = ").
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     spread_panel: str
@@ -50,6 +54,7 @@ class DkSweepLabels:
     score_axis: str
     step_title: str
     slider_prefix: str = "d_k = "
+    separators: str = SEPARATORS
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class InitLabels:
         weights_panel, projection_panel: the two panel titles.
         measured, theory: legend names, templates with the named field ``init``.
         theory_hover: the hover tag of a theory line.
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     weights_panel: str
@@ -67,6 +73,14 @@ class InitLabels:
     measured: str
     theory: str
     theory_hover: str
+    separators: str = SEPARATORS
+
+
+#: Pixel sizes of :func:`dk_sweep_figure`: the title lines, the box panel, a bar panel, the gap that holds a
+#: panel's title (and the axis above it), the slider under the panels.
+DK_TOP_PX, DK_BOX_PX, DK_BAR_PX, DK_GAP_PX, DK_SLIDER_PX = 96, 190, 170, 84, 110
+#: Longest line (characters) of a panel title: it starts right of the bars' labels, which take a third of a phone.
+PANEL_TITLE_WIDTH = 28
 
 
 def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64) -> go.Figure:
@@ -93,15 +107,19 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
     d_ks = [int(d) for d in stats["d_k"]]
     if active_d_k not in d_ks:
         raise ValueError(f"active_d_k={active_d_k} is not one of {d_ks}")
+    # three panels one above the other, each the figure's full width: side by side, their titles and the bars'
+    # labels overprinted on a phone
+    plot_px = DK_BOX_PX + 2 * DK_BAR_PX + 2 * DK_GAP_PX
     fig = make_subplots(
-        rows=1,
-        cols=3,
-        column_widths=[0.5, 0.25, 0.25],
-        horizontal_spacing=0.08,
-        # the narrow panels' titles on several lines: on one line the third ran past the figure's right edge
-        subplot_titles=(wrap_text(labels.spread_panel, 40), wrap_text(labels.w_max_panel, 20),
-                        wrap_text(labels.grad_panel, 20)),
+        rows=3,
+        cols=1,
+        row_heights=[DK_BOX_PX, DK_BAR_PX, DK_BAR_PX],
+        vertical_spacing=DK_GAP_PX / plot_px,
+        subplot_titles=tuple(wrap_text(t, PANEL_TITLE_WIDTH)
+                             for t in (labels.spread_panel, labels.w_max_panel, labels.grad_panel)),
     )
+    # each panel's title from the left edge of its plot, where the bars start
+    fig.update_annotations(x=0, xanchor="left", align="left")
     reach = max(max(abs(b.p1), abs(b.p99)) for b in sweep.unscaled.values())
     bar_labels = [labels.without_scale, labels.with_scale]
     titles = []
@@ -125,32 +143,42 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
                 row=1,
                 col=1,
             )
-        for col, unscaled_key, scaled_key in ((2, "w_max_unscaled", "w_max_scaled"),
-                                              (3, "grad_unscaled", "grad_scaled")):
+        for panel, unscaled_key, scaled_key in ((2, "w_max_unscaled", "w_max_scaled"),
+                                                (3, "grad_unscaled", "grad_scaled")):
             values = [float(row[unscaled_key]), float(row[scaled_key])]
             fig.add_trace(
                 go.Bar(
-                    x=bar_labels,
-                    y=values,
-                    text=[f"{v:.3f}" for v in values],
+                    y=bar_labels,
+                    x=values,
+                    orientation="h",
+                    text=[format_value(v, 3, labels.separators) for v in values],
                     textposition="outside",
+                    textfont=dict(size=12),
+                    constraintext="none",
+                    cliponaxis=False,
                     marker_color=[PALETTE[1], PALETTE[0]],
                     showlegend=False,
-                    hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+                    hovertemplate="%{y}: %{x:.4f}<extra></extra>",
                 ),
-                row=1,
-                col=col,
+                row=panel,
+                col=1,
             )
-        titles.append(wrap_text(labels.step_title.format(d_k=d_k, var=float(row["var_scores"]),
-                                               var_scaled=float(row["var_scaled"]), n=sweep.n_samples),
-                                TITLE_WIDTH))
+        title = labels.step_title.format(
+            d_k=d_k, var=format_number(float(row["var_scores"]), 2, labels.separators),
+            var_scaled=format_number(float(row["var_scaled"]), 3, labels.separators),
+            n=format_number(sweep.n_samples, 0, labels.separators))
+        titles.append(wrap_text(title, TITLE_WIDTH))
     fig.update_xaxes(type="linear", range=[-1.1 * reach, 1.1 * reach], title_text=labels.score_axis, zeroline=True,
                      zerolinecolor="#999", row=1, col=1)
-    fig.update_yaxes(range=[0, 1.15], row=1, col=2)
-    fig.update_yaxes(range=[0, 0.3], row=1, col=3)
-    fig.update_yaxes(gridcolor="#eee")
-    base_layout(fig, titles[d_ks.index(active_d_k)], 460)
-    fig.update_layout(margin=dict(t=130))
+    # room right of the longest bar for its value
+    fig.update_xaxes(range=[0, 1.3], row=2, col=1)
+    fig.update_xaxes(range=[0, 0.34], row=3, col=1)
+    fig.update_xaxes(gridcolor="#eee")
+    fig.update_yaxes(automargin=True)
+    lines = max(t.count("<br>") for t in titles)
+    fig.update_layout(app_layout(titles[d_ks.index(active_d_k)], DK_TOP_PX + 18 * lines + plot_px + DK_SLIDER_PX,
+                                 separators=labels.separators))
+    fig.update_layout(margin=dict(t=DK_TOP_PX + 18 * lines, b=DK_SLIDER_PX))
     return add_step_slider(
         fig,
         [str(d) for d in d_ks],
@@ -171,27 +199,31 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
     Returns:
         Two panels: var(W) and var(x·W); markers are measured, dashed lines the theory.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        # wrapped: on one line the right panel's title ran under the toolbar on a phone
-                        subplot_titles=(wrap_text(labels.weights_panel, 20), wrap_text(labels.projection_panel, 20)))
+    # the two panels one above the other, each the figure's width: side by side, the right one's title ran past
+    # the figure's edge
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.2,
+                        subplot_titles=(wrap_text(labels.weights_panel, TITLE_WIDTH),
+                                        wrap_text(labels.projection_panel, TITLE_WIDTH)))
+    fig.update_annotations(x=0, xanchor="left", align="left")
     for k, (init, part) in enumerate(table.groupby("init", sort=False)):
         color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
-        for col, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
+        for row, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
             fig.add_scatter(
                 x=part["d_in"], y=part[measured], mode="markers", marker=dict(size=10, color=color),
-                name=labels.measured.format(init=init), legendgroup=init, showlegend=col == 1, row=1, col=col,
+                name=labels.measured.format(init=init), legendgroup=init, showlegend=row == 1, row=row, col=1,
                 hovertemplate="d_in %{x}: %{y:.4g}<extra>" + init + "</extra>",
             )
             fig.add_scatter(
                 x=part["d_in"], y=part[theory], mode="lines", line=dict(dash="dash", color=color),
-                name=labels.theory.format(init=init), legendgroup=init, showlegend=col == 1, row=1, col=col,
+                name=labels.theory.format(init=init), legendgroup=init, showlegend=row == 1, row=row, col=1,
                 hovertemplate="d_in %{x}: %{y:.4g}<extra>" + labels.theory_hover + "</extra>",
             )
     # one label per decade, as powers of ten: Plotly's own minor labels (2, 5) crowded at phone width
     fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee", dtick=1, exponentformat="power")
     fig.update_yaxes(type="log", gridcolor="#eee", dtick=1, exponentformat="power")
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return base_layout(fig, None, 400)
+    layout = app_layout(None, 720, top=40, separators=labels.separators)
+    return fig.update_layout(layout, legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"),
+                             margin=dict(layout["margin"], b=110))
 
 
 #: Pixel sizes of :func:`matrices_stacked`: a matrix row, a title line, the column labels, the gap under a panel.
@@ -205,6 +237,7 @@ def matrices_stacked(
     colorscale: str = WEIGHTS_SCALE,
     zmin: float | None = 0.0,
     row_title: str | None = None,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """Small matrices of the same shape as heatmaps, one above the other, in one figure.
 
@@ -221,6 +254,7 @@ def matrices_stacked(
         row_labels, col_labels: tick labels shared by every panel.
         colorscale, zmin: colour mapping (``zmin=None`` for signed values).
         row_title: title of the row axis (on every panel).
+        separators: the reader's ``layout.separators`` (cells and hovers follow it).
 
     Returns:
         A figure with one heatmap trace per matrix (panel i on axes ``x{i+1}``/``y{i+1}``), no colour bar.
@@ -248,7 +282,7 @@ def matrices_stacked(
         cells_top = top - (block - STACK_ROW_PX * len(row_labels) - STACK_GAP_PX)
         cells_bottom = cells_top - STACK_ROW_PX * len(row_labels)
         trace = heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False,
-                              decimals=3 if many else 4)
+                              decimals=3 if many else 4, separators=separators)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
         data.append(trace)
         xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, None)
@@ -258,7 +292,7 @@ def matrices_stacked(
         annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
                                 yref="paper", yanchor="top", showarrow=False, align="left", font=dict(size=14)))
         top -= block
-    common = app_layout(None, plot_px + 10)
+    common = app_layout(None, plot_px + 10, separators=separators)
     # the left margin holds the row labels (8 px a character) and the row title
     label_px = 8 * max(len(label) for label in row_labels) + (28 if row_title else 8)
     common["margin"] = dict(common["margin"], l=label_px, t=5, b=5, autoexpand=False)
