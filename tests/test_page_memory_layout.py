@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 from engine.sections import memory_layout as sections
 from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import byte_size, integer
 
 PAGE = "views/memory_layout.py"
 t = translations("en").gettext
@@ -72,7 +73,7 @@ def test_chapter_checks_green(at):
         storage=[1, 2, 3, 4, 5, 6], reading=[1, 4, 2, 5, 3, 6]) in texts(at)
     summary = at.dataframe[0].value
     assert memory(summary) == [ORIGINAL, SHARED, SHARED, COPY, SHARED, COPY]
-    assert summary["stride"].tolist()[:3] == ["(3, 1)", "(2, 1)", "(1, 3)"]
+    assert summary[t("strides (stride)")].tolist()[:3] == ["(3, 1)", "(2, 1)", "(1, 3)"]
 
 
 def test_view_on_transposed_shows_the_real_error(at):
@@ -99,7 +100,7 @@ def test_transpose_walk_jumps(at):
     assert t("step {k}: element {where} → cell {cell}").format(k=1, where="(0, 1)", cell=3) \
         in plain(fig["layout"]["sliders"][0]["steps"][1]["args"][1]["title.text"])
     table = explorer_table(at)
-    assert table["is_contiguous"].tolist() == [True, False]
+    assert table[t("contiguous (is_contiguous)")].tolist() == [True, False]
     assert memory(table)[1] == SHARED
 
 
@@ -120,12 +121,12 @@ def test_contiguous_copies_and_view_error(at):
 def test_slices_show_offset_and_unused_cells(at):
     set_explorer(at, recipe="slice_from_1")
     table = explorer_table(at)
-    assert table["storage_offset"].tolist() == [0, 1]
+    assert table[t("storage offset (storage_offset)")].tolist() == [0, 1]
     fig = walk_figure(at)
     assert walk_order(fig) == [1, 2, 4, 5]
     assert fig["data"][1]["z"][0] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]  # cells 0 and 3 are never read
     set_explorer(at, recipe="every_other")
-    assert explorer_table(at)["stride"].tolist()[-1] == "(3, 2)"
+    assert explorer_table(at)[t("strides (stride)")].tolist()[-1] == "(3, 2)"
 
 
 def start_error(reason: str, **params) -> str:
@@ -180,9 +181,9 @@ def test_reader_shapes_and_permutations(at):
     assert len(fig["layout"]["sliders"][0]["steps"]) == 24
     order = walk_order(fig)
     assert sorted(order) == list(range(24)) and order != list(range(24))
-    assert explorer_table(at)["stride"].tolist() == ["(12, 4, 2, 1)", "(1, 4, 2, 12)"]
+    assert explorer_table(at)[t("strides (stride)")].tolist() == ["(12, 4, 2, 1)", "(1, 4, 2, 12)"]
     set_explorer(at, base="6, 8", recipe="reshape", new="4, -1, 2")
-    assert explorer_table(at)["shape"].tolist()[-1] == "(4, 6, 2)"
+    assert explorer_table(at)[t("shape")].tolist()[-1] == "(4, 6, 2)"
     set_explorer(at, base="48", recipe="view", new="2, 2, 2, 6")
     assert len(walk_figure(at)["layout"]["sliders"][0]["steps"]) == 48
     assert figure_json_bytes(at) < 2_000_000
@@ -205,7 +206,7 @@ def test_head_walk_default(at):
     # stage 2 (after transpose): reading order jumps
     assert fig["data"][5]["text"][0][:4] == ["0", "1", "8", "9"]
     table = next(d.value for d in at.dataframe if t("stage") in d.value.columns)
-    assert table["is_contiguous"].tolist() == [True, True, False, True, True, False, True, True]
+    assert table[t("contiguous (is_contiguous)")].tolist() == [True, True, False, True, True, False, True, True]
     assert table[t("storage")].tolist()[:3] == [t("new"), t("same as the stage before"), t("same as the stage before")]
 
 
@@ -223,11 +224,10 @@ def test_head_walk_extremes(at, T, H, d_h):
     assert figure_json_bytes(at) < 2_000_000
 
 
-@pytest.mark.parametrize("B, H, d_h, dtype, at_1024", [
-    (8, 12, 64, "float32", "384.0 MiB"), (1, 1, 1, "float32", "4.0 MiB"), (512, 128, 512, "float64", "512.0 GiB"),
-    (8, 12, 64, "bfloat16 / float16", "192.0 MiB"),
+@pytest.mark.parametrize("B, H, d_h, dtype", [
+    (8, 12, 64, "float32"), (1, 1, 1, "float32"), (512, 128, 512, "float64"), (8, 12, 64, "bfloat16 / float16"),
 ])
-def test_score_cost(at, B, H, d_h, dtype, at_1024):
+def test_score_cost(at, B, H, d_h, dtype):
     at.number_input(key="ml_cost_B").set_value(B)
     at.number_input(key="ml_cost_H").set_value(H)
     at.number_input(key="ml_cost_dh").set_value(d_h)
@@ -235,13 +235,29 @@ def test_score_cost(at, B, H, d_h, dtype, at_1024):
     at.run()
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
-    assert shown[t("attn_scores at T = {T}").format(T=1024)] == at_1024
-    title = t("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=B, heads=H, head_dim=d_h)
+    at_1024 = byte_size(sections.score_tensor_bytes(B, H, 1024, sections.DTYPE_BYTES[dtype]), lang="en")
+    assert shown[t("attn_scores at T = {T}").format(T=integer(1024, "en"))] == at_1024
+    title = t("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(
+        batch=integer(B, "en"), heads=integer(H, "en"), head_dim=integer(d_h, "en"))
     fig = next(f for f in figures(at) if plain(f["layout"]["title"]["text"]) == title)
     scores = np.asarray(fig["data"][0]["y"], dtype=float)
     qkv = np.asarray(fig["data"][1]["y"], dtype=float)
     np.testing.assert_allclose(scores[1:] / scores[:-1], 4.0)
     np.testing.assert_allclose(qkv[1:] / qkv[:-1], 2.0)
+    # the lengths on the T axis carry the reader's group separator (d3), the sizes the reader's units
+    assert fig["layout"]["xaxis"]["tickformat"] == ",d" and fig["layout"]["separators"] == ".,"
+    assert fig["data"][0]["customdata"][-1] == byte_size(scores[-1], lang="en")
+
+
+def test_score_cost_in_french_units():
+    app = open_page(PAGE, 60, lang="fr")
+    assert not app.exception
+    fr = translations("fr").gettext
+    shown = {m.label: m.value for m in app.metric}
+    at_1024 = shown[fr("attn_scores at T = {T}").format(T=integer(1024, "fr"))]
+    assert at_1024 == byte_size(8 * 12 * 1024**2 * 4, lang="fr") and at_1024.endswith("\u00a0Mio")
+    tables = [d.value for d in app.dataframe]
+    assert any(fr("contiguous (is_contiguous)") in table.columns for table in tables)
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])

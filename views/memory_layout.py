@@ -8,7 +8,8 @@ from engine import chapter, layout
 from engine.figures import memory_layout as figures
 from engine.sections import memory_layout as sections
 from ui import page, url
-from ui.i18n import N_, _
+from ui.i18n import N_, _, current_language
+from ui.numbers import byte_size, integer, num, plotly_separators
 
 #: The explorer's operations, by recipe key (code stays code; the words around it are translated).
 RECIPE_LABELS = {
@@ -44,8 +45,12 @@ def shape_message(err: sections.ShapeError) -> str:
 
 
 def table_headers() -> dict[str, str]:
-    """Translated headers of :func:`engine.sections.memory_layout.layout_table` (code names stay)."""
-    return {"tensor": _("tensor"), "storage_cells": _("storage cells"), "memory": _("memory")}
+    """Translated headers of the layout tables (:func:`engine.sections.memory_layout.layout_table`,
+    ``head_walk_table``), each attribute's code name beside its words."""
+    return {"tensor": _("tensor"), "shape": _("shape"), "stride": _("strides (stride)"),
+            "storage_offset": _("storage offset (storage_offset)"), "is_contiguous": _("contiguous (is_contiguous)"),
+            "storage_cells": _("storage cells"), "memory": _("memory"), "stage": _("stage"),
+            "shares_previous": _("storage")}
 
 
 def layout_frame(table: pd.DataFrame) -> pd.DataFrame:
@@ -78,11 +83,14 @@ def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int,
-                labels: figures.CostLabels) -> tuple[sections.ScoreCost, go.Figure]:
-    """Bytes of the score tensor and of q, k, v over T = 64 … 32768, and the log–log chart."""
+def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int, lang: str,
+                _labels: figures.CostLabels) -> tuple[sections.ScoreCost, go.Figure]:
+    """Bytes of the score tensor and of q, k, v over T = 64 … 32768, and the log–log chart.
+
+    The labels hold the number formatters, which Streamlit cannot hash; they follow from the other arguments
+    (the title names B, H and d_h, the words and formats the language), so they are left out of the key."""
     cost = sections.score_cost(batch, num_heads, head_dim, element_size)
-    return cost, figures.score_cost_figure(cost.table, labels)
+    return cost, figures.score_cost_figure(cost.table, _labels)
 
 
 page.header()
@@ -175,7 +183,7 @@ def heads_section() -> None:
     st.dataframe(
         stages_table.assign(shares_previous=stages_table["shares_previous"].map(
             {True: _("same as the stage before"), False: _("new")})).rename(
-            columns={"stage": _("stage"), "shares_previous": _("storage")}),
+            columns=table_headers()),
         hide_index=True, key="ml_stages_table")
 
 
@@ -194,18 +202,21 @@ def cost_section() -> None:
     dtype_name = c4.selectbox("dtype", DTYPE_NAMES, index=DTYPE_NAMES.index("float32"), key="ml_cost_dtype",
                               bind="query-params")
     cost_labels = figures.CostLabels(
-        title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(batch=batch, heads=heads,
-                                                                              head_dim=head_dim),
+        title=_("Bytes against T · B={batch}, H={heads}, d_h={head_dim}").format(
+            batch=integer(batch), heads=integer(heads), head_dim=integer(head_dim)),
         scores="attn_scores", qkv="q, k, v", length_axis=_("T (tokens)"), bytes_axis=_("bytes"),
-        hover=_("T={T}: {size}"))
-    cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], cost_labels)
+        hover=_("T={T}: {size}"), size_text=byte_size, mark=_("T = {T}"), count_text=integer,
+        separators=plotly_separators())
+    cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], current_language(),
+                                    cost_labels)
     st.plotly_chart(cost_figure, key="ml_cost_chart")
     m1, m2, m3 = st.columns(3)
-    m1.metric(_("attn_scores at T = {T}").format(T=sections.SHORT_T), layout.human_bytes(cost.scores_short))
-    m2.metric(_("attn_scores at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.scores_long),
-              delta=_("× {factor:.0f} for × {tokens} tokens").format(factor=cost.growth, tokens=cost.token_growth),
+    m1.metric(_("attn_scores at T = {T}").format(T=integer(sections.SHORT_T)), byte_size(cost.scores_short))
+    m2.metric(_("attn_scores at T = {T}").format(T=integer(sections.LONG_T)), byte_size(cost.scores_long),
+              delta=_("× {factor} for × {tokens} tokens").format(factor=num(cost.growth, 0),
+                                                                 tokens=integer(cost.token_growth)),
               delta_color="inverse")
-    m3.metric(_("q, k, v at T = {T}").format(T=sections.LONG_T), layout.human_bytes(cost.qkv_long))
+    m3.metric(_("q, k, v at T = {T}").format(T=integer(sections.LONG_T)), byte_size(cost.qkv_long))
 
 
 cost_section()

@@ -12,7 +12,7 @@ placeholders, already translated).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,6 +262,10 @@ class CostLabels:
         scores, qkv: legend names of the two lines.
         length_axis, bytes_axis: the axis titles.
         hover: a point's hover, with ``{T}`` and ``{size}``.
+        size_text: writes a byte count for the axis labels and the hover, in the reader's number format and units.
+        mark: the note on the marked length, with ``{T}`` (the length, written by ``count_text``).
+        count_text: writes a whole number in the reader's format (the marked length).
+        separators: Plotly's ``layout.separators`` of the reader's language (the T axis labels' groups).
     """
 
     title: str
@@ -270,6 +274,10 @@ class CostLabels:
     length_axis: str
     bytes_axis: str
     hover: str
+    size_text: Callable[[float], str] = human_bytes
+    mark: str = "T = {T}"
+    count_text: Callable[[int], str] = str
+    separators: str = ".,"
 
 
 def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int | None = 1024) -> go.Figure:
@@ -281,15 +289,19 @@ def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int 
         labels: the figure's words.
         mark_length: a T to mark with a dotted vertical line (GPT-2's context, 1024), or None.
 
-    The y axis is labelled in KiB/MiB/GiB/TiB (powers of 1024), the hover gives the exact size.
+    The y axis is labelled in KiB/MiB/GiB/TiB (powers of 1024, by ``labels.size_text``), the hover gives the
+    exact size; the T axis writes its lengths with d3's group separator, in the reader's ``separators``.
+
+    Returns:
+        A figure with two line traces on log–log axes.
     """
     fig = go.Figure()
-    hover = labels.hover.format(T="%{x}", size="%{customdata}")
+    hover = labels.hover.format(T="%{x:,}", size="%{customdata}")
     for column, name, colour in (("scores_bytes", labels.scores, PALETTE[1]), ("qkv_bytes", labels.qkv, PALETTE[0])):
         values = [float(v) for v in table[column]]
         fig.add_scatter(x=table["T"].tolist(), y=values, mode="lines+markers",
                         name=name, line=dict(color=colour, width=3),
-                        customdata=[human_bytes(v) for v in values],
+                        customdata=[labels.size_text(v) for v in values],
                         hovertemplate=hover + "<extra>" + name + "</extra>")
     lo = min(float(table[c].min()) for c in ("scores_bytes", "qkv_bytes"))
     hi = max(float(table[c].max()) for c in ("scores_bytes", "qkv_bytes"))
@@ -300,11 +312,12 @@ def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int 
         if len(ticks) >= 4:
             break
     fig.update_xaxes(type="log", title_text=labels.length_axis, gridcolor="#eee", tickmode="array",
-                     tickvals=table["T"].tolist(), ticktext=[str(t) for t in table["T"]])
+                     tickvals=table["T"].tolist(), tickformat=",d")
     fig.update_yaxes(type="log", title_text=labels.bytes_axis, gridcolor="#eee", tickmode="array", tickvals=ticks,
-                     ticktext=[human_bytes(t) for t in ticks])
+                     ticktext=[labels.size_text(t) for t in ticks])
     if mark_length is not None:
-        fig.add_vline(x=mark_length, line=dict(color="#999", dash="dot"), annotation_text=f"T = {mark_length}",
+        fig.add_vline(x=mark_length, line=dict(color="#999", dash="dot"),
+                      annotation_text=labels.mark.format(T=labels.count_text(mark_length)),
                       annotation_position="top left")
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(legend=dict(orientation="h", y=-0.25), separators=labels.separators)
     return base_layout(fig, labels.title, 400)
