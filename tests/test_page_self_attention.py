@@ -1,9 +1,11 @@
 """AppTest: page 1 (views/self_attention.py) shows the chapter's numbers and follows its controls."""
 
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 
 from engine import attention as A
 from engine import chapter, palette
@@ -11,6 +13,8 @@ from engine.diagrams.core import shape_text
 from engine.sections import self_attention as sections
 from tests.plotly_json import badges, captions, decode, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import num
+from ui.page import load_parts
 
 PAGE = "views/self_attention.py"
 CHAPTER_SCORES = "`attn_scores` = [0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]"
@@ -25,8 +29,8 @@ def test_chapter_numbers_shown_green(at):
     shown = texts(at)
     assert CHAPTER_SCORES in shown
     assert msg("naive weights = {values}", values="[0.1455, 0.2278, 0.2249, 0.1285, 0.1077, 0.1656]") in shown
-    assert msg("`attn_weights` (softmax) = {values} · sum = {total:.4f}",
-               values="[0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]", total=1.0) in shown
+    assert msg("`attn_weights` (softmax) = {values} · sum = {total}",
+               values="[0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]", total=num(1.0, 4, lang="en")) in shown
     assert msg("Step 3 · `context_vec` z = {values}", values="[0.4419, 0.6515, 0.5683]") in shown
     assert len(badges(at, "green")) >= 8 and not badges(at, "red") and not badges(at, "gray")
 
@@ -38,6 +42,27 @@ def test_runs_in_french_and_german_with_the_same_green_checks(at, lang):
     assert len(badges(other, "green")) == len(badges(at, "green"))
     assert not badges(other, "red") and not badges(other, "gray")
     assert CHAPTER_SCORES in texts(other)
+    # the sum under the chapter's weights in the reader's number format (1,0000 in French and German)
+    total = num(1.0, 4, lang=lang)
+    assert any(t.endswith(total) and "attn_weights" in t for t in texts(other)), total
+
+
+def test_numerics_caption_states_where_exp_switches_as_torch_computes_it(at):
+    """Issue 24: the zero threshold is where torch.exp gives 0, not ln of the smallest subnormal (-103.28)."""
+    overflow, underflow = sections.exp_limits(torch.float32)
+    assert torch.exp(torch.tensor(underflow - 1e-3)) == 0 < torch.exp(torch.tensor(underflow + 1e-3))
+    assert torch.isinf(torch.exp(torch.tensor(overflow + 1e-3)))
+    assert torch.isfinite(torch.exp(torch.tensor(overflow - 1e-3)))
+    expected = msg("In {dtype}, exp(x) is inf above x ≈ {overflow} and exactly 0 below x ≈ {underflow}.",
+                   dtype="float32", overflow=num(overflow, 2, lang="en"), underflow=num(underflow, 2, lang="en"))
+    assert expected in captions(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_numerics_prose_states_no_threshold_by_hand(lang):
+    """The thresholds come from the computation (the caption); the prose of every language names none."""
+    body = load_parts("self_attention", lang)["numerics"]
+    assert not re.search(r"-?\d{2,3}[.,]\d", body), body
 
 
 def test_query_token_changes_numbers(at):

@@ -10,6 +10,7 @@ from engine.sections import self_attention as sections
 from ui import page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
+from ui.numbers import num, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -17,6 +18,14 @@ TOKENS = list(A.CHAPTER_TOKENS)
 def dim_labels() -> list[str]:
     """The translated headers of the embedding dimensions ("dim 0", ...)."""
     return [_("dim {i}").format(i=i) for i in range(len(sections.DIM_KEYS))]
+
+
+def short_number(value: float) -> str:
+    """A table cell of the numerics table in the reader's format: 4 decimals, or scientific notation for a value
+    too large or too small for them (exp of a scaled score)."""
+    if value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-3):
+        return sci(value, 3)
+    return num(value, 4)
 
 
 def query_diagram(inputs, q: int, token: str, steps: sections.QueryWalkthrough) -> str:
@@ -40,9 +49,10 @@ def jacobian_panel(jac: sections.JacobianCheck, title: str, key: str, caption: s
     """One Jacobian: its heatmap, what it depends on, and its distance to torch.autograd."""
     # 3 decimals: six signed values such as -0.0330 fit their cells on a phone (the chapter prints no Jacobian)
     st.plotly_chart(attention_heatmap(jac.closed_form, TOKENS, TOKENS, title=title, colorscale=SIGNED_SCALE,
-                                      decimals=3, row_title=_("weight w_i"), col_title=_("score x_j")), key=key)
+                                      decimals=3, row_title=_("weight w_i"), col_title=_("score x_j"),
+                                      separators=plotly_separators()), key=key)
     st.caption(caption)
-    st.markdown(_("max |closed form − autograd| = {diff:.2e}").format(diff=jac.max_abs_diff))
+    st.markdown(_("max |closed form − autograd| = {diff}").format(diff=sci(jac.max_abs_diff, 2)))
     page.verdict(jac.max_abs_diff < 1e-12, passed, failed)
 
 
@@ -83,8 +93,8 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
     dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
                               index=list(sections.DTYPES).index("float32"), key="sa_dtype", bind="query-params")
     numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
-    st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow:.2f} and exactly 0 below x ≈ {underflow:.2f}.").format(
-        dtype=dtype_name, overflow=numerics.overflow, underflow=numerics.underflow))
+    st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow} and exactly 0 below x ≈ {underflow}.").format(
+        dtype=dtype_name, overflow=num(numerics.overflow, 2), underflow=num(numerics.underflow, 2)))
     NUMERICS_HEADERS = {
         "token": _("token"),
         "scaled_score": _("scaled score"),
@@ -94,7 +104,7 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
         "torch_softmax": "torch.softmax",
     }
     table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
-    page.static_table(table, {NUMERICS_HEADERS[c]: "{:.4g}" for c in sections.NUMERICS_COLUMNS})
+    page.static_table(table, {NUMERICS_HEADERS[c]: short_number for c in sections.NUMERICS_COLUMNS})
     if numerics.naive_broken:
         st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
                           "Naive softmax: {broken} of {total} weights are nan or inf.",
@@ -125,7 +135,7 @@ def query_sections(inputs, is_chapter: bool) -> None:
                        (_("Step 2 · two ways to turn scores into weights"),
                         {naive_name: steps.naive_weights, "softmax": steps.attn_weights})],
                       TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.RESIDUAL,
-                                      "softmax": palette.ATTN_WEIGHTS}),
+                                      "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
             key="sa_steps_chart",
         )
     with right:
@@ -137,14 +147,14 @@ def query_sections(inputs, is_chapter: bool) -> None:
     page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
     st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
     page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
-    st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total:.4f}").format(
-        values=page.fmt_row(steps.attn_weights), total=float(steps.attn_weights.sum())))
+    st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
+        values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
     page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
     st.plotly_chart(
         weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS,
                           title=_("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(
                               token=query_token),
-                          total_name=_("context vector z")),
+                          total_name=_("context vector z"), separators=plotly_separators()),
         key="sa_context_chart",
     )
     st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
@@ -196,24 +206,25 @@ jacobian_section(inputs)
 page.prose("allpairs")
 every = sections.loop_vs_matmul(inputs)
 c1, c2 = st.columns(2)
-c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None),
-                key="sa_all_scores")
-c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)"),
-                key="sa_all_weights")
+c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None,
+                                  separators=plotly_separators()), key="sa_all_scores")
+c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)",
+                                  separators=plotly_separators()), key="sa_all_weights")
 st.plotly_chart(
     attention_heatmap(every.context_vec, TOKENS, DIMS, title="context_vec = attn_weights @ inputs",
-                      zmin=None, row_title=_("token"), col_title=_("dimension")),
+                      zmin=None, row_title=_("token"), col_title=_("dimension"), separators=plotly_separators()),
     key="sa_all_context",
 )
 st.plotly_chart(
     vectors_3d(inputs, TOKENS, extra={f"z ({token})": z for token, z in zip(TOKENS, every.context_vec, strict=True)},
-               title=_("The inputs (solid) and their context vectors (dashed)"), height=420, extra_text=False),
+               title=_("The inputs (solid) and their context vectors (dashed)"), height=460, extra_text=False,
+               separators=plotly_separators()),
     key="sa_vectors",
 )
 st.caption(_("Softmax weights are positive and sum to 1, so every context vector is a weighted average of the "
              "inputs: the six z lie between them, closer together than the inputs. Hover a dashed tip to see "
              "whose it is."))
-st.markdown(_("max |loops − matmul| = {diff:.2e}").format(diff=every.max_abs_diff))
+st.markdown(_("max |loops − matmul| = {diff}").format(diff=sci(every.max_abs_diff, 2)))
 page.chapter_check(_("first two rows of attn_scores"), every.attn_scores[:2], chapter.SIMPLE_SCORES_FIRST_ROWS,
                    edit.is_chapter)
 page.chapter_check(_("all context vectors"), every.context_vec, chapter.SIMPLE_ALL_CONTEXT, edit.is_chapter)

@@ -179,16 +179,32 @@ def query_walkthrough(inputs: Tensor, query_index: int) -> QueryWalkthrough:
 
 
 def exp_limits(dtype: torch.dtype) -> tuple[float, float]:
-    """Where ``exp`` leaves the finite, non-zero range of a dtype.
+    """Where ``torch.exp`` leaves the finite, non-zero range of a dtype, found by running it.
+
+    Each threshold is bisected on ``torch.exp`` of a 0-d tensor of ``dtype`` (60 halvings from a bracket
+    taken from ``torch.finfo``): what the page says is what ``exp`` does, rounding included. The zero
+    threshold is not ln of the smallest subnormal (float32: -103.28), where ``exp`` is still that
+    subnormal, but about half a subnormal further down, where it rounds to 0 (float32: near -103.97).
 
     Returns:
-        ``(overflow, underflow)``: ``exp(x)`` is ``inf`` for x above ``overflow``
-        (ln of the largest finite number) and exactly 0 below ``underflow`` (ln of
-        the smallest subnormal). float32: about 88.72 and -103.28.
+        ``(overflow, underflow)`` (float64): ``exp(x)`` is ``inf`` for x above ``overflow`` and exactly 0
+        for x below ``underflow``, within 1e-12 of the dtype's own switch points.
     """
     info = torch.finfo(dtype)
+
+    def switch(finite: float, beyond: float, past) -> float:
+        for _ in range(60):
+            mid = (finite + beyond) / 2
+            if past(torch.exp(torch.tensor(mid, dtype=dtype))):
+                beyond = mid
+            else:
+                finite = mid
+        return (finite + beyond) / 2
+
     smallest_subnormal = info.smallest_normal * info.eps
-    return math.log(info.max), math.log(smallest_subnormal)
+    overflow = switch(math.log(info.max) - 1.0, math.log(info.max) + 1.0, torch.isinf)
+    underflow = switch(math.log(smallest_subnormal) + 1.0, math.log(smallest_subnormal) - 2.0, lambda e: e == 0)
+    return overflow, underflow
 
 
 def softmax_numerics(attn_scores: Tensor, scale: float, dtype: torch.dtype) -> SoftmaxNumerics:
