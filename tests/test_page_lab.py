@@ -23,6 +23,7 @@ from engine.lab import models
 from engine.lab import results as lab_results
 from engine.lab import settings as rules
 from tests.plotly_json import captions, figures, open_page, texts
+from ui import numbers
 from ui.i18n import translations
 from ui.lab.words import plain
 
@@ -392,8 +393,9 @@ def upload_page():
     (b"", "the file is empty.", {}),
     (b"\x00\x01\x02binary", "the file holds NUL bytes, so it looks binary, not text.", {}),
     ("白日依山尽".encode("gbk"), "it is not UTF-8 text; save it as UTF-8 and try again.", {}),
-    (b"a" * (budget.MAX_TEXT_BYTES + 1), "{value:.1f} MB is over this server's limit of {limit:.0f} MB.",
-     {"value": (budget.MAX_TEXT_BYTES + 1) / MB, "limit": 2}),
+    (b"a" * (budget.MAX_TEXT_BYTES + 1), "{value} bytes is over this server's limit of {limit} bytes ({mb} MB).",
+     {"value": numbers.integer(budget.MAX_TEXT_BYTES + 1, "en"), "limit": numbers.integer(budget.MAX_TEXT_BYTES, "en"),
+      "mb": numbers.integer(budget.upload_widget_mb(budget.MAX_TEXT_BYTES), "en")}),
     ("".join(chr(0x4E00 + i) for i in range(7000)).encode("utf-8"),
      "it has {value:,} distinct characters; a model here may have at most {limit:,} (each one adds a row to the "
      "embedding and a column to every prediction).", {"value": 7000, "limit": budget.MAX_VOCAB}),
@@ -422,6 +424,38 @@ def test_good_upload_becomes_the_corpus():
     assert at.button(key="lab_train").disabled
     at.selectbox(key="lab_block").set_value(32).run()
     assert not at.error and not at.button(key="lab_train").disabled
+
+
+def test_upload_widget_states_the_engines_limit_and_a_utf16_text_is_read():
+    at = upload_page()
+    widget = at.file_uploader(key="lab_upload")
+    assert widget.proto.max_upload_size_mb * budget.UPLOAD_UNIT == budget.MAX_TEXT_BYTES
+    assert widget.proto.label == msg("A text file: UTF-8, or UTF-16 with a byte-order mark (at most {mb} MB)",
+                                     mb=numbers.integer(budget.MAX_TEXT_BYTES // budget.UPLOAD_UNIT, "en"))
+    text = "\n\n".join(["床前明月光，疑是地上霜。", "举头望明月，低头思故乡。"] * 15)
+    widget.set_value(("notepad.txt", text.encode("utf-16"), "text/plain")).run()  # Notepad's "Unicode"
+    assert not at.exception and not [e.value for e in at.error if "NUL" in e.value]
+    assert corpus_metrics(at)["records"] == "30"
+
+
+def test_a_checkpoint_with_a_crafted_summary_is_refused_with_a_message(trained):
+    import json
+    import struct
+
+    own = trained.session_state["lab_own"]
+    data = checkpoint_to_bytes(own.model, own.tokenizer, own.summary)
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    header["__metadata__"]["checkpoint"] = header["__metadata__"]["checkpoint"].replace(
+        '"final_val_loss": ', '"final_val_loss": 1e400, "x": ')  # JSON's infinity
+    blob = json.dumps(header).encode()
+    crafted = struct.pack("<Q", len(blob)) + blob + data[8 + length:]
+    at = open_page(PAGE)
+    at.file_uploader(key="lab_ckpt_upload").set_value(("crafted.safetensors", crafted, "application/octet-stream"))
+    at.run()
+    assert not at.exception
+    assert msg("This checkpoint cannot be loaded: {reason}",
+               reason=msg("its training summary (losses, steps, seed) is invalid.")) in [e.value for e in at.error]
 
 
 def test_checkpoint_upload(trained):

@@ -9,11 +9,11 @@ from engine.corpus import Corpus
 from engine.device import describe_device, pick_device
 from engine.lab import settings as rules
 from engine.lab.results import DropoutLoss
-from ui import url
+from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
-from ui.lab.words import duration_text
+from ui.lab.words import busy_text, duration_text
 
 MB = budget.MB
 
@@ -165,6 +165,9 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
     if clicked and not running and plan.ok:
         lab.start_training(plan, corpus)
         st.rerun()  # redraw with the Train button disabled and the progress polling
+    with page.slot():  # a note that comes and goes keeps what follows in its place
+        if lab.pop_busy_notice("training"):
+            st.warning(busy_text(), icon=":material/tab:")
     if lab.pop_reuse_notice():
         st.success(_("A model with exactly these settings on this text was trained before on this server: reusing "
                      "it."), icon=":material/recycling:")

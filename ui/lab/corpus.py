@@ -9,6 +9,7 @@ from engine.baselines import Baselines, corpus_baselines
 from engine.corpus import BUILTIN_CORPORA, MISSING_TANG_ASSET, Corpus, load_corpus
 from engine.device import release_free_memory
 from engine.lab.models import UploadResult, corpus_fingerprint, read_corpus_upload
+from ui import numbers
 from ui.i18n import _
 from ui.lab.session import LabSession
 from ui.lab.words import compact, nats_text
@@ -83,13 +84,14 @@ def upload_text(outcome: UploadResult) -> str:
         "binary": _("the file holds NUL bytes, so it looks binary, not text."),
         "not_utf8": _("it is not UTF-8 text; save it as UTF-8 and try again."),
         "too_short": _("the text is too short to split into training and validation parts."),
-        "too_large": _("{value:.1f} MB is over this server's limit of {limit:.0f} MB."),
+        "too_large": _("{value} bytes is over this server's limit of {limit} bytes ({mb} MB)."),
         "vocab": _("it has {value:,} distinct characters; a model here may have at most {limit:,} "
                    "(each one adds a row to the embedding and a column to every prediction)."),
     }
     text = messages.get(outcome.problem, _("it cannot be read."))
-    if outcome.problem == "too_large":
-        return text.format(value=outcome.value / MB, limit=outcome.limit / MB)
+    if outcome.problem == "too_large":  # the limit in the unit the upload widget states it in
+        return text.format(value=numbers.integer(outcome.value), limit=numbers.integer(outcome.limit),
+                           mb=numbers.integer(budget.upload_widget_mb(outcome.limit)))
     return text.format(value=outcome.value, limit=outcome.limit)
 
 
@@ -100,8 +102,9 @@ def choose_corpus(lab: LabSession) -> Corpus | None:
     if name != "upload":
         with st.spinner(_("Loading the corpus …")):
             return builtin_corpus(name)
-    uploaded = st.file_uploader(_("A UTF-8 text file (at most {mb:.0f} MB)").format(mb=budget.MAX_TEXT_BYTES / MB),
-                                key="lab_upload", max_upload_size=max(1, budget.MAX_TEXT_BYTES // MB))
+    limit_mb = budget.upload_widget_mb(budget.MAX_TEXT_BYTES)  # the one limit, in the widget's unit
+    uploaded = st.file_uploader(_("A text file: UTF-8, or UTF-16 with a byte-order mark (at most {mb} MB)").format(
+                                mb=numbers.integer(limit_mb)), key="lab_upload", max_upload_size=limit_mb)
     if uploaded is None:
         st.info(_("Choose a file to train on; until then the training controls wait for it."))
         return None

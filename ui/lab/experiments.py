@@ -24,7 +24,7 @@ from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
 from ui.lab.train import POLL_S
-from ui.lab.words import eta_text, queued_text, run_name
+from ui.lab.words import busy_text, eta_text, queued_text, run_name
 
 
 def experiment_title(name: str) -> str:
@@ -248,4 +248,7 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
                 st.rerun()  # redraw with the button disabled and the progress polling
             else:
                 st.error(_("This text is too short for the course model's block_size of 128."))
+        with page.slot():  # a note that comes and goes keeps the fragment below in its place
+            if lab.pop_busy_notice(name):
+                st.warning(busy_text(), icon=":material/tab:")
         st.fragment(run_every=POLL_S if running else None)(rerun_panel)(lab, name)

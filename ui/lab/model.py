@@ -42,6 +42,7 @@ def checkpoint_text(error: CheckpointError) -> str:
         "missing": _("the file is empty."),
         "format": _("it is not a checkpoint downloaded from this page."),
         "config": _("its description (model sizes or vocabulary) is invalid."),
+        "summary": _("its training summary (losses, steps, seed) is invalid."),
         "too_large": _("its model is larger than this server allows."),
         "shapes": _("its weights do not match the model it describes."),
         "not_finite": _("its weights hold NaN or infinite values."),
@@ -80,7 +81,7 @@ def choose_model(lab: LabSession) -> LabModel | None:
         st.warning(_("The shipped model could not be loaded: {reason}").format(reason=checkpoint_text(shipped_error)))
     d1, d2 = st.columns(2)
     ckpt_file = d2.file_uploader(_("Load a checkpoint downloaded from this page"), key="lab_ckpt_upload",
-                                 max_upload_size=max(1, budget.MAX_CHECKPOINT_BYTES // budget.MB))
+                                 max_upload_size=budget.upload_widget_mb(budget.MAX_CHECKPOINT_BYTES))
     if ckpt_file is not None:
         error = lab.checkpoint_upload(ckpt_file.getvalue(), ckpt_file.name, models.read_checkpoint_upload)
         if error is not None:

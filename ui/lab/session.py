@@ -1,11 +1,15 @@
 """The one owner of the Lab's reader state: every ``lab_*`` session-state key is named here and nowhere else.
 
-:class:`LabSession` wraps ``st.session_state`` (and the job token kept in the URL) with typed
+:class:`LabSession` wraps ``st.session_state`` with typed
 accessors: this reader's training job and whether its model was collected, the reader's own
 model and which model the page uses, the uploaded text and checkpoint read once per content, the
 experiments' live reruns. The page's sections receive a ``LabSession`` and never touch
 ``st.session_state`` themselves (``tests/test_architecture.py`` checks it). Widgets keep their own
 keys (``key="lab_n_layer"`` ...), which the URL binding and the tests use.
+
+A training is found again after a reload by the reader's browser (:func:`browser_id`), never by a token
+in the URL: a link the reader shares carries nothing that takes over their job, its Stop button or its
+model. The same id keeps one browser to one queued or running training, whatever its number of tabs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Callable, MutableMapping
 import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.web.server.starlette.starlette_app_utils import decode_xsrf_token_string
+from streamlit.web.server.starlette.starlette_server_config import XSRF_COOKIE_NAME
 
 from engine import gpt
 from engine.baselines import Baselines
@@ -24,9 +30,9 @@ from engine.corpus import Corpus
 from engine.lab import settings as rules
 from engine.lab.jobs import ExperimentJob, TrainingJob
 from engine.lab.models import LabModel, UploadResult
-from engine.lab.runner import LabRunner
+from engine.lab.runner import BrowserBusy, LabRunner
 
-#: The query parameter that keeps a running training's token, so that a reload finds the job again.
+#: The query parameter in which links made before carried a training's token; the page removes it.
 JOB_TOKEN = "lab_job_token"
 #: Which model the page uses: the reader's own (trained or uploaded) or the one shipped with the app.
 OWN, SHIPPED = "own", "shipped"
@@ -36,6 +42,7 @@ _JOB, _COLLECTED, _OWN, _USE, _NOTICE = "lab_job", "lab_collected", "lab_own", "
 _CORPUS_UPLOAD, _CKPT_DIGEST, _CKPT_ERROR = "lab_corpus_upload", "lab_ckpt_digest", "lab_ckpt_error"
 _EXP_JOBS, _EXP_LIVE, _N_HEAD = "lab_exp_jobs", "lab_exp_live", "lab_n_head"
 _JOB_BASELINES = "lab_job_baselines"
+_BUSY = "lab_busy"
 
 
 @st.cache_resource
@@ -57,6 +64,22 @@ def owner_alive() -> Callable[[], bool] | None:
     return lambda: instance.is_active_session(session_id)
 
 
+def browser_id() -> str | None:
+    """An opaque id of the reader's browser: the same in each of its tabs and after a reload, or None.
+
+    Streamlit gives each browser one XSRF cookie (``_streamlit_xsrf``, sent with the page's websocket: a
+    random token that every response masks anew) and checks it on every upload; the id is a SHA-256 of the
+    unmasked token, so neither the runner nor a log ever holds the token itself. Another browser, or a
+    private window, has another cookie. None without the cookie (XSRF protection off, ``AppTest``): the
+    runner then applies no per-browser rule and a reload does not find the job.
+    """
+    raw = st.context.cookies.get(XSRF_COOKIE_NAME) if runtime.exists() else None
+    token, _timestamp = decode_xsrf_token_string(raw) if isinstance(raw, str) else (None, None)
+    if not token:
+        return None
+    return hashlib.sha256(b"lab-browser/" + token).hexdigest()[:32]
+
+
 class LabSession:
     """This reader's state on the Lab page, over ``st.session_state`` and ``st.query_params``.
 
@@ -71,28 +94,25 @@ class LabSession:
         self._query = st.query_params if query is None else query
 
     # --- the training job -------------------------------------------------------------------------------------
-    def _set_token(self, token: str) -> None:
-        if token:
-            self._query[JOB_TOKEN] = token
-        elif JOB_TOKEN in self._query:
+    def _drop_token(self) -> None:
+        if JOB_TOKEN in self._query:
             del self._query[JOB_TOKEN]
 
     @property
     def job(self) -> TrainingJob | None:
-        """This session's training, or the one the URL's token names when the reader reloaded (taken over once).
+        """This session's training, or this browser's when the reader reloaded the page (taken over once).
 
-        A token that names no job this session may take (the runner checks it: 32 characters naming a kept
-        job whose reader left) is removed from the URL.
+        The runner hands a job over only to the browser that started it and only once its session is gone
+        (``LabRunner.reclaim``). A job token left in the URL by an older link is removed, unused.
         """
         job = self._state.get(_JOB)
-        token = self._query.get(JOB_TOKEN, "")
-        if job is None and token:
-            job = self.runner.reattach(token, owner_alive() or (lambda: True))
+        if job is None:
+            job = self.runner.reclaim(browser_id(), owner_alive() or (lambda: True))
             if isinstance(job, TrainingJob):
                 self._state[_JOB] = job
             else:
-                self._set_token("")
                 job = None
+        self._drop_token()
         return job
 
     @property
@@ -113,19 +133,33 @@ class LabSession:
         if job is None or self.collected or not job.snapshot().finished:
             return
         self._state[_COLLECTED] = job.token
-        self._set_token("")
         if job.result is not None:
             self.use_own(job.result)
 
     def start_training(self, plan: rules.TrainingPlan, corpus) -> None:
-        """Submits a training; a model trained before with the same settings is taken at once (with a notice)."""
-        submitted = self.runner.submit(plan, corpus, owner_alive=owner_alive())
+        """Submits a training; a model trained before with the same settings is taken at once (with a notice).
+
+        A browser whose other tab has a training queued or running gets no second one (:meth:`pop_busy_notice`).
+        """
+        try:
+            submitted = self.runner.submit(plan, corpus, owner_alive=owner_alive(), browser_id=browser_id())
+        except BrowserBusy:
+            self._state.setdefault(_BUSY, set()).add("training")
+            return
         if submitted.reused:
             self.use_own(submitted.model)
             self._state[_NOTICE] = True
         else:
             self._state[_JOB] = submitted.job
-            self._set_token(submitted.job.token)
+
+    def pop_busy_notice(self, where: str) -> bool:
+        """True once after :meth:`start_training` (``where="training"``) or :meth:`start_rerun` (the experiment's
+        name) was refused because this browser already has a training queued or running."""
+        busy = self._state.get(_BUSY, set())
+        if where not in busy:
+            return False
+        busy.discard(where)
+        return True
 
     def job_baselines(self, job: TrainingJob, count: Callable[[Corpus], Baselines | None]) -> Baselines | None:
         """The counting baselines of ``job``'s training text, counted by ``count`` while the job holds its text
@@ -210,9 +244,14 @@ class LabSession:
         return job is not None and not job.snapshot().finished
 
     def start_rerun(self, name: str, corpus, steps: int, seed: int) -> None:
-        """Reruns experiment ``name`` in the background, or takes the runner's cached result at once."""
-        job, cached = self.runner.submit_experiment(name, corpus, steps, rules.RERUN_BATCH, seed,
-                                                    owner_alive=owner_alive())
+        """Reruns experiment ``name`` in the background, or takes the runner's cached result at once (none while
+        this browser has another training queued or running: :meth:`pop_busy_notice`)."""
+        try:
+            job, cached = self.runner.submit_experiment(name, corpus, steps, rules.RERUN_BATCH, seed,
+                                                        owner_alive=owner_alive(), browser_id=browser_id())
+        except BrowserBusy:
+            self._state.setdefault(_BUSY, set()).add(name)
+            return
         if cached is not None:
             self._state.setdefault(_EXP_LIVE, {})[name] = cached
         else:

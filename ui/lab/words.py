@@ -48,12 +48,25 @@ def duration_text(seconds: float) -> str:
 
 
 def queued_text(snap: Snapshot) -> str:
-    """Why a job waits."""
-    return ngettext("Queued: this server trains at most {limit} model at once and {running} is training now; "
-                    "yours starts as soon as a slot is free.",
-                    "Queued: this server trains at most {limit} models at once and {running} are training now; "
-                    "yours starts as soon as a slot is free.", snap.limit
-                    ).format(limit=snap.limit, running=snap.running)
+    """Why a job waits, and its place in the queue (first come, first served)."""
+    why = ngettext("Queued: this server trains at most {limit} model at once and {running} is training now; "
+                   "yours starts as soon as a slot is free.",
+                   "Queued: this server trains at most {limit} models at once and {running} are training now; "
+                   "yours starts as soon as a slot is free.", snap.limit
+                   ).format(limit=snap.limit, running=snap.running)
+    if snap.position < 1:
+        return why
+    ahead = snap.position - 1
+    place = (_("Yours is next in the queue.") if ahead == 0 else
+             ngettext("{ahead} training waits before yours.", "{ahead} trainings wait before yours.", ahead
+                      ).format(ahead=ahead))
+    return f"{why} {place}"
+
+
+def busy_text() -> str:
+    """Why a second training from the same browser does not start."""
+    return _("This browser already has a training queued or running, perhaps in another tab: one at a time per "
+             "reader. Stop it there, or wait until it ends.")
 
 
 def run_name(key: str) -> str:
