@@ -159,3 +159,57 @@ def test_a_finished_job_lets_go_of_its_text(corpus):
     assert J.wait_until_finished(job, 30).finished and job.join(10)
     assert job.corpus is None  # the runner keeps jobs findable; an upload must not live on with them
     assert dataclasses.is_dataclass(job.key) and job.key.corpus  # the fingerprint stays, for the registry
+
+
+def test_the_browser_id_is_the_xsrf_token_whatever_its_mask(monkeypatch):
+    """Streamlit re-masks its XSRF cookie on every response; the Lab's browser id must not change with the mask,
+    must differ between browsers, and must not be the token itself."""
+    import types
+
+    from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
+
+    from ui.lab import session
+
+    cookies = {}
+    monkeypatch.setattr(session, "st", types.SimpleNamespace(context=types.SimpleNamespace(cookies=cookies)))
+    monkeypatch.setattr(session.runtime, "exists", lambda: True)
+    token, other = b"\x01" * 16, b"\x02" * 16
+    ids = []
+    for raw in (generate_xsrf_token_string(token, 1700000000), generate_xsrf_token_string(token, 1700000000),
+                generate_xsrf_token_string(other, 1700000000)):
+        cookies[session.XSRF_COOKIE_NAME] = raw
+        ids.append(session.browser_id())
+    assert ids[0] == ids[1] != ids[2] and len(ids[0]) == 32 and token.hex() not in ids[0]
+    for garbage in ("", "2|zz|zz|1", "nonsense", "2|00"):
+        cookies[session.XSRF_COOKIE_NAME] = garbage
+        assert session.browser_id() is None
+    cookies.clear()
+    assert session.browser_id() is None
+
+
+def test_a_reload_finds_the_job_by_browser_and_the_url_keeps_no_token(monkeypatch, corpus):
+    """LabSession on the runner: the job is never written into the URL (an old link's token is dropped), the same
+    browser's reload takes the job over once the first session is gone, another browser's session does not."""
+    from ui.lab import session
+
+    runner = R.LabRunner(max_concurrent=1)
+    who = {"browser": "reader-browser"}
+    alive = {"first": True}
+    monkeypatch.setattr(session, "browser_id", lambda: who["browser"])
+    monkeypatch.setattr(session, "owner_alive", lambda: (lambda: alive["first"]))
+    first_state, first_query = {}, {session.JOB_TOKEN: "0" * 32}
+    first = session.LabSession(runner, first_state, first_query)
+    plan = S.TrainingPlan(preset("tiny", n_layer=1, vocab_size=corpus.vocab_size), LONG, None, (), None)
+    first.start_training(plan, corpus)
+    job = first.job
+    assert job is not None and first_query == {}  # nothing to share in the URL
+    first.start_training(plan, corpus)  # the same browser again (a second click, another tab)
+    assert first.pop_busy_notice("training") and not first.pop_busy_notice("training")
+    monkeypatch.setattr(session, "owner_alive", lambda: (lambda: True))
+    alive["first"] = False  # the tab closed
+    who["browser"] = "someone-elses-browser"
+    assert session.LabSession(runner, {}, {session.JOB_TOKEN: job.token}).job is None  # a shared link, token and all
+    who["browser"] = "reader-browser"
+    assert session.LabSession(runner, {}, {}).job is job  # the reader's own reload
+    job.stop()
+    assert J.wait_until_finished(job, 30).finished
