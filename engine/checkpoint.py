@@ -252,32 +252,26 @@ def _check_summary(summary: object, where: str) -> dict:
     if not isinstance(summary, dict):
         raise CheckpointError(f"{where}: the training summary is not a JSON object", "summary")
 
-    def bad(name: str) -> CheckpointError:
-        return CheckpointError(f"{where}: summary field {name!r} = {repr(summary[name])[:40]} is invalid", "summary")
-
     out: dict = {}
     for name, value in summary.items():
         if name in ("corpus", "device", "torch_version", "command", "preset"):
-            if not _is_text(value):
-                raise bad(name)
-        elif name in ("steps_done",):
-            if not (_is_int(value) and 0 <= value <= _BIG):
-                raise bad(name)
+            ok = _is_text(value)
+        elif name == "steps_done":
+            ok = _is_int(value) and 0 <= value <= _BIG
         elif name == "stopped":
-            if not isinstance(value, bool):
-                raise bad(name)
+            ok = isinstance(value, bool)
         elif name in ("final_train_loss", "final_val_loss"):
-            if not _is_number(value, 0.0, MAX_LOSS):
-                raise bad(name)
+            ok = _is_number(value, 0.0, MAX_LOSS)
         elif name in ("wall_s", "tokens_per_s"):
-            if not _is_number(value, 0.0, _BIG):
-                raise bad(name)
+            ok = _is_number(value, 0.0, _BIG)
         elif name == "train_config":
-            value = _check_train_config(value, where)
+            value, ok = _check_train_config(value, where), True
         elif name == "history":
-            value = _check_history(value, where)
+            value, ok = _check_history(value, where), True
         else:
             continue
+        if not ok:
+            raise CheckpointError(f"{where}: summary field {name!r} = {repr(value)[:40]} is invalid", "summary")
         out[name] = value
     return out
 

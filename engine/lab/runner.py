@@ -96,8 +96,8 @@ class BrowserBusy(Exception):
         job: the browser's job that is queued or running.
     """
 
-    def __init__(self, job: Job):
-        super().__init__(f"this browser already has a {job.snapshot().state} job")
+    def __init__(self, job: Job, message: str = ""):
+        super().__init__(message)
         self.job = job
 
 
@@ -212,7 +212,7 @@ class LabRunner:
     def _check_browser(self, browser_id: str | None) -> None:
         busy = self.browser_job(browser_id)
         if busy is not None:
-            raise BrowserBusy(busy)
+            raise BrowserBusy(busy, f"browser {browser_id} already has a {busy.snapshot().state} job")
 
     def lookup(self, model_config: GPTConfig, train_config: TrainConfig, corpus: Corpus) -> LabModel | None:
         """The registry's model for exactly these settings and text, or None."""
