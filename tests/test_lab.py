@@ -318,7 +318,7 @@ def test_non_finite_logits_are_refused_before_sampling(trained):
     model.load_state_dict(good.model.state_dict())
     with torch.no_grad():
         model.lm_head.weight[0, 0] = float("nan")  # every logit row then holds a NaN
-    broken = M.LabModel(model.eval(), good.tokenizer, {}, "uploaded", M.weights_id(model))
+    broken = M.LabModel(model.eval(), good.tokenizer, {}, "uploaded", M.weights_id(model, good.tokenizer))
     for temperature in (0.0, 0.8):
         with pytest.raises(M.NonFiniteLogitsError):
             M.generate(broken, "白日", 5, temperature=temperature)
@@ -730,7 +730,7 @@ def unk_model():
         model.ln_f.bias.fill_(1.0)
         model.lm_head.weight.zero_()
         model.lm_head.weight[tokenizer.unk_id] = 3.0
-    return M.LabModel(model, tokenizer, {}, "uploaded", M.weights_id(model))
+    return M.LabModel(model, tokenizer, {}, "uploaded", M.weights_id(model, tokenizer))
 
 
 def test_generation_never_writes_the_unknown_token(unk_model):
