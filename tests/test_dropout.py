@@ -97,7 +97,7 @@ def test_train_vs_eval(weights):
     assert not D.train_vs_eval(A.chapter_inputs(), p=0.0, seed=123).train_calls_differ
 
 
-SLIDER = F.SliderLabels("ones", "weights", "sum", "p={p:.1f} scale={scale:.4g} kept={kept}/{total}", "p = ")
+SLIDER = F.SliderLabels("ones", "weights", "sum", "p={p} scale={scale} kept={kept}/{total}", "p = ")
 
 
 def test_dropout_slider_figure_has_one_step_per_p(weights):
@@ -108,7 +108,7 @@ def test_dropout_slider_figure_has_one_step_per_p(weights):
     assert [s["label"] for s in steps] == [F.step_label(p) for p in D.P_VALUES] == [f"{p:.1f}" for p in D.P_VALUES]
     assert spec["layout"]["sliders"][0]["active"] == 5
     assert spec["layout"]["sliders"][0]["currentvalue"]["prefix"] == "p = "
-    assert spec["layout"]["title"]["text"] == f"p=0.5 scale=2 kept={sweep[0.5].kept}/36"
+    assert spec["layout"]["title"]["text"] == f"p=0.5 scale=2.000 kept={sweep[0.5].kept}/36"
     assert len(fig.data) == 4 * len(D.P_VALUES)
     step5 = fig.data[4 * 5]
     assert step5.visible is True and fig.data[0].visible is False
@@ -117,13 +117,24 @@ def test_dropout_slider_figure_has_one_step_per_p(weights):
         F.dropout_slider_figure(sweep, list(A.CHAPTER_TOKENS), SLIDER, active_p=0.55)
 
 
+def test_dropout_figures_follow_the_readers_separators(weights):
+    """Issue 24: a French figure writes 0,5 and 2,00 in its labels, cells and title, and says so to Plotly."""
+    sweep = D.dropout_sweep(weights, seed=chapter.DROPOUT_SEED)
+    french = F.SliderLabels("ones", "weights", "sum", "p={p} scale={scale}", "p = ", separators=",\u202f")
+    fig = F.dropout_slider_figure(sweep, list(A.CHAPTER_TOKENS), french, active_p=0.5)
+    assert fig.layout.separators == ",\u202f"
+    assert [s.label for s in fig.layout.sliders[0].steps][5] == "0,5"
+    assert fig.layout.title.text == "p=0,5 scale=2,000"
+    assert list(fig.data[4 * 5].text[0][:2]) == ["2,00", "2,00"]
+
+
 def test_other_figures(weights):
     expectation = D.dropout_expectation(weights, p=0.5, n_masks=50)
-    convergence = F.convergence_figure(expectation, 0.5, F.ConvergenceLabels("err {p:.1f}", "guide", "{n}: {value}",
+    convergence = F.convergence_figure(expectation, 0.5, F.ConvergenceLabels("err {p}", "guide", "{n}: {value}",
                                                                              "n", "error"))
     assert [trace.name for trace in convergence.data] == ["err 0.5", "guide"]
     modes = F.train_eval_figure(D.train_vs_eval(A.chapter_inputs(), 0.5, 1), list(A.CHAPTER_TOKENS),
-                                F.TrainEvalLabels("a", "b", "c", "{token}|{sum:.1f}"))
+                                F.TrainEvalLabels("a", "b", "c", "{token}|{sum}"))
     assert len(modes.data) == 3
     assert [a.text for a in modes.layout.annotations] == ["a", "b", "c"]
-    assert list(modes.layout.yaxis3.ticktext)[0] == f"{A.CHAPTER_TOKENS[0]}|1.0"
+    assert list(modes.layout.yaxis3.ticktext)[0] == f"{A.CHAPTER_TOKENS[0]}|1.00"

@@ -9,6 +9,7 @@ from engine.diagrams.core import shape_text
 from engine.sections import dropout as sections
 from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import num, plotly_separators
 
 PAGE = "views/dropout.py"
 P_LABELS = [f"{0.1 * i:.1f}" for i in range(10)]
@@ -52,7 +53,7 @@ def test_numbers_beside_the_figure_are_its_active_step(fresh):
     ones_sums = cell_values(fig["data"][start + 1]).ravel()
     weight_sums = cell_values(fig["data"][start + 3]).ravel()
     expected = beside_figure(fresh, 123, active["label"], "[" + ", ".join(f"{v:.1f}" for v in ones_sums) + "]",
-                             "[" + ", ".join(f"{v:.4f}" for v in weight_sums) + "]")
+                             "[" + ", ".join(f"{v:.2f}" for v in weight_sums) + "]")
     assert expected in texts(fresh)
     assert fig["layout"]["title"]["text"] == active["args"][1]["title.text"]
 
@@ -65,10 +66,11 @@ def test_slider_figure_one_step_per_p_and_chapter_step(fresh):
     assert len(fig["data"]) == 4 * 10
     ones, ones_sums, weights, weight_sums = fig["data"][20:24]  # the p = 0.5 step
     np.testing.assert_allclose(cell_values(ones), np.array(chapter.DROPOUT_ONES))
-    np.testing.assert_allclose(cell_values(weights), np.array(chapter.DROPOUT_CAUSAL), atol=5e-5)
+    # the cells write 3 decimals (4 ran into each other on a phone); the badges check the chapter's 4
+    np.testing.assert_allclose(cell_values(weights), np.array(chapter.DROPOUT_CAUSAL), atol=5e-4)
     np.testing.assert_allclose(cell_values(ones_sums).ravel(), np.array(chapter.DROPOUT_ONES).sum(axis=1))
     np.testing.assert_allclose(cell_values(weight_sums).ravel(), np.array(chapter.DROPOUT_CAUSAL).sum(axis=1),
-                               atol=2e-4)
+                               atol=5e-3)
     for s, step in enumerate(slider["steps"]):
         visible = step["args"][0]["visible"]
         assert [i for i, v in enumerate(visible) if v] == list(range(4 * s, 4 * s + 4))
@@ -97,8 +99,8 @@ def test_other_seed_differs_as_expected(at, seed):
 def test_mean_over_masks_converges(at, p):
     at.select_slider(key="do_mean_p").set_value(p).run()
     assert not at.exception
-    template = t("After {n} masks: max |mean − weights| = **{error:.4f}** (σ of the largest weight / √n = "
-                 "{sigma:.4f}); after 10 masks: {early:.4f}.")
+    template = t("After {n} masks: max |mean − weights| = **{error}** (σ of the largest weight / √n = "
+                 "{sigma}); after 10 masks: {early}.")
     prefix = template.split("{n}")[0]
     line = next(x for x in texts(at) if x.startswith(prefix))
     final = float(line.split("**")[1])
@@ -108,7 +110,7 @@ def test_mean_over_masks_converges(at, p):
         assert final < 0.02
     fig = next(f for f in figures(at) if f["layout"]["xaxis"].get("type") == "log")
     assert len(fig["data"][0]["x"]) == 2000
-    assert fig["data"][0]["name"] == t("max |mean − weights|, p = {p:.1f}").format(p=p)
+    assert fig["data"][0]["name"] == t("max |mean − weights|, p = {p}").format(p=f"{p:.1f}")
 
 
 @pytest.mark.parametrize("p", [0.0, 0.5, 0.9])
@@ -117,7 +119,7 @@ def test_train_vs_eval(at, p):
     assert not at.exception
     green = badges(at, "green")
     assert any(t("eval(): deterministic, and identical to the same layer with p = 0") in b for b in green)
-    assert t("max |eval() output − output with p = 0| = {diff:.1e}").format(diff=0.0) in texts(at)
+    assert t("max |eval() output − output with p = 0| = {diff}").format(diff="0.0") in texts(at)
     if p == 0.0:
         assert any(t("train() with p = 0: nothing is dropped, both calls agree") in b for b in badges(at, "gray"))
     else:
@@ -134,7 +136,9 @@ def test_other_languages_same_checks(lang):
     assert not app.exception
     assert len(badges(app, "green")) == 3 and not badges(app, "red")
     slider = slider_figure(app)["layout"]["sliders"][0]
-    assert slider["steps"][slider["active"]]["label"] == "0.5"
+    # the step labels in the reader's number format, as Plotly's separators of the figure
+    assert slider["steps"][slider["active"]]["label"] == num(0.5, 1, lang=lang)
+    assert slider_figure(app)["layout"]["separators"] == plotly_separators(lang)
     assert slider["currentvalue"]["prefix"] == translations(lang).gettext("dropout p = ")
 
 

@@ -16,7 +16,7 @@ def close(got, want):
 
 
 DK_LABELS = figures.DkSweepLabels("spread", "w_max", "grad", "without", "with", "score",
-                                  "d_k={d_k} var={var:.2f} scaled={var_scaled:.3f} n={n}", "d_k: ")
+                                  "d_k={d_k} var={var} scaled={var_scaled} n={n}", "d_k: ")
 INIT_LABELS = figures.InitLabels("W", "xW", "{init} m", "{init} t", "t")
 
 
@@ -108,7 +108,7 @@ def test_dk_figure_has_one_slider_step_per_d_k(sweep):
     # the step titles come from the caller's template, filled with the sweep's numbers
     row = sweep.stats.set_index("d_k").loc[64]
     assert spec["layout"]["title"]["text"] == DK_LABELS.step_title.format(
-        d_k=64, var=row["var_scores"], var_scaled=row["var_scaled"], n=sweep.n_samples)
+        d_k=64, var=f"{row['var_scores']:.2f}", var_scaled=f"{row['var_scaled']:.3f}", n=f"{sweep.n_samples:,}")
     assert spec["layout"]["sliders"][0]["currentvalue"]["prefix"] == "d_k: "
     with pytest.raises(ValueError):
         figures.dk_sweep_figure(sweep, DK_LABELS, active_d_k=3)

@@ -109,13 +109,15 @@ async ({minFont, overlapPx, edgePx}) => {
     return true;
   };
   // the text's box as four corners on the screen (a rotated text gives a rotated rectangle)
-  // vertically the em box (font size) about the line box's middle: the line box holds the font's whole
+  // vertically from the first line's em box (font size) to the last one's: a line box holds the font's whole
   // ascent and descent, and lines stacked at 1.2 em would overlap by it
   const corners = (el) => {
     const r = el.getBBox(), m = el.getScreenCTM();
     const b = {x: r.x, y: r.y, width: r.width, height: r.height};
     const em = parseFloat(getComputedStyle(el).fontSize);
-    if (em < b.height) { b.y += (b.height - em) / 2; b.height = em; }
+    const lines = Math.max(1, el.querySelectorAll('tspan.line').length);
+    const trim = b.height / lines - em;   // a line box's room above and below its em box
+    if (trim > 0) { b.y += trim / 2; b.height -= trim; }
     const pts = [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]];
     return pts.map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
   };

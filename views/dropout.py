@@ -12,6 +12,7 @@ from engine.sections import dropout as sections
 from ui import page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
+from ui.numbers import integer, num, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -62,21 +63,21 @@ seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value
                      value=chapter.DROPOUT_SEED, key="do_seed")
 slider_labels = figures.SliderLabels(
     ones_panel="dropout(ones(6, 6))", weights_panel="dropout(causal attn_weights)", sum_panel=_("row sum"),
-    step=_("p = {p:.1f}: each weight is dropped with probability {p:.1f}; survivors × 1/(1−p) = {scale:.4g} "
+    step=_("p = {p}: each weight is dropped with probability {p}; survivors × 1/(1−p) = {scale} "
            "({kept} of {total} kept this time)"),
-    slider_prefix=_("dropout p = "))
+    slider_prefix=_("dropout p = "), separators=plotly_separators())
 sweep, slider_figure = sweep_and_figure(seed, slider_labels)
 st.plotly_chart(slider_figure, key="do_slider_figure")
 shown = sweep[SHOWN_P]
 applies = seed == chapter.DROPOUT_SEED
 st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
               "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
-              "in the narrow columns.").format(p=figures.step_label(SHOWN_P), seed=seed,
+              "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
                                                ones=page.fmt_row(shown.ones_row_sums, 1),
-                                               weights=page.fmt_row(shown.weights_row_sums)))
-page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=figures.step_label(SHOWN_P)), shown.ones,
+                                               weights=page.fmt_row(shown.weights_row_sums, 2)))
+page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
                    chapter.DROPOUT_ONES, applies)
-page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=figures.step_label(SHOWN_P)), shown.weights,
+page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,
                    chapter.DROPOUT_CAUSAL, applies)
 page.prose("platforms")
 device = pick_device()
@@ -99,16 +100,16 @@ def mean_section() -> None:
     p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, value=0.5, key="do_mean_p",
                               bind="query-params")
     convergence_labels = figures.ConvergenceLabels(
-        error=_("max |mean − weights|, p = {p:.1f}"), guide=_("σ of the largest weight / √n"),
+        error=_("max |mean − weights|, p = {p}"), guide=_("σ of the largest weight / √n"),
         hover=_("{n} masks: {value}"), masks_axis=_("number of dropout masks averaged"),
-        error_axis=_("largest deviation from the weights"))
-    with st.spinner(_("Averaging {n} dropout masks …").format(n=N_MASKS)):
+        error_axis=_("largest deviation from the weights"), separators=plotly_separators())
+    with st.spinner(_("Averaging {n} dropout masks …").format(n=integer(N_MASKS))):
         expectation, convergence = expectation_and_figure(float(p_mean), convergence_labels)
     st.plotly_chart(convergence, key="do_convergence")
-    st.markdown(_("After {n} masks: max |mean − weights| = **{error:.4f}** (σ of the largest weight / √n = "
-                  "{sigma:.4f}); after 10 masks: {early:.4f}.").format(
-        n=expectation.masks, error=expectation.final_error, sigma=expectation.final_sigma,
-        early=expectation.error_after_10))
+    st.markdown(_("After {n} masks: max |mean − weights| = **{error}** (σ of the largest weight / √n = "
+                  "{sigma}); after 10 masks: {early}.").format(
+        n=integer(expectation.masks), error=num(expectation.final_error, 4), sigma=num(expectation.final_sigma, 4),
+        early=num(expectation.error_after_10, 4)))
 
 
 mean_section()
@@ -124,7 +125,7 @@ def modes_section() -> None:
                                value=0.5, key="do_layer_p", bind="query-params")
     modes = sections.train_vs_eval(inputs, float(p_layer), chapter.DROPOUT_SEED)
     mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
-                                          row=_("{token} (Σ {sum:.2f})"))
+                                          row=_("{token} (Σ {sum})"), separators=plotly_separators())
     st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
     left, right = st.columns([2, 3])
     with left:
@@ -144,8 +145,8 @@ def modes_section() -> None:
         page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
                      _("eval(): deterministic, and identical to the same layer with p = 0"),
                      _("eval() output differs from the layer without dropout"))
-        st.markdown(_("max |eval() output − output with p = 0| = {diff:.1e}").format(
-            diff=modes.max_abs_diff_eval_vs_p0))
+        st.markdown(_("max |eval() output − output with p = 0| = {diff}").format(
+            diff=sci(modes.max_abs_diff_eval_vs_p0, 1)))
 
 
 modes_section()

@@ -70,7 +70,7 @@ def label_px(text: str, size: float = 13) -> float:
 #: Right margin (px) that holds Plotly's vertical toolbar.
 MODEBAR_MARGIN = 40
 #: Longest title line (characters) that clears Plotly's vertical toolbar on a 390-px phone at the app's font.
-TITLE_WIDTH = 44
+TITLE_WIDTH = 38
 
 
 def wrap_text(text: str, width: int) -> str:
@@ -132,12 +132,13 @@ def app_layout(title: str | None = None, height: int | None = None, top: int | N
 
 
 def base_layout(
-    fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None
+    fig: go.Figure, title: str | None = None, height: int | None = None, top: int | None = None,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """Apply :func:`app_layout` to a built figure (one ``update_layout`` call). A figure built in one
     ``go.Figure(data=..., layout=...)`` call with the layout merged in is cheaper still: an update of a
     figure that has traces costs Plotly's bookkeeping on every rerun (README, Architecture)."""
-    fig.update_layout(app_layout(title, height, top))
+    fig.update_layout(app_layout(title, height, top, separators))
     return fig
 
 

@@ -15,12 +15,18 @@ from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
+    SEPARATORS,
+    TITLE_WIDTH,
     WEIGHTS_SCALE,
     add_step_slider,
+    app_layout,
     base_layout,
+    column_labels,
+    format_number,
     heatmap_trace,
     matrix_axes,
     to_numpy,
+    wrap_text,
 )
 from engine.sections.dropout import DropoutPair, Expectation, TrainVsEval
 
@@ -32,9 +38,12 @@ class SliderLabels:
     """Words of :func:`dropout_slider_figure`, in the reader's language.
 
     Attributes:
-        ones_panel, weights_panel, sum_panel: the panel titles.
-        step: each step's title, with ``{p}``, ``{scale}``, ``{kept}`` and ``{total}``.
+        ones_panel, weights_panel: the titles of the two matrices.
+        sum_panel: what the narrow column beside each matrix holds (its row sums, headed "Σ").
+        step: each step's title, with ``{p}``, ``{scale}``, ``{kept}`` and ``{total}``, each already written
+            in the reader's number format.
         slider_prefix: text before the slider's current value.
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     ones_panel: str
@@ -42,11 +51,16 @@ class SliderLabels:
     sum_panel: str
     step: str
     slider_prefix: str
+    separators: str = SEPARATORS
 
 
-def step_label(p: float) -> str:
-    """The slider label of rate ``p`` ("0.5"), also how a page names the figure's active step."""
-    return f"{p:.1f}"
+def step_label(p: float, separators: str = SEPARATORS) -> str:
+    """The slider label of rate ``p`` ("0.5", "0,5"), also how a page names the figure's active step."""
+    return format_number(p, 1, separators)
+
+
+#: Pixel sizes of :func:`dropout_slider_figure`: a matrix row, the title and column labels over each matrix.
+SLIDER_ROW_PX, SLIDER_HEAD_PX = 34, 30
 
 
 def dropout_slider_figure(sweep: dict[float, DropoutPair], tokens: Sequence[str], labels: SliderLabels,
@@ -74,40 +88,57 @@ def dropout_slider_figure(sweep: dict[float, DropoutPair], tokens: Sequence[str]
     if active_p not in p_values:
         raise ValueError(f"active_p={active_p} is not one of {p_values}")
     tokens = list(tokens)
+    sep = labels.separators
+    angle, labels_px = column_labels(tokens, 11)
+    panel_titles = [wrap_text(f"{title} · Σ = {labels.sum_panel}", TITLE_WIDTH)
+                    for title in (labels.ones_panel, labels.weights_panel)]
+    head_px = SLIDER_HEAD_PX * (1 + max(t.count("<br>") for t in panel_titles)) + labels_px
+    matrix_px = SLIDER_ROW_PX * len(tokens)
+    plot_px = 2 * matrix_px + head_px
+    # the two matrices one above the other, each with its row sums in a narrow column at its right: side by
+    # side, four panels overprinted their titles and cells on a phone
     fig = make_subplots(
-        rows=1,
-        cols=4,
-        column_widths=[0.39, 0.06, 0.39, 0.09],
-        horizontal_spacing=0.035,
-        subplot_titles=(labels.ones_panel, labels.sum_panel, labels.weights_panel, labels.sum_panel),
+        rows=2,
+        cols=2,
+        column_widths=[0.86, 0.14],
+        horizontal_spacing=0.03,
+        vertical_spacing=head_px / plot_px,
+        subplot_titles=(panel_titles[0], "", panel_titles[1], ""),
     )
+    fig.update_annotations(x=0, xanchor="left", align="left", yshift=labels_px + 4)
     titles = []
     for p, result in sweep.items():
         top = max(result.scale, 1.0)
         panels = (
-            (result.ones, tokens, 1, WEIGHTS_SCALE, 2, (0.0, top)),
-            (result.ones_row_sums.unsqueeze(-1), ["Σ"], 2, _SUM_SCALE, 1, (0.0, None)),  # (T,) -> (T, 1)
-            (result.weights, tokens, 3, WEIGHTS_SCALE, 4, (0.0, top)),
-            (result.weights_row_sums.unsqueeze(-1), ["Σ"], 4, _SUM_SCALE, 4, (0.0, None)),  # (T,) -> (T, 1)
+            (result.ones, tokens, 1, 1, WEIGHTS_SCALE, 2, (0.0, top)),
+            (result.ones_row_sums.unsqueeze(-1), ["Σ"], 1, 2, _SUM_SCALE, 1, (0.0, None)),  # (T,) -> (T, 1)
+            (result.weights, tokens, 2, 1, WEIGHTS_SCALE, 3, (0.0, top)),
+            (result.weights_row_sums.unsqueeze(-1), ["Σ"], 2, 2, _SUM_SCALE, 2, (0.0, None)),  # (T,) -> (T, 1)
         )
-        for matrix, cols, col, colorscale, decimals, (zmin, zmax) in panels:
+        for matrix, cols, row, col, colorscale, decimals, (zmin, zmax) in panels:
             fig.add_trace(
                 heatmap_trace(matrix, tokens, cols, colorscale=colorscale, zmin=zmin, zmax=zmax, decimals=decimals,
-                              showscale=False),
-                row=1,
+                              showscale=False, separators=sep),
+                row=row,
                 col=col,
             )
-        titles.append(labels.step.format(p=p, scale=result.scale, kept=result.kept, total=result.ones.numel()))
-    for col, axis_labels in ((1, tokens), (2, ["Σ"]), (3, tokens), (4, ["Σ"])):
-        matrix_axes(fig, tokens, axis_labels, row=1, col=col)
-    for col in (2, 3, 4):  # every panel shares the rows of the first one
-        fig.update_yaxes(showticklabels=False, row=1, col=col)
-    fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
-    fig.update_annotations(yshift=55)
-    base_layout(fig, titles[p_values.index(active_p)], 500, top=140)
+        titles.append(labels.step.format(p=step_label(p, sep), scale=format_number(result.scale, 3, sep),
+                                         kept=result.kept, total=result.ones.numel()))
+    for row in (1, 2):
+        for col, axis_labels in ((1, tokens), (2, ["Σ"])):
+            matrix_axes(fig, tokens, axis_labels, row=row, col=col)
+        fig.update_yaxes(showticklabels=False, row=row, col=2)
+    fig.update_xaxes(tickangle=angle, tickfont=dict(size=11))
+    fig.update_yaxes(tickfont=dict(size=11))
+    lines = max(wrap_text(t, TITLE_WIDTH).count("<br>") for t in titles)
+    # the top margin holds the step's title and the first matrix's head; the bottom one the slider
+    top = 50 + 8 * lines + head_px
+    fig.update_layout(app_layout(titles[p_values.index(active_p)], plot_px + top + 18 * lines + 110, top=top,
+                                 separators=sep))
+    fig.update_layout(margin=dict(b=110))
     return add_step_slider(
         fig,
-        [step_label(p) for p in p_values],
+        [step_label(p, sep) for p in p_values],
         traces_per_step=4,
         prefix=labels.slider_prefix,
         active=p_values.index(active_p),
@@ -120,10 +151,11 @@ class ConvergenceLabels:
     """Words of :func:`convergence_figure`, in the reader's language.
 
     Attributes:
-        error: legend name of the measured line, with ``{p}``.
+        error: legend name of the measured line, with ``{p}`` (written with ``separators``).
         guide: legend name of the σ/√n guide.
         hover: a point's hover, with ``{n}`` and ``{value}`` (Plotly's ``%{x}``, ``%{y:.4f}`` passed in).
         masks_axis, error_axis: the axis titles.
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     error: str
@@ -131,6 +163,7 @@ class ConvergenceLabels:
     hover: str
     masks_axis: str
     error_axis: str
+    separators: str = SEPARATORS
 
 
 def convergence_figure(expectation: Expectation, p: float, labels: ConvergenceLabels) -> go.Figure:
@@ -145,7 +178,8 @@ def convergence_figure(expectation: Expectation, p: float, labels: ConvergenceLa
     hover = labels.hover.format(n="%{x}", value="%{y:.4f}")
     fig = go.Figure()
     fig.add_scatter(
-        x=table["masks"], y=table["max_abs_error"], mode="lines", name=labels.error.format(p=p),
+        x=table["masks"], y=table["max_abs_error"], mode="lines",
+        name=labels.error.format(p=step_label(p, labels.separators)),
         line=dict(color=PALETTE[0]), hovertemplate=hover + "<extra></extra>",
     )
     fig.add_scatter(
@@ -156,7 +190,7 @@ def convergence_figure(expectation: Expectation, p: float, labels: ConvergenceLa
     fig.update_xaxes(type="log", title_text=labels.masks_axis, gridcolor="#eee", dtick=1, exponentformat="power")
     fig.update_yaxes(type="log", title_text=labels.error_axis, gridcolor="#eee", dtick=1, exponentformat="power")
     fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    return base_layout(fig, None, 380)
+    return base_layout(fig, None, 380, separators=labels.separators)
 
 
 @dataclass(frozen=True)
@@ -165,17 +199,24 @@ class TrainEvalLabels:
 
     Attributes:
         train_1, train_2, eval: the three panel titles.
-        row: a row's label, with ``{token}`` and ``{sum}`` (the row sum).
+        row: a row's label, with ``{token}`` and ``{sum}`` (the row sum, written with ``separators``).
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     train_1: str
     train_2: str
     eval: str
     row: str
+    separators: str = SEPARATORS
+
+
+#: Pixel sizes of :func:`train_eval_figure`: a matrix row, the title and column labels over each matrix.
+MODES_ROW_PX, MODES_HEAD_PX = 30, 34
 
 
 def train_eval_figure(result: TrainVsEval, tokens: Sequence[str], labels: TrainEvalLabels) -> go.Figure:
-    """Attention weights of two train() calls and one eval() call side by side, rows labelled with their sums.
+    """Attention weights of two train() calls and one eval() call one above the other, rows labelled with
+    their sums (side by side, three panels overprinted each other's row labels on a phone).
 
     Args:
         result: :func:`engine.sections.dropout.train_vs_eval`.
@@ -183,18 +224,22 @@ def train_eval_figure(result: TrainVsEval, tokens: Sequence[str], labels: TrainE
         labels: the figure's words.
     """
     tokens = list(tokens)
+    sep = labels.separators
     matrices = (result.train_1, result.train_2, result.eval_1)
-    fig = make_subplots(rows=1, cols=3, subplot_titles=(labels.train_1, labels.train_2, labels.eval),
-                        horizontal_spacing=0.12)
+    angle, labels_px = column_labels(tokens, 11)
+    head_px = MODES_HEAD_PX + labels_px
+    matrix_px = MODES_ROW_PX * len(tokens)
+    plot_px = 3 * matrix_px + 2 * head_px
+    fig = make_subplots(rows=3, cols=1, subplot_titles=(labels.train_1, labels.train_2, labels.eval),
+                        vertical_spacing=head_px / plot_px)
+    fig.update_annotations(x=0, xanchor="left", align="left", yshift=labels_px + 4)
     zmax = float(torch.stack(matrices).max())
-    for col, matrix in enumerate(matrices, start=1):
+    for row, matrix in enumerate(matrices, start=1):
         sums = to_numpy(matrix.sum(dim=-1))  # (T, T) -> (T,)
-        rows = [labels.row.format(token=t, sum=v) for t, v in zip(tokens, sums, strict=True)]
-        fig.add_trace(heatmap_trace(matrix, rows, tokens, zmin=0.0, zmax=zmax, decimals=3, showscale=False),
-                      row=1, col=col)
-        matrix_axes(fig, rows, tokens, row=1, col=col)
-    fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
+        rows = [labels.row.format(token=t, sum=format_number(v, 2, sep)) for t, v in zip(tokens, sums, strict=True)]
+        fig.add_trace(heatmap_trace(matrix, rows, tokens, zmin=0.0, zmax=zmax, decimals=3, showscale=False,
+                                    separators=sep), row=row, col=1)
+        matrix_axes(fig, rows, tokens, row=row, col=1)
+    fig.update_xaxes(tickangle=angle, tickfont=dict(size=11))
     fig.update_yaxes(tickfont=dict(size=11))
-    fig.update_annotations(yshift=55)
-    base_layout(fig, None, 460, top=110)
-    return fig
+    return fig.update_layout(app_layout(None, plot_px + head_px + 20, top=head_px, separators=sep))

@@ -76,9 +76,9 @@ class InitLabels:
     separators: str = SEPARATORS
 
 
-#: Pixel sizes of :func:`dk_sweep_figure`: the title lines, the box panel, a bar panel, the gap that holds a
-#: panel's title (and the axis above it), the slider under the panels.
-DK_TOP_PX, DK_BOX_PX, DK_BAR_PX, DK_GAP_PX, DK_SLIDER_PX = 96, 190, 170, 84, 110
+#: Pixel sizes of :func:`dk_sweep_figure`: the room above the titles, the box panel, a bar panel, the gap that
+#: holds a panel's title (and the axis above it), the slider under the panels.
+DK_TOP_PX, DK_BOX_PX, DK_BAR_PX, DK_GAP_PX, DK_SLIDER_PX = 16, 190, 170, 104, 110
 #: Longest line (characters) of a panel title: it starts right of the bars' labels, which take a third of a phone.
 PANEL_TITLE_WIDTH = 28
 
@@ -175,10 +175,12 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
     fig.update_xaxes(range=[0, 0.34], row=3, col=1)
     fig.update_xaxes(gridcolor="#eee")
     fig.update_yaxes(automargin=True)
-    lines = max(t.count("<br>") for t in titles)
-    fig.update_layout(app_layout(titles[d_ks.index(active_d_k)], DK_TOP_PX + 18 * lines + plot_px + DK_SLIDER_PX,
+    # the top margin holds the step's title (24 px a line) and the first panel's title (20 px a line)
+    lines = 1 + max(t.count("<br>") for t in titles)
+    top = DK_TOP_PX + 24 * lines + 20 * (1 + wrap_text(labels.spread_panel, PANEL_TITLE_WIDTH).count("<br>"))
+    fig.update_layout(app_layout(titles[d_ks.index(active_d_k)], top + plot_px + DK_SLIDER_PX,
                                  separators=labels.separators))
-    fig.update_layout(margin=dict(t=DK_TOP_PX + 18 * lines, b=DK_SLIDER_PX))
+    fig.update_layout(margin=dict(t=top, b=DK_SLIDER_PX))
     return add_step_slider(
         fig,
         [str(d) for d in d_ks],
