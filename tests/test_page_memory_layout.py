@@ -279,3 +279,13 @@ def test_a_crafted_link_gets_messages_not_a_traceback():
     assert [e.value for e in app.error] == [start_error("too_large", **LIMITS),
                                             new_error("too_long", limit=sections.MAX_SHAPE_TEXT)]
     assert walk_order(walk_figure(app)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_every_chart_has_a_text_alternative_with_its_values(at):
+    """Issue 25: the walk's alternative lists the cells read in logical order, the cost chart's the sizes it marks."""
+    charts = at.get("plotly_chart")
+    assert charts and all(c.proto.alt.strip() for c in charts)
+    walk = next(c.proto.alt for c in charts if c.proto.id.endswith("ml_walk"))
+    assert "0 · 1 · 2 · 3 · 4 · 5" in walk
+    cost = next(c.proto.alt for c in charts if c.proto.id.endswith("ml_cost_chart"))
+    assert byte_size(sections.score_tensor_bytes(8, 12, sections.LONG_T), lang="en") in cost

@@ -9,7 +9,7 @@ from engine.bench import attention as bench
 from engine.sections import multi_head as sections
 from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import byte_size, integer
+from ui.numbers import byte_size, integer, num
 
 PAGE = "views/multi_head.py"
 t = translations("en").gettext
@@ -296,3 +296,14 @@ def test_diagram_builds_in_french_and_german(lang):
     other = open_page(PAGE, 60, lang=lang)
     assert not other.exception
     assert run_shapes(32, 4)["q_heads"] in both(other)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_every_chart_and_diagram_has_a_text_alternative_with_its_values(lang):
+    """Issue 25: a reader without sight gets what each chart shows and its key values, in their language."""
+    app = open_page(PAGE, 60, lang=lang)
+    charts = app.get("plotly_chart")
+    assert charts and all(c.proto.alt.strip() for c in charts)
+    wrapper_alt = next(c.proto.alt for c in charts if c.proto.id.endswith("mh_wrapper_chart"))
+    first = sections.wrapper_output(chapter.MHA_WRAPPER_SEED).context_vec[0, 0]
+    assert " · ".join(num(float(v), 4, lang) for v in first) in wrapper_alt

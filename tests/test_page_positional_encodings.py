@@ -151,7 +151,8 @@ def test_visibility_picture(at):
     # only position 4 has the same own character and the same visible characters in both lines (position 3 sees
     # the same four characters, but its own is 山 in one line and 白 in the other)
     vis = sections.causal_visibility()
-    marked = [label.endswith(msg("same inputs")) for label in fig["layout"]["yaxis"]["ticktext"]]
+    marked = [label.endswith("✓") for label in fig["layout"]["yaxis"]["ticktext"]]
+    assert msg("same inputs") in fig["layout"]["annotations"][0]["text"]
     assert marked == vis.same_inputs.tolist() == [False, False, False, False, True]
     expected = msg("visible tokens per position = {counts} · same own character and same visible characters in "
                    "both lines: {same}", counts=[1, 2, 3, 4, 5], same="4")
@@ -356,3 +357,16 @@ def test_diagrams_build_in_french_and_german(lang):
     other.run()
     assert not other.exception
     assert len(entry_specs(other)) == 4
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_every_chart_has_a_text_alternative_with_its_values(lang):
+    """Issue 25: each chart's text alternative, in the reader's language, carries the values a sighted reader reads."""
+    app = open_page(PAGE, PAGE_TIMEOUT, lang=lang)
+    charts = app.get("plotly_chart")
+    assert charts and all(c.proto.alt.strip() for c in charts)
+    perm = next(c.proto.alt for c in charts if c.proto.id.endswith("pe_perm_chart"))
+    table = perm_table(app, lang)
+    assert sci(table.loc[1, "none"], lang=lang) in perm and sci(table.loc[2, "rope"], lang=lang) in perm
+    visibility = next(c.proto.alt for c in charts if c.proto.id.endswith("pe_visibility"))
+    assert "1 · 2 · 3 · 4 · 5" in visibility and visibility.rstrip(".").endswith(": 4")  # only position 4

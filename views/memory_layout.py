@@ -142,7 +142,10 @@ def explorer_section() -> None:
         for error in run.errors:
             st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
     page.static_table(layout_frame(run.table))
-    st.plotly_chart(walk_figure, key="ml_walk")
+    st.plotly_chart(walk_figure, key="ml_walk", alt=_(
+        "The tensor {code} as a grid of its elements above its {n} storage cells; the slider walks the elements in "
+        "logical order and lights the cell each is read from: cells {order}.").format(
+            code=run.shown_code, n=int(run.walk.storage_values.numel()), order=" · ".join(map(str, run.order))))
     st.markdown(_("`{code}` reads storage cells in the order {order}").format(code=run.shown_code,
                                                                               order=list(run.order)))
 
@@ -179,7 +182,12 @@ def heads_section() -> None:
         same_storage=_("same storage as the step before"), new_storage=_("new storage"),
         cells=_("cells {first}–{last}"), cell_axis=_("cell within the row"), slider_prefix=_("stage "))
     stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h), head_labels)
-    st.plotly_chart(heads_figure, key="ml_heads_walk")
+    st.plotly_chart(heads_figure, key="ml_heads_walk", alt=_(
+        "The keys at each stage of the head split (T = {T}, H = {H}, d_h = {d_h}), every element coloured by its "
+        "head, above the storage in memory order; the slider steps through the stages: {stages}.").format(
+            T=int(T), H=int(H), d_h=int(d_h), stages=" · ".join(
+                f"{stage} {shape} {_('contiguous') if contiguous else _('NOT contiguous')}" for stage, shape, contiguous
+                in zip(stages_table["stage"], stages_table["shape"], stages_table["is_contiguous"], strict=True))))
     st.dataframe(
         stages_table.assign(shares_previous=stages_table["shares_previous"].map(
             {True: _("same as the stage before"), False: _("new")})).rename(
@@ -209,7 +217,11 @@ def cost_section() -> None:
         separators=plotly_separators())
     cost, cost_figure = cost_cached(batch, heads, head_dim, sections.DTYPE_BYTES[dtype_name], current_language(),
                                     cost_labels)
-    st.plotly_chart(cost_figure, key="ml_cost_chart")
+    st.plotly_chart(cost_figure, key="ml_cost_chart", alt=_(
+        "Log–log chart of the bytes of attn_scores (growing with T²) and of q, k, v (growing with T) for T from "
+        "{first} to {last}: at T = {T} the scores take {scores} and q, k, v {qkv}.").format(
+            first=integer(int(cost.table["T"].min())), last=integer(int(cost.table["T"].max())),
+            T=integer(sections.LONG_T), scores=byte_size(cost.scores_long), qkv=byte_size(cost.qkv_long)))
     m1, m2, m3 = st.columns(3)
     m1.metric(_("attn_scores at T = {T}").format(T=integer(sections.SHORT_T)), byte_size(cost.scores_short))
     m2.metric(_("attn_scores at T = {T}").format(T=integer(sections.LONG_T)), byte_size(cost.scores_long),

@@ -50,13 +50,13 @@ def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str) -> tuple:
+def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str, separators: str) -> tuple:
     """The chapter's wrapper (and its heatmap), exercise 3.2 and split layer for one seed."""
     wrapper = sections.wrapper_output(seed)
     out_cols = [head_col.format(h=j // 2, d=j % 2) for j in range(4)]
     figure = attention_heatmap(
         wrapper.context_vec[0], TOKENS, out_cols, colorscale=SIGNED_SCALE, row_title=row_title,
-        col_title=col_title, title=title.format(shape=tuple(wrapper.context_vec.shape)),
+        col_title=col_title, title=title.format(shape=tuple(wrapper.context_vec.shape)), separators=separators,
     )
     return wrapper, figure, sections.wrapper_output(seed, d_out=1, num_heads=2), sections.split_output(seed)
 
@@ -86,6 +86,12 @@ def bench_view(data: dict, labels: tuple[str, str, str, str, str], sizes: tuple[
                                          separators=separators)
         views.append((rows, figures.bench_bars(rows, bar_labels)))
     return views
+
+
+def values_text(pairs, decimals: int = 2) -> str:
+    """Named values for a chart's text alternative: "wrapper 2,27 · split 1,90" (no comma between them, which a
+    French or German reader would take for a decimal sign)."""
+    return " · ".join(f"{name} {num(value, decimals)}" for name, value in pairs)
 
 
 def two_decimals(value: float) -> str:
@@ -173,7 +179,10 @@ def show_bench(data: dict, key: str) -> None:
             {headers[k]: two_decimals for k in ("forward_ms", "forward_ratio", "forward_backward_ms", "forward_min_ms")}
             | {headers["max_abs_diff"]: sci}, na_rep="—")
         st.table(styled.hide(axis="index"))
-        st.plotly_chart(figure, key=f"{key}_bars_{i}")
+        st.plotly_chart(figure, key=f"{key}_bars_{i}", alt=_(
+            "Bar chart of the median time per call at {size}, forward and forward+backward, in milliseconds: "
+            "{values}.").format(size=name, values=values_text(
+                (str(r.variant), r.forward_ms) for r in rows.itertuples())))
         verdict = bench_verdict_text(size)
         if verdict:
             st.markdown(verdict)
@@ -216,8 +225,12 @@ with page.slot():
             seed=chapter.MHA_WRAPPER_SEED))
 wrapper, wrapper_figure, exercise, split = chapter_cached(
     seed, _("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}"), _("token"), _("feature (head · dim)"),
-    _("head {h} · {d}"))
-st.plotly_chart(wrapper_figure, key="mh_wrapper_chart")
+    _("head {h} · {d}"), plotly_separators())
+st.plotly_chart(wrapper_figure, key="mh_wrapper_chart", alt=_(
+    "Heatmap of the wrapper's context vectors for the {T} tokens of the chapter's sentence, {d} features (two "
+    "heads of two); the first token's row: {row}.").format(
+        T=len(TOKENS), d=wrapper.context_vec.shape[-1],
+        row=" · ".join(num(float(v), 4) for v in wrapper.context_vec[0, 0])))
 st.markdown(_("context_vecs[0][0] = {row} · shape {shape}").format(
     row=page.fmt_row(wrapper.context_vec[0, 0]), shape=tuple(wrapper.context_vec.shape)))
 page.chapter_check(_("wrapper output (both sequences)"), wrapper.context_vec[0], chapter.MHA_WRAPPER_OUTPUT, applies)
@@ -303,7 +316,11 @@ def heads_section() -> None:
     head_dim = n_embd // num_heads
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(heads_figure, key="mh_heads_chart")
+        st.plotly_chart(heads_figure, key="mh_heads_chart", alt=_(
+            "Heatmaps of attn_weights, one per head of {H} (the slider steps through them), on the line “{line}”: "
+            "each row is a query character, its weights on the characters up to it sum to 1, and the cells above "
+            "the diagonal are 0 (the causal mask). Head 0's last row: {row}.").format(
+                H=num_heads, line=used.line, row=" · ".join(num(float(v), 3) for v in run.attn_weights[0, -1])))
     with right:
         st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
             T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
@@ -316,11 +333,13 @@ def heads_section() -> None:
     wrapper_column, split_column = st.columns(2)
     with wrapper_column:
         diagram(heads_diagram(run, "wrapper"), width="content",
-                alt=_("Diagram: the wrapper runs each head in turn and concatenates their outputs."))
+                alt=_("Diagram: the wrapper runs each of the {H} heads in turn on x {x} and concatenates their "
+                      "outputs into {out}.").format(H=num_heads, x=(1, T, n_embd), out=(1, T, n_embd)))
     with split_column:
         diagram(heads_diagram(run, "split"), width="content",
-                alt=_("Diagram: the weight-split layer projects once, cuts the result into heads, "
-                      "attends, joins the heads and applies out_proj."))
+                alt=_("Diagram: the weight-split layer projects x {x} once, cuts the result into heads {heads}, "
+                      "attends with scores {scores}, joins the heads back into {x} and applies out_proj.").format(
+                    x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
     st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
     colour_legend()
 

@@ -61,6 +61,11 @@ def encoding_names() -> dict[str, str]:
     return {key: _(name) for key, name in ENCODING_NAMES.items()}
 
 
+def encoding_values(sweep: sections.PermutationSweep, n_layer: int) -> str:
+    """One layer count of the sweep for a text alternative: "none 5.6E-9 · learned 3.1E-3 · …"."""
+    return " · ".join(f"{name} {sci(sweep.diff(n_layer, key))}" for key, name in encoding_names().items())
+
+
 def theta_text(theta: float) -> str:
     """θ_i in the reader's format: 4 decimals, or scientific notation below 0.01 (the slow pairs)."""
     return num(theta, 4) if theta >= 0.01 else sci(theta, 2)
@@ -166,7 +171,11 @@ st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
     titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
     rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
     slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
-)), key="pe_perm_chart")
+)), key="pe_perm_chart", alt=_(
+    "Bar chart of max |Δ logits| between “{line}” and “{permuted}” at the last position, one bar per position "
+    "encoding, on a log scale; its slider picks the number of layers (1 to {layers}). One layer: {one}. Two layers: "
+    "{two}.").format(line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, layers=max(sweep.by_layer.index),
+                     one=encoding_values(sweep, 1), two=encoding_values(sweep, 2)))
 page.static_table(sweep.by_layer.rename(columns=names).rename_axis("n_layer").reset_index(),
                   {names[e]: sci for e in sweep.by_layer.columns})
 st.markdown(_("1 layer, none: **{one_none}** · 2 layers, none: **{two_none}** · 1 layer, learned: "
@@ -189,8 +198,10 @@ for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
         with column:
             st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
             diagram(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
-                    alt=_("Diagram: where the {encoding} encoding brings position information into "
-                          "attention.").format(encoding=names[encoding]))
+                    alt=_("Diagram: where the {encoding} encoding brings position information into attention, "
+                          "from the token ids {idx} to the attention scores {scores}.").format(
+                        encoding=names[encoding], idx=shapes_by_encoding[encoding].idx,
+                        scores=shapes_by_encoding[encoding].attn_scores))
 colour_legend()
 page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
 
@@ -202,7 +213,12 @@ st.plotly_chart(figures.visibility_figure(vis, figures.VisibilityLabels(
     count_title=_("tokens visible = t + 1"), count_axis=_("count"), same_inputs=_("same inputs"),
     cell_hover=_("query %{y} sees key %{x}: %{text}"), count_hover=_("position %{y}: %{x} tokens"),
     separators=plotly_separators(),
-)), key="pe_visibility")
+)), key="pe_visibility", alt=_(
+    "Grid of the key positions each query position sees under the causal mask, each visible cell naming the "
+    "character of both lines there, and bars of how many tokens each position sees ({counts}); marked ✓, with the "
+    "same inputs in both lines: {same}.").format(counts=" · ".join(map(str, vis.counts.tolist())),
+                                                 same=positions_text(vis.same_positions) if vis.same_positions
+                                                 else _("no position")))
 layer_one = first_layer(n_embd, seed)
 differ = [t for t in range(len(vis.line)) if not bool(vis.same_inputs[t])]
 same = list(vis.same_positions)
@@ -253,8 +269,13 @@ def tables_section() -> None:
     # do not depend on the tables' shapes, so the shipped model's chart stays as it is when a slider moves)
     lines = [max(figures.title_lines(stack[i]) for stack in stacks.values()) for i in range(2)]
     for column, (name, stack) in zip(st.columns(len(stacks)), stacks.items(), strict=True):
+        table = panels[name]
         column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines, separators=plotly_separators()),
-                            key=f"pe_tables_{name}")
+                            key=f"pe_tables_{name}", alt=_(
+            "Heatmap of the {title}, {rows} positions × {cols} dimensions (std {std}), and under it the cosine "
+            "similarity of every pair of positions (largest spread along a diagonal {spread}).").format(
+                title=stack[0].title, rows=integer(table.table.shape[0]), cols=integer(table.table.shape[1]),
+                std=num(table.std, 4), spread=sci(table.diagonal_spread)))
     with page.slot():
         if shipped is None:
             st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "
@@ -310,7 +331,12 @@ def rope_and_scores() -> None:
                 earlier=_("earlier positions"), position=_("position {position}: "), pair=_("pair {pair}"),
                 point=_("(%{x:.3f}, %{y:.3f})"), theta_text=theta_text, angle_text=lambda a: num(a, 1),
                 separators=plotly_separators(),
-            )), key="pe_rope_pairs")
+            )), key="pe_rope_pairs", alt=_(
+                "{drawn} pairs of dimensions of one vector, each on its own circle, rotated by RoPE to position "
+                "{position} with its trail of earlier positions; angles m·θ_i in degrees: {angles}.").format(
+                    drawn=len(drawn), position=position, angles=" · ".join(
+                        f"{i}: {num(float(rotation.angles[position, i].rad2deg().remainder(360)), 1)}"
+                        for i in drawn)))
             if len(drawn) < rotation.n_pairs:
                 st.caption(_("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
                              "(pairs {pairs}); the table lists all {n}.").format(
@@ -356,7 +382,10 @@ def rope_and_scores() -> None:
                 column.plotly_chart(figures.score_matrices_figure(
                     {title: matrix}, {title: labels[title]}, _("query position m"),
                     _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit,
-                    separators=plotly_separators()), key=f"pe_scores_{i}")
+                    separators=plotly_separators()), key=f"pe_scores_{i}", alt=_(
+                    "Score matrix q·k of {encoding}, {title}: query position m in rows, key position n in columns; "
+                    "largest spread along a diagonal {spread}.").format(
+                        encoding=_(SCORE_LABELS[encoding]), title=title, spread=sci(sections.diagonal_spread(matrix))))
             st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = "
                           "{diff}").format(spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff)))
             if scores.distance_only:

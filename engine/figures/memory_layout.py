@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.figures.core import PALETTE, add_step_slider, base_layout, format_value
+from engine.figures.core import PALETTE, TITLE_WIDTH, add_step_slider, base_layout, format_value, wrap_text
 from engine.layout import MemoryWalk, human_bytes
 from engine.sections.memory_layout import HeadStage
 
@@ -41,6 +41,17 @@ def _heads_scale(num_colours: int) -> list:
         scale.append([h / num_colours, PALETTE[h % len(PALETTE)]])
         scale.append([(h + 1) / num_colours, PALETTE[h % len(PALETTE)]])
     return scale
+
+
+#: Room (px) between a bottom axis title and the in-figure slider's current value under it.
+SLIDER_PAD_PX = 64
+#: Longest line of the head walk's storage title: it fits a phone's 390 px at the app's font.
+STORAGE_TITLE_CHARS = 40
+
+
+def _longest(titles: Sequence[str]) -> str:
+    """The title that takes the most lines once wrapped for the figure (:data:`engine.figures.core.TITLE_WIDTH`)."""
+    return max(titles, key=lambda t: wrap_text(t, TITLE_WIDTH).count("<br>"))
 
 
 def _cell_text(v: float) -> str:
@@ -122,7 +133,8 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
         i, j = divmod(k, cols)
         where = f"({walk.row_labels[i]}, {j})" if rows > 1 or walk.row_labels[0] != "0" else f"({j})"
         captions.append(labels.step.format(k=k, where=where, cell=cell))
-        fig.add_trace(_lit(rows, cols, i, j, _cell_text(values[i, j]), captions[-1]), row=1, col=1)
+        # the lit cell repeats the grid cell's own text, in white on the highlight
+        fig.add_trace(_lit(rows, cols, i, j, grid_text[i][j], captions[-1]), row=1, col=1)
         fig.add_trace(_lit(1, n, 0, cell, _cell_text(storage[cell]), captions[-1]), row=2, col=1)
     fig.update_yaxes(tickmode="array", tickvals=list(range(rows)), ticktext=walk.row_labels, autorange="reversed",
                      title_text=labels.row_axis, showgrid=False, row=1, col=1)
@@ -131,9 +143,13 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
     fig.update_yaxes(showticklabels=False, showgrid=False, row=2, col=1)
     fig.update_xaxes(tickmode="array", tickvals=list(range(n)), ticktext=[str(c) for c in range(n)],
                      title_text=labels.cell_axis, showgrid=False, row=2, col=1)
-    base_layout(fig, title, height or (min(44 * rows, 420) + 330))
+    titles = [f"{title} · {t}" for t in captions]
+    # laid out for the step title of most lines, so that none is cut at the top edge (each step only swaps the text)
+    base_layout(fig, _longest(titles), height or (min(44 * rows, 420) + 350))
     add_step_slider(fig, [str(k) for k in range(len(walk.order))], traces_per_step=2, prefix=labels.slider_prefix,
-                    always_visible=2, step_layouts=[{"title.text": f"{title} · {t}"} for t in captions])
+                    always_visible=2, step_layouts=[{"title.text": t} for t in titles])
+    # the slider's current value sits under the storage strip's axis title, clear of it
+    fig.layout.sliders[0].pad.t = SLIDER_PAD_PX
     return fig
 
 
@@ -189,8 +205,9 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
         Figure with two traces per stage and ``layout.sliders[0]`` of one step per stage.
     """
     scale = _heads_scale(num_heads)
+    # the storage title wrapped to a phone's width (a line Plotly cannot wrap runs out of the figure)
     fig = make_subplots(rows=2, cols=1, row_heights=[0.62, 0.38], vertical_spacing=0.12,
-                        subplot_titles=("", labels.storage_title))
+                        subplot_titles=("", wrap_text(labels.storage_title, STORAGE_TITLE_CHARS)))
     step_layouts = []
     legend = "   ".join(f"<span style='color:{PALETTE[h % len(PALETTE)]}'>■ {labels.head.format(h=h)}</span>"
                        for h in range(num_heads))
@@ -244,12 +261,14 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
     fig.update_xaxes(tickmode="array", side="top", showgrid=False, row=1, col=1)
     fig.update_yaxes(tickmode="array", showgrid=False, row=2, col=1)
     fig.update_xaxes(showgrid=False, title_text=labels.cell_axis, row=2, col=1)
-    base_layout(fig, stages[0].title, height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 260))
+    base_layout(fig, _longest([s["title.text"] for s in step_layouts]),
+                height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 280))
     fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=34,
                        showarrow=False, font=dict(size=14))
     fig.update_layout(margin=dict(t=110))
     add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix=labels.slider_prefix,
                     step_layouts=step_layouts)
+    fig.layout.sliders[0].pad.t = SLIDER_PAD_PX
     return fig
 
 
@@ -319,5 +338,6 @@ def score_cost_figure(table: pd.DataFrame, labels: CostLabels, mark_length: int 
         fig.add_vline(x=mark_length, line=dict(color="#999", dash="dot"),
                       annotation_text=labels.mark.format(T=labels.count_text(mark_length)),
                       annotation_position="top left")
-    fig.update_layout(legend=dict(orientation="h", y=-0.25), separators=labels.separators)
-    return base_layout(fig, labels.title, 400)
+    fig.update_layout(legend=dict(orientation="h", y=-0.36, yanchor="top"), separators=labels.separators,
+                      margin_b=70)
+    return base_layout(fig, labels.title, 420, separators=labels.separators)

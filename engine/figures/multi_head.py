@@ -13,6 +13,9 @@ import plotly.graph_objects as go
 
 from engine.figures.core import PALETTE, add_step_slider, base_layout, heatmap_trace, matrix_axes, to_numpy
 
+#: Top margin (px) of :func:`heads_slider`: the title, then the key axis title and the key tokens above the cells.
+HEADS_TOP_PX = 96
+
 
 @dataclass(frozen=True)
 class HeadsLabels:
@@ -57,11 +60,13 @@ def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, heigh
     decimals = 2 if T > 8 else 3
     for h in range(H):
         fig.add_trace(heatmap_trace(w[h], tokens, tokens, zmin=0.0, zmax=1.0, decimals=decimals,
-                                    name=labels.head.format(h=h), show_values=T <= 12))
+                                    name=labels.head.format(h=h), show_values=T <= 12,
+                                    separators=labels.separators))
     matrix_axes(fig, tokens, tokens, labels.query_axis, labels.key_axis)
     titles = [labels.title.format(h=h, H=H) for h in range(H)]
-    base_layout(fig, titles[0], height or max(300, min(40 * T, 640) + 170))
-    fig.layout.separators = labels.separators
+    # the key axis title sits on top, under the figure title: room for both
+    base_layout(fig, titles[0], height or max(300, min(40 * T, 640) + 190), top=HEADS_TOP_PX,
+                separators=labels.separators)
     add_step_slider(fig, [str(h) for h in range(H)], traces_per_step=1, prefix=labels.slider_prefix,
                     step_layouts=[{"title.text": t} for t in titles])
     return fig
@@ -118,4 +123,4 @@ def bench_bars(rows: pd.DataFrame, labels: BenchLabels) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text=labels.time_axis, gridcolor="#eee", range=[0, 1.12 * largest])
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2), separators=labels.separators)
-    return base_layout(fig, labels.title, 80 + 44 * len(rows) + 60)
+    return base_layout(fig, labels.title, 80 + 44 * len(rows) + 60, separators=labels.separators)

@@ -31,6 +31,8 @@ from engine.figures.core import (
 )
 from engine.sections.positional_encodings import RopeRotation, Visibility
 
+#: The mark of :func:`visibility_figure`'s rows whose inputs are the same in both lines.
+SAME_MARK = "✓"
 #: Colour of each encoding, the same in every figure of the page.
 ENCODING_COLORS = {"none": PALETTE[7], "learned": PALETTE[0], "sinusoidal": PALETTE[2], "rope": PALETTE[1]}
 #: Differences below this are drawn at this height on the log axis (an exact 0 has no logarithm).
@@ -119,11 +121,13 @@ def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_la
         xaxis=dict(title_text=labels.xaxis),
     ))
     titles = list(labels.titles)
-    base_layout(fig, titles[layers.index(active_layers)], 440, top=60)
-    return add_step_slider(
+    base_layout(fig, titles[layers.index(active_layers)], 490, top=60, separators=labels.separators)
+    add_step_slider(
         fig, [str(n) for n in layers], traces_per_step=1, prefix=labels.slider_prefix,
         active=layers.index(active_layers), step_layouts=[{"title.text": t} for t in titles],
     )
+    fig.layout.sliders[0].pad.t = 84  # the slider's current value clear of the x axis title and slanted names
+    return fig
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,9 @@ class VisibilityLabels:
         mask_title: title of the left panel (the causal mask).
         count_title: title of the right panel (tokens each position sees).
         count_axis: the right panel's x axis title.
-        same_inputs: marker appended to the row label of a position whose own character and visible characters
-            are the same in both lines (its output after a layer without positions is then the same).
+        same_inputs: what the mark ✓ on a row label means, under the mask's title: the position's own character
+            and visible characters are the same in both lines (its output after a layer without positions is then
+            the same).
         cell_hover: hover text of a mask cell; may use Plotly's ``%{y}`` (query), ``%{x}`` (key), ``%{text}``.
         count_hover: hover text of a bar; may use ``%{y}`` (position) and ``%{x}`` (count).
     """
@@ -153,8 +158,9 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     """What each position sees under the causal mask in both lines, and how many tokens that is.
 
     Left: the (T, T) mask; each visible cell names the character of both lines at that key
-    position ("白/山"); rows whose query and visible characters are the same in both lines carry
-    ``labels.same_inputs``.
+    position ("白/山"); rows whose query and visible characters are the same in both lines carry a ✓,
+    explained under the title by ``labels.same_inputs`` (a short mark keeps the row labels short, so the cells
+    keep their width and their text its size on a phone).
     Right: the visible-token count t + 1 of each position.
 
     Args:
@@ -169,7 +175,7 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     counts = to_numpy(visibility.counts).astype(int)
     same = [bool(s) for s in to_numpy(visibility.same_inputs)]
     T = len(line)
-    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" · {labels.same_inputs}" if same[t] else "") for t in range(T)]
+    rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" {SAME_MARK}" if same[t] else "") for t in range(T)]
     cols = [str(j) for j in range(T)]
     cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
     heat = go.Heatmap(
@@ -192,13 +198,15 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                     title_text=wrap_text(labels.count_title, 14) + "<br>" + wrap_text(labels.count_axis, 14)),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=wrap_text(labels.mask_title, 20), xref="paper", x=0, xanchor="left", y=1, yref="paper",
-                 yanchor="bottom", showarrow=False),
+            dict(text=wrap_text(labels.mask_title, 20) + "<br>" + wrap_text(f"{SAME_MARK} {labels.same_inputs}", 20),
+                 xref="paper", x=0, xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
+                 align="left"),
         ],
     ))
     lines = fig.layout.annotations[0].text.count("<br>")  # a wrapped title: 18 px per extra line
     below = fig.layout.xaxis2.title.text.count("<br>")  # the count panel's title lines under it
-    return base_layout(fig, None, 60 * T + 140 + 18 * (lines + below), top=40 + 18 * lines)
+    return base_layout(fig, None, 60 * T + 140 + 18 * (lines + below), top=40 + 18 * lines,
+                       separators=labels.separators)
 
 
 #: Pixel sizes of one block of :func:`stacked_tables_figure`, top to bottom, at the app's 13 px font.
@@ -481,7 +489,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         suffix = "" if c == 0 else str(c + 1)
         left = c * (width + gap)
         trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
-                              decimals=decimals, showscale=c == n - 1)
+                              decimals=decimals, showscale=c == n - 1, separators=separators)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>")
         traces.append(trace)
         xaxis, yaxis = matrix_axes_layout(labels, labels, row_title if c == 0 else None, None)
