@@ -11,11 +11,13 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engine import budget
 from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
-from engine.corpus import DEFAULT_CORPUS, load_corpus
+from engine.corpus import DEFAULT_CORPUS, TANG_MIN_COUNT, TANG_RECORDS, VAL_EVERY, load_corpus
 from engine.device import describe_device, pick_device
 from engine.gpt import PRESETS
 from engine.lab import experiments as X
@@ -25,7 +27,8 @@ from engine.lab import settings as rules
 from tests.plotly_json import captions, figures, open_page, texts
 from ui import numbers
 from ui.i18n import translations
-from ui.lab.words import plain
+from ui.lab.words import fill, plain
+from ui.numbers import integer, num, percent
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -70,13 +73,15 @@ DROPOUT_DOES_NOT_HELP = ("No dropout setting lowers the validation loss by more 
                          "budget, so the course preset trains with attention dropout {attn:g} and residual dropout "
                          "{resid:g}: {speedup:.2f}× the tokens/s of dropout {both:g} everywhere.")
 DROPOUT_UNREADABLE = "The shipped measurements of dropout's effect on the validation loss cannot be read."
+#: The message ids of the position encodings' names (the ones page 7 uses).
+POSITION_NAMES = {"none": "none", "learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE"}
 CORPUS_METRICS = ("characters", "records", "distinct characters", "train / val tokens", "vocabulary (tokens)",
                   "validation coverage", "unknown tokens (val)", "unknown tokens (train)")
 
 
 def msg(msgid: str, lang: str = "en", **values) -> str:
-    """A message of the page as the reader sees it in ``lang``."""
-    return translations(lang).gettext(msgid).format(**values)
+    """A message of the page as the reader sees it in ``lang``, its numbers in that language's format."""
+    return fill(translations(lang).gettext(msgid), lang, **values)
 
 
 def pattern(msgid: str, lang: str = "en", **values) -> re.Pattern:
@@ -91,7 +96,7 @@ def pattern(msgid: str, lang: str = "en", **values) -> re.Pattern:
         if field is None:
             continue
         if field in values:
-            parts.append(re.escape(format(values[field], spec)))
+            parts.append(re.escape(fill("{v" + (":" + spec if spec else "") + "}", lang, v=values[field])))
         elif field in seen:
             parts.append(".*?")
         else:
@@ -158,7 +163,7 @@ def shipped_caption(model: models.LabModel, lang: str = "en") -> str:
     """The caption of the shipped model, from its config and summary."""
     c, s = model.config, model.summary
     parts = [msg(CONFIG, lang, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size,
-                 pos=c.pos_encoding),
+                 pos=msg(POSITION_NAMES[c.pos_encoding], lang)),
              msg("{params:,} parameters", lang, params=model.params),
              msg("vocabulary {size}", lang, size=model.tokenizer.vocab_size),
              msg(STEPS_ON, lang, steps=s["steps_done"], corpus=s["corpus"]),
@@ -196,6 +201,17 @@ def shipped():
     return models.load_shipped(SHIPPED_MODEL) if SHIPPED_MODEL.exists() else None
 
 
+def expected_metrics(corpus, lang: str = "en") -> dict[str, str]:
+    """The corpus metrics the page should show, from the corpus, in ``lang``'s number format."""
+    stats = corpus.vocab_stats
+    return {"characters": integer(len(corpus.text), lang=lang), "records": integer(len(corpus.records), lang=lang),
+            "distinct characters": integer(stats.distinct_chars, lang=lang),
+            "vocabulary (tokens)": integer(stats.vocab_size, lang=lang),
+            "validation coverage": percent(stats.val_coverage, 2, lang=lang),
+            "unknown tokens (val)": percent(stats.val_unk_rate, 2, lang=lang),
+            "unknown tokens (train)": percent(stats.train_unk_rate, 2, lang=lang)}
+
+
 def corpus_metrics(at, lang: str = "en") -> dict[str, str]:
     """The corpus section's metrics, keyed by their English message id."""
     shown = {m.label: m.value for m in at.metric}
@@ -213,6 +229,7 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(defa
     assert metrics["distinct characters"] == f"{stats.distinct_chars:,}"
     assert metrics["validation coverage"] == f"{stats.val_coverage:.2%}"
     assert metrics["unknown tokens (val)"] == f"{stats.val_unk_rate:.2%}"
+    assert {k: metrics[k] for k in expected_metrics(default_corpus)} == expected_metrics(default_corpus)
     base = corpus_baselines(default_corpus)
     assert msg(COUNTING, uni=nats(base.unigram.val_nats), bi=nats(base.bigram.val_nats)) in texts(at)
     assert msg(DEVICE, device=describe_device(pick_device())) in captions(at)
@@ -241,7 +258,9 @@ def test_the_lab_opens_in_french_and_german_with_the_same_numbers(default_corpus
     english = corpus_metrics(open_page(PAGE))
     at = open_page(PAGE, 60, lang=lang)
     assert not at.exception, [e.value for e in at.exception]
-    assert corpus_metrics(at, lang) == english
+    shown = corpus_metrics(at, lang)
+    assert {k: shown[k] for k in expected_metrics(default_corpus, lang)} == expected_metrics(default_corpus, lang)
+    assert shown != english  # the same numbers, written the reader's way
     base = corpus_baselines(default_corpus)
     counting = msg(COUNTING, lang, uni=nats(base.unigram.val_nats, lang), bi=nats(base.bigram.val_nats, lang))
     assert counting in texts(at)
@@ -643,3 +662,77 @@ def test_a_missing_experiments_file_says_how_to_make_one(tmp_path, monkeypatch):
     assert not at.exception and not at.warning
     assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
                "below.") in [i.value for i in at.info]
+
+
+#: The placeholders of section 1's prose, filled by the page from the code's constants.
+PROSE_VALUES = ("poems", "min_count", "upload_mb", "val_every")
+NO_MASK_LOWER = ("Without the mask, the learned-table model's training loss ends lower than the masked model's "
+                 "({free} vs {masked} nats).")
+NO_MASK_NOT_LOWER = ("Without the mask, the learned-table model's training loss ends no lower than the masked "
+                     "model's ({free} vs {masked} nats): within this budget it has not found the copy.")
+ROPE_CHEATS = ("With RoPE and no mask, the validation loss over positions 0 … {last} falls to {other} nats "
+               "(masked: {masked}) while at the last position it is {final} (masked: {masked_final}): the "
+               "copy works everywhere but where generation reads.")
+ROPE_NO_CHEAT = ("With RoPE and no mask, the validation loss over positions 0 … {last} is {other} nats "
+                 "(masked: {masked}) and {final} at the last position (masked: {masked_final}): within "
+                 "this budget the copy does not show.")
+UNK_SAMPLES = ("Where a sample shows {unk}, its model wrote the unknown token: the command that made these "
+               "samples let it; generation on this page leaves it out.")
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_the_corpus_prose_takes_its_numbers_from_the_code(lang):
+    from ui.page import load_parts
+
+    body = load_parts("lab", lang)["corpus"]
+    assert all(body.count("{" + name + "}") == 1 for name in PROSE_VALUES), body
+    at = open_page(PAGE, lang=lang)
+    assert not at.exception
+    shown = next(t for t in texts(at) if integer(TANG_RECORDS, lang=lang) in t)
+    assert f"{integer(budget.upload_widget_mb(budget.MAX_TEXT_BYTES), lang=lang)} M" in shown
+    assert str(TANG_MIN_COUNT) in shown
+    assert integer(VAL_EVERY, lang=lang) in shown and not any("{" + n + "}" in shown for n in PROSE_VALUES)
+
+
+def _other(losses) -> float:
+    return sum(losses[:-1]) / len(losses[:-1])
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_the_no_mask_outcome_is_chosen_by_the_shipped_numbers(lang):
+    results = lab_results.read_results()
+    assert results is not None
+    exp = results.get("causal")
+    masked, free, rope = exp.run("causal"), exp.run("no_mask"), exp.run("no_mask_rope")
+    at = open_page(PAGE, lang=lang)
+    shown = texts(at)
+    values = {"free": num(free.train_loss, 3, lang=lang), "masked": num(masked.train_loss, 3, lang=lang)}
+    chosen, other = ((NO_MASK_LOWER, NO_MASK_NOT_LOWER) if free.train_loss < masked.train_loss
+                     else (NO_MASK_NOT_LOWER, NO_MASK_LOWER))
+    assert msg(chosen, lang, **values) in shown and msg(other, lang, **values) not in shown
+    a, b = _other(rope.loss_by_position), _other(masked.loss_by_position)
+    values = {"last": integer(len(rope.loss_by_position) - 2, lang=lang), "other": num(a, 3, lang=lang),
+              "masked": num(b, 3, lang=lang), "final": num(rope.loss_by_position[-1], 3, lang=lang),
+              "masked_final": num(masked.loss_by_position[-1], 3, lang=lang)}
+    cheats = a < b and rope.loss_by_position[-1] >= masked.loss_by_position[-1]
+    assert msg(ROPE_CHEATS if cheats else ROPE_NO_CHEAT, lang, **values) in shown
+    has_unk = any("\ufffd" in text for r in exp.runs for text in (r.samples.greedy, r.samples.sampled))
+    assert (msg(UNK_SAMPLES, lang, unk="\ufffd") in captions(at)) == has_unk
+
+
+SPECS = ("", ",", ".3f", ",.0f", ",.1f", ".2%", "g", "+.3f", "02d")
+
+
+@given(value=st.one_of(st.integers(-10**9, 10**9), st.floats(-1e9, 1e9, allow_nan=False)),
+       spec=st.sampled_from(SPECS))
+def test_fill_writes_english_as_python_and_french_with_its_own_signs(value, spec):
+    if spec == "02d" and not isinstance(value, int) or spec == "," and isinstance(value, float):
+        return  # specs the page gives only integers, or only floats with a precision
+    if spec.endswith("%"):
+        value = abs(value) / (1 + abs(value))  # the page's percentages are shares, in [0, 1)
+    template = "{v" + (":" + spec if spec else "") + "}"
+    assert fill(template, "en", v=value) == template.format(v=value)
+    french = fill(template, "fr", v=value)
+    if "." in template.format(v=value) and "e" not in template.format(v=value):
+        assert "," in french and "." not in french
+    assert fill("{v}", "fr", v="a.b") == "a.b"  # text is left as it is

@@ -21,7 +21,7 @@ page.header()
 lab = LabSession(lab_runner())
 lab.collect_finished_job()
 
-page.prose("corpus")
+corpus.corpus_prose()
 text = corpus.choose_corpus(lab)
 if text is not None:
     corpus.corpus_numbers(text)

@@ -13,7 +13,7 @@ from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
-from ui.lab.words import busy_text, duration_text
+from ui.lab.words import busy_text, duration_text, fill
 
 MB = budget.MB
 
@@ -24,16 +24,16 @@ def problem_text(problem: rules.Problem) -> str:
     if key == "no_corpus":
         return _("There is no usable training text yet.")
     if key == "block_size":
-        return _("block_size {value} is longer than this text allows: its shorter split allows at most "
-                 "{limit}.").format(value=int(value), limit=int(limit))
+        return fill(_("block_size {value} is longer than this text allows: its shorter split allows at most "
+                 "{limit}."), value=int(value), limit=int(limit))
     if key == "memory":
-        return _("This training would need about {value:,.0f} MB of memory; one reader's training may use at most "
+        return fill(_("This training would need about {value:,.0f} MB of memory; one reader's training may use at most "
                  "{limit:,.0f} MB on this server. Lower the batch size, block_size, n_embd or n_layer."
-                 ).format(value=value / MB, limit=limit / MB)
+                 ), value=value / MB, limit=limit / MB)
     if key == "time":
-        return _("This training would take about {value}; a training may run at most {limit}. Lower the steps or "
-                 "the model's size.").format(value=duration_text(value), limit=duration_text(limit))
-    return _("{setting} {value:,} is over this server's limit of {limit:,}.").format(
+        return fill(_("This training would take about {value}; a training may run at most {limit}. Lower the steps or "
+                 "the model's size."), value=duration_text(value), limit=duration_text(limit))
+    return fill(_("{setting} {value:,} is over this server's limit of {limit:,}."),
         setting=key, value=int(value), limit=int(limit))
 
 
@@ -42,9 +42,9 @@ def estimate_caption(plan: rules.TrainingPlan) -> str:
     est = plan.estimate
     if est is None:
         return ""
-    return _("{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · evaluation every {every} "
+    return fill(_("{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · evaluation every {every} "
              "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and {time} of training (limit {cap})"
-             ).format(params=est.params, head_dim=plan.model.head_dim,
+             ), params=est.params, head_dim=plan.model.head_dim,
                       tokens=plan.train.batch_size * plan.model.block_size, every=plan.train.eval_interval,
                       memory=est.memory_bytes / MB, limit=budget.MAX_TRAINING_BYTES / MB,
                       time=duration_text(est.seconds), cap=duration_text(budget.MAX_JOB_WALL_S))
@@ -60,14 +60,15 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
 
     def cell(key: str) -> str:
         run = loss.run(key)
-        return _("{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s").format(
+        return fill(_("{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s"),
             loss=run.val_loss_mean, std=run.val_loss_std, rate=run.tokens_per_s)
 
     both = loss.run("dropout_both")
-    measured = _("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
+    measured = fill(
+        _("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
                  "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
                  "the training steps ({cpu}, threads: {threads}): no dropout {none}; residual dropout {resid:g} "
-                 "only {resid_only}; dropout {both:g} everywhere {everywhere}.").format(
+                 "only {resid_only}; dropout {both:g} everywhere {everywhere}."),
         steps=loss.steps, batch=loss.batch_size, lr=loss.learning_rate, corpus=loss.corpus,
         seeds=", ".join(map(str, loss.seeds)), cpu=loss.cpu, threads=loss.threads, none=cell("dropout_0"),
         resid=loss.run("dropout_resid").resid_dropout, resid_only=cell("dropout_resid"), both=both.attn_dropout,
@@ -76,12 +77,12 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
     chosen = next((r for r in loss.runs if (r.attn_dropout, r.resid_dropout) == tuple(rates.values())),
                   loss.run("dropout_0"))
     if loss.dropout_helps:
-        choice = _("Dropout lowers the validation loss by more than the seed noise within this budget; the course "
-                   "preset trains with attention dropout {attn:g} and residual dropout {resid:g}.").format(**rates)
+        choice = fill(_("Dropout lowers the validation loss by more than the seed noise within this budget; the course "
+                   "preset trains with attention dropout {attn:g} and residual dropout {resid:g}."), **rates)
     else:
-        choice = _("No dropout setting lowers the validation loss by more than the seed noise within this budget, "
+        choice = fill(_("No dropout setting lowers the validation loss by more than the seed noise within this budget, "
                    "so the course preset trains with attention dropout {attn:g} and residual dropout {resid:g}: "
-                   "{speedup:.2f}× the tokens/s of dropout {both:g} everywhere.").format(
+                   "{speedup:.2f}× the tokens/s of dropout {both:g} everywhere."),
             **rates, both=both.attn_dropout, speedup=chosen.tokens_per_s / both.tokens_per_s)
     return f"{measured} {choice}"
 
@@ -91,11 +92,12 @@ def dropout_notes() -> None:
     price = shipped.dropout_price()
     at_256 = None if price is None else price.speedup_at(256)
     if price is not None and at_256 is not None:
-        st.caption(_("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
+        st.caption(fill(
+            _("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
                      "kernel. Course preset, batch {batch}, measured on {cpu}: {both_on:,.0f} tokens/s with dropout "
                      "0.1 everywhere, {attn_off:,.0f} with attention dropout off, {both_off:,.0f} with both off; "
                      "attention dropout off alone is {t128:.2f}× faster at T = {block} and {t256:.2f}× at T = 256."
-                     ).format(batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
+                     ), batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
                               both_off=price.both_off, block=price.block_size,
                               t128=price.speedup_at(price.block_size), t256=at_256))
     measured, unreadable = shipped.dropout_loss()
@@ -116,8 +118,8 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
               icon=":material/bolt:")
     b2.button(_("Course preset"), key="lab_preset_course", on_click=lab.apply_preset, args=("course",),
               icon=":material/school:")
-    b3.caption(_("Training runs on **{device}** (CUDA, then Apple MPS, then CPU), one training at a time on this "
-                 "server.").format(device=describe_device(pick_device())))
+    b3.caption(fill(_("Training runs on **{device}** (CUDA, then Apple MPS, then CPU), one training at a time on this "
+                 "server."), device=describe_device(pick_device())))
     quick = gpt.PRESETS["quick"]
     c1, c2, c3, c4 = st.columns(4)
     n_layer = int(c1.slider("n_layer", *rules.N_LAYERS, step=1,
@@ -156,7 +158,7 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
     for problem in plan.problems:
         st.error(problem_text(problem), icon=":material/block:")
     if plan.fitting_batch is not None and plan.fitting_batch < batch_size:
-        st.info(_("With these settings, batch size {batch} fits.").format(batch=plan.fitting_batch))
+        st.info(fill(_("With these settings, batch size {batch} fits."), batch=plan.fitting_batch))
     st.caption(estimate_caption(plan))
 
     running = lab.training

@@ -6,13 +6,22 @@ import streamlit as st
 
 from engine import budget
 from engine.baselines import Baselines, corpus_baselines
-from engine.corpus import BUILTIN_CORPORA, MISSING_TANG_ASSET, Corpus, load_corpus
+from engine.corpus import (
+    BUILTIN_CORPORA,
+    MISSING_TANG_ASSET,
+    TANG_MIN_COUNT,
+    TANG_RECORDS,
+    VAL_EVERY,
+    Corpus,
+    load_corpus,
+)
 from engine.device import release_free_memory
 from engine.lab.models import UploadResult, corpus_fingerprint, read_corpus_upload
 from ui import numbers
 from ui.i18n import _
 from ui.lab.session import LabSession
-from ui.lab.words import compact, nats_text
+from ui.lab.words import compact, fill, nats_text, prose
+from ui.numbers import integer, percent
 
 CORPORA = ("tang", "tang300", "song100", "upload")
 MB = budget.MB
@@ -58,8 +67,8 @@ def baseline_lines(baselines: Baselines | None) -> dict[str, float]:
     """``{label: val nats}`` of the two baselines, for the dashed lines of the loss charts."""
     if baselines is None:
         return {}
-    return {_("unigram (val {nats:.2f})").format(nats=baselines.unigram.val_nats): baselines.unigram.val_nats,
-            _("bigram (val {nats:.2f})").format(nats=baselines.bigram.val_nats): baselines.bigram.val_nats}
+    return {fill(_("unigram (val {nats:.2f})"), nats=baselines.unigram.val_nats): baselines.unigram.val_nats,
+            fill(_("bigram (val {nats:.2f})"), nats=baselines.bigram.val_nats): baselines.bigram.val_nats}
 
 
 def versus_baselines(val_loss: float, baselines: Baselines | None) -> str:
@@ -73,7 +82,7 @@ def versus_baselines(val_loss: float, baselines: Baselines | None) -> str:
         verdict = _("between the two lines: better than counting characters, not yet better than counting pairs")
     else:
         verdict = _("above the unigram line: no better than counting characters")
-    return _("val {val} · unigram {uni} · bigram {bi}: {verdict}.").format(
+    return fill(_("val {val} · unigram {uni} · bigram {bi}: {verdict}."),
         val=nats_text(val_loss), uni=nats_text(uni), bi=nats_text(bi), verdict=verdict)
 
 
@@ -90,9 +99,16 @@ def upload_text(outcome: UploadResult) -> str:
     }
     text = messages.get(outcome.problem, _("it cannot be read."))
     if outcome.problem == "too_large":  # the limit in the unit the upload widget states it in
-        return text.format(value=numbers.integer(outcome.value), limit=numbers.integer(outcome.limit),
-                           mb=numbers.integer(budget.upload_widget_mb(outcome.limit)))
-    return text.format(value=outcome.value, limit=outcome.limit)
+        return fill(text, value=numbers.integer(outcome.value), limit=numbers.integer(outcome.limit),
+                         mb=numbers.integer(budget.upload_widget_mb(outcome.limit)))
+    return fill(text, value=outcome.value, limit=outcome.limit)
+
+
+def corpus_prose() -> None:
+    """Section 1's prose, its numbers taken from the corpus module and the upload cap of ``engine.budget`` (in the
+    uploader's megabytes)."""
+    prose("corpus", poems=integer(TANG_RECORDS), min_count=integer(TANG_MIN_COUNT),
+          upload_mb=integer(budget.upload_widget_mb(budget.MAX_TEXT_BYTES)), val_every=integer(VAL_EVERY))
 
 
 def choose_corpus(lab: LabSession) -> Corpus | None:
@@ -103,14 +119,14 @@ def choose_corpus(lab: LabSession) -> Corpus | None:
         with st.spinner(_("Loading the corpus …")):
             return builtin_corpus(name)
     limit_mb = budget.upload_widget_mb(budget.MAX_TEXT_BYTES)  # the one limit, in the widget's unit
-    uploaded = st.file_uploader(_("A text file: UTF-8, or UTF-16 with a byte-order mark (at most {mb} MB)").format(
+    uploaded = st.file_uploader(fill(_("A text file: UTF-8, or UTF-16 with a byte-order mark (at most {mb} MB)"),
                                 mb=numbers.integer(limit_mb)), key="lab_upload", max_upload_size=limit_mb)
     if uploaded is None:
         st.info(_("Choose a file to train on; until then the training controls wait for it."))
         return None
     outcome = lab.corpus_upload(uploaded.getvalue(), uploaded.name, read_corpus_upload)
     if outcome.problem:
-        st.error(_("This file cannot be used: {reason}").format(reason=upload_text(outcome)),
+        st.error(fill(_("This file cannot be used: {reason}"), reason=upload_text(outcome)),
                  icon=":material/error:")
     return outcome.corpus
 
@@ -125,26 +141,26 @@ def corpus_numbers(corpus: Corpus) -> None:
                      "uses English text from Python's documentation instead."), icon=":material/info:")
     stats = corpus.vocab_stats
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(_("characters"), f"{len(corpus.text):,}")
-    m2.metric(_("records"), f"{len(corpus.records):,}")
-    m3.metric(_("distinct characters"), f"{stats.distinct_chars:,}")
+    m1.metric(_("characters"), integer(len(corpus.text)))
+    m2.metric(_("records"), integer(len(corpus.records)))
+    m3.metric(_("distinct characters"), integer(stats.distinct_chars))
     m4.metric(_("train / val tokens"), f"{compact(len(corpus.train_ids))} / {compact(len(corpus.val_ids))}")
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric(_("vocabulary (tokens)"), f"{stats.vocab_size:,}")
-    m2.metric(_("validation coverage"), f"{stats.val_coverage:.2%}",
+    m1.metric(_("vocabulary (tokens)"), integer(stats.vocab_size))
+    m2.metric(_("validation coverage"), percent(stats.val_coverage, 2),
               help=_("Share of the validation characters that have their own token."))
-    m3.metric(_("unknown tokens (val)"), f"{stats.val_unk_rate:.2%}")
-    m4.metric(_("unknown tokens (train)"), f"{stats.train_unk_rate:.2%}")
+    m3.metric(_("unknown tokens (val)"), percent(stats.val_unk_rate, 2))
+    m4.metric(_("unknown tokens (train)"), percent(stats.train_unk_rate, 2))
     if stats.has_unk:
-        st.caption(_("Characters seen fewer than {min_count} times in the training split share one unknown token "
+        st.caption(fill(_("Characters seen fewer than {min_count} times in the training split share one unknown token "
                      "(shown as �; generation never writes it): {kept:,} characters keep their own token, "
-                     "{pooled:,} rarer ones are pooled.").format(min_count=stats.min_count, kept=stats.vocab_size - 1,
+                     "{pooled:,} rarer ones are pooled."), min_count=stats.min_count, kept=stats.vocab_size - 1,
                                                                  pooled=stats.distinct_chars - (stats.vocab_size - 1)))
     else:
         st.caption(_("Every character of this text has its own token: no unknown token."))
     base = baselines_for(corpus)
-    st.markdown(_("**What counting alone scores on this split** (a model must go below these to have learned "
-                  "anything): unigram (character frequency) {uni}; bigram (the previous character) {bi}.").format(
+    st.markdown(fill(_("**What counting alone scores on this split** (a model must go below these to have learned "
+                  "anything): unigram (character frequency) {uni}; bigram (the previous character) {bi}."),
         uni=nats_text(base.unigram.val_nats), bi=nats_text(base.bigram.val_nats)))
     st.caption(_("The first record of the text:"))
     st.code(corpus.records[0].body[:400], language=None)

@@ -18,13 +18,15 @@ from engine.lab import settings as rules
 from engine.lab.experiments import EXPERIMENTS
 from engine.lab.results import ExperimentResult, ResultsFile, experiment_result
 from engine.sections import multi_head
+from engine.tokenizer import UNK
 from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
 from ui.lab.train import POLL_S
-from ui.lab.words import busy_text, eta_text, queued_text, run_name
+from ui.lab.words import busy_text, eta_text, fill, queued_text, run_name
+from ui.numbers import integer, num, plotly_separators
 
 
 def experiment_title(name: str) -> str:
@@ -58,7 +60,8 @@ def table_words() -> TableWords:
         run=_("run"), params=_("params"), train=_("train"), val=_("val"), std=_("± std"), ppl=_("val perplexity"),
         seeds=_("seeds"), last=_("val, last pos."), s=_("s"),
         curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
-                                    train=_("train"), step=_("step"), loss=_("loss (nats)")))
+                                    train=_("train"), step=_("step"), loss=_("loss (nats)"),
+                                    separators=plotly_separators()))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -87,7 +90,7 @@ def comparison_lines(experiment: ExperimentResult) -> list[str]:
         if c.exceeds_noise is None:
             continue
         verdict = _("**more than the seed noise**") if c.exceeds_noise else _("within the seed noise")
-        lines.append(_("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}").format(
+        lines.append(fill(_("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}"),
             b=run_name(c.b), a=run_name(c.a), delta=c.delta, noise=c.noise, verdict=verdict))
     return lines
 
@@ -104,8 +107,8 @@ def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines
     left.plotly_chart(figure, key=f"{key}_curves")
     seeds = experiment.seeds
     if len(seeds) > 1:
-        left.caption(_("Curves of seed {seed}; the table gives the mean and standard deviation over {n} seeds "
-                       "({seeds}).").format(seed=seeds[0], n=len(seeds), seeds=", ".join(map(str, seeds))))
+        left.caption(fill(_("Curves of seed {seed}; the table gives the mean and standard deviation over {n} seeds "
+                       "({seeds})."), seed=seeds[0], n=len(seeds), seeds=", ".join(map(str, seeds))))
     right.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run and seed, "
                     "“val, last pos.” at the last position of the window only (the one generation uses); s is the "
                     "wall time of the run. The counting baselines score the same split."))
@@ -136,22 +139,67 @@ def show_causal_details(shown: ExperimentResult) -> None:
                                                     figures.ByPositionLabels(
         title=_("Validation loss by position"),
         position=_("position in the window (the last one is what generation uses)"),
-        loss=_("val loss (nats, log scale)"))), key="lab_exp_positions_loss")
+        loss=_("val loss (nats, log scale)"), separators=plotly_separators())), key="lab_exp_positions_loss")
     for r, name in zip(shown.runs, names, strict=True):
         others = r.loss_by_position[:-1] or r.loss_by_position
-        st.markdown(_("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
-                      ).format(run=name, last=len(others) - 1, mean=sum(others) / len(others),
+        st.markdown(fill(
+            _("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+                      ), run=name, last=len(others) - 1, mean=sum(others) / len(others),
                                final=r.loss_by_position[-1]))
+    for line in causal_outcome(shown):
+        st.markdown(line)
     sampled = [(r, name) for r, name in zip(shown.runs, names, strict=True) if r.samples is not None]
     if not sampled:
         return
-    st.caption(_("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature 0.8, "
-                 "top-k 20.").format(prompt=sampled[0][0].samples.prompt))
+    st.caption(fill(
+        _("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature 0.8, "
+                 "top-k 20."), prompt=sampled[0][0].samples.prompt))
     for r, name in sampled:
         greedy, sampled_text = (re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", text)
                                 for text in (r.samples.greedy, r.samples.sampled))
-        st.markdown(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}").format(run=name, greedy=greedy,
+        st.markdown(fill(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}"), run=name, greedy=greedy,
                                                                                   sampled=sampled_text))
+    if any(UNK in text for r, _name in sampled for text in (r.samples.greedy, r.samples.sampled)):
+        st.caption(fill(_("Where a sample shows {unk}, its model wrote the unknown token: the command that made these "
+                     "samples let it; generation on this page leaves it out."), unk=UNK))
+
+
+def _other_positions(losses: tuple[float, ...]) -> float:
+    """Mean validation loss over every position but the last."""
+    others = losses[:-1] or losses
+    return sum(others) / len(others)
+
+
+def causal_outcome(shown: ExperimentResult) -> list[str]:
+    """What the runs without the mask measured beside the masked one, each sentence chosen by the numbers."""
+    keys = {r.key for r in shown.runs}
+    if not {"causal", "no_mask"} <= keys:
+        return []
+    masked, free = shown.run("causal"), shown.run("no_mask")
+    values = {"free": num(free.train_loss, 3), "masked": num(masked.train_loss, 3)}
+    if free.train_loss < masked.train_loss:
+        lines = [fill(_("Without the mask, the learned-table model's training loss ends lower than the masked model's "
+                   "({free} vs {masked} nats)."), **values)]
+    else:
+        lines = [fill(_("Without the mask, the learned-table model's training loss ends no lower than the masked "
+                   "model's ({free} vs {masked} nats): within this budget it has not found the copy."), **values)]
+    if "no_mask_rope" in keys:
+        rope = shown.run("no_mask_rope")
+        other, masked_other = _other_positions(rope.loss_by_position), _other_positions(masked.loss_by_position)
+        final, masked_final = rope.loss_by_position[-1], masked.loss_by_position[-1]
+        values = {"last": integer(len(rope.loss_by_position) - 2), "other": num(other, 3),
+                  "masked": num(masked_other, 3), "final": num(final, 3), "masked_final": num(masked_final, 3)}
+        cheats = other < masked_other and final >= masked_final
+        if cheats:
+            lines.append(fill(
+                _("With RoPE and no mask, the validation loss over positions 0 … {last} falls to {other} nats "
+                           "(masked: {masked}) while at the last position it is {final} (masked: {masked_final}): the "
+                           "copy works everywhere but where generation reads."), **values))
+        else:
+            lines.append(fill(_("With RoPE and no mask, the validation loss over positions 0 … {last} is {other} nats "
+                           "(masked: {masked}) and {final} at the last position (masked: {masked_final}): within "
+                           "this budget the copy does not show."), **values))
+    return lines
 
 
 @st.cache_data(show_spinner=False)
@@ -162,7 +210,7 @@ def lesson_param_counts():
 
 def heads_details(shown: ExperimentResult) -> None:
     """Exercise 2's parameter counts: the same for every head count, as the lesson's layer shows."""
-    st.markdown(_("parameters: {counts}").format(counts=", ".join(f"{r.params:,}" for r in shown.runs)))
+    st.markdown(fill(_("parameters: {counts}"), counts=", ".join(integer(r.params) for r in shown.runs)))
     page.verdict(shown.same_params, _("same parameter count for every head count"), _("parameter counts differ"))
     counts = lesson_param_counts()
     page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
@@ -178,12 +226,12 @@ def rerun_panel(lab: LabSession, name: str) -> None:
     if snap.state == "queued":
         st.info(queued_text(snap), icon=":material/hourglass_top:")
     elif snap.state == "running":
-        st.progress(snap.fraction, text=_("run {index} of {count} ({run}): step {step} / {steps} · {eta}").format(
+        st.progress(snap.fraction, text=fill(_("run {index} of {count} ({run}): step {step} / {steps} · {eta}"),
             index=snap.run_index + 1, count=snap.run_count, run=run_name(snap.run_key), step=snap.step,
             steps=snap.steps, eta=eta_text(snap.eta_s)))
         st.button(_("Stop"), key=f"lab_stop_experiment_{name}", on_click=job.stop)
     elif snap.state == "error":
-        st.error(_("The rerun failed: {error}").format(error=snap.error))
+        st.error(fill(_("The rerun failed: {error}"), error=snap.error))
     elif snap.state == "stopped":
         st.warning(_("Rerun stopped; nothing was kept."))
     if lab.collect_rerun(name):
@@ -192,17 +240,19 @@ def rerun_panel(lab: LabSession, name: str) -> None:
 
 def results_notes(results: ResultsFile) -> None:
     """Where the shipped results come from, and the seeds they were trained with."""
-    st.caption(_("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
+    st.caption(fill(
+        _("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
                  "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all"
-                 ).format(command=results.command, steps=results.steps, batch=results.batch_size,
+                 ), command=results.command, steps=results.steps, batch=results.batch_size,
                           block=results.block_size, lr=results.learning_rate, corpus=results.corpus,
                           cpu=results.cpu, threads=results.threads, device=results.device,
                           minutes=results.total_wall_s / 60)
                + ("" if results.complete else _(" · INCOMPLETE: the command did not finish")))
     if results.seeds:
-        st.caption(_("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
+        st.caption(fill(
+            _("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
                      "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
-                     "below each table).").format(seeds=", ".join(map(str, results.seeds))))
+                     "below each table)."), seeds=", ".join(map(str, results.seeds))))
 
 
 def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> None:
@@ -231,7 +281,7 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
         shown = experiment_result(live) if live is not None else (results.get(name) if results else None)
         if shown is not None:
             if live is not None:
-                st.caption(_("Your live rerun: {steps} steps of batch {batch} on {corpus}.").format(
+                st.caption(fill(_("Your live rerun: {steps} steps of batch {batch} on {corpus}."),
                     steps=shown.steps, batch=shown.batch_size, corpus=shown.corpus))
             show_experiment(shown, f"lab_exp_{name}", baselines_for(shipped_corpus(shown.corpus, corpus)))
             if name == "heads":
@@ -239,7 +289,7 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
             if name == "causal":
                 show_causal_details(shown)
         running = lab.rerunning(name)
-        if st.button(_("Rerun live with {steps} steps per run (batch {batch})").format(steps=rerun_steps,
+        if st.button(fill(_("Rerun live with {steps} steps per run (batch {batch})"), steps=rerun_steps,
                                                                                        batch=rules.RERUN_BATCH),
                      key=f"lab_rerun_experiment_{name}", disabled=running or corpus is None,
                      icon=":material/replay:") and not running:
@@ -247,7 +297,8 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
                 lab.start_rerun(name, corpus, rerun_steps, seed)
                 st.rerun()  # redraw with the button disabled and the progress polling
             else:
-                st.error(_("This text is too short for the course model's block_size of 128."))
+                st.error(fill(_("This text is too short for the course model's block_size of {block}."),
+                    block=integer(rules.RERUN_BLOCK_SIZE)))
         with page.slot():  # a note that comes and goes keeps the fragment below in its place
             if lab.pop_busy_notice(name):
                 st.warning(busy_text(), icon=":material/tab:")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -12,7 +14,8 @@ from engine.lab import settings as rules
 from engine.lab.models import LabModel
 from ui import url
 from ui.i18n import _
-from ui.lab.words import plain
+from ui.lab.words import fill, plain
+from ui.numbers import plotly_separators
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -35,8 +38,10 @@ def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, s
     except models.NonFiniteLogitsError:
         return None
     looked = models.last_position_attention(_model, prompt)
+    steps = tuple(fill("{t:g}", t=t) for t in probs.temperatures)  # the slider's labels in the reader's format
     bars = figures.next_char_figure(probs.candidates, probs.probs, probs.sampled, probs.temperatures,
-                                    probs.by_temperature, probs.top_ks, probs.by_top_k, bar_labels)
+                                    probs.by_temperature, probs.top_ks, probs.by_top_k,
+                                    dataclasses.replace(bar_labels, temperatures=steps))
     attention = figures.last_attention_figure(looked.attn_weights, looked.tokens, attn_labels)
     return probs, bars, attention
 
@@ -73,21 +78,21 @@ def show_generation(model: LabModel, prompt: str, temperature: float, top_k: int
         return
     info = out.prompt
     if info.unknown:
-        st.warning(_("Not in this model's vocabulary, so left out of the prompt: {chars}").format(
+        st.warning(fill(_("Not in this model's vocabulary, so left out of the prompt: {chars}"),
             chars=plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")),
             icon=":material/text_select_move_back_word:")
     if info.started_from != "prompt":
         start = _("newline") if info.started_from == "newline" else _("first character of its vocabulary")
-        st.info(_("Nothing of the prompt is in the vocabulary: the model starts from a {start}.").format(start=start))
+        st.info(fill(_("Nothing of the prompt is in the vocabulary: the model starts from a {start}."), start=start))
     if info.cropped:
-        st.info(_("The prompt has {known} known characters; the model reads only the last {block} (its "
-                  "block_size), so the first {cropped} do not influence it.").format(
+        st.info(fill(_("The prompt has {known} known characters; the model reads only the last {block} (its "
+                  "block_size), so the first {cropped} do not influence it."),
             known=len(info.ids), block=model.config.block_size, cropped=info.cropped))
     kept = f"**{plain(info.kept)}**" if info.kept else ""
     st.markdown(kept + plain(out.new).replace("\n", "  \n"))
-    mode = _("greedy") if out.greedy else _("temperature {t:g}").format(t=temperature)
-    k_text = _("all characters") if top_k == 0 else _("top-k {k}").format(k=top_k)
-    st.caption(_("{mode} · {k} · seed {seed} · {n} new characters").format(mode=mode, k=k_text, seed=seed,
+    mode = _("greedy") if out.greedy else fill(_("temperature {t:g}"), t=temperature)
+    k_text = _("all characters") if top_k == 0 else fill(_("top-k {k}"), k=top_k)
+    st.caption(fill(_("{mode} · {k} · seed {seed} · {n} new characters"), mode=mode, k=k_text, seed=seed,
                                                                            n=len(out.new)))
 
 
@@ -99,15 +104,17 @@ def kv_cache(model: LabModel, prompt: str, length: int) -> None:
     st.markdown("#### " + _("The KV cache while these characters were written"))
     st.plotly_chart(figures.kv_cache_figure(cache_steps, figures.KvCacheLabels(
         title="", reused=_("keys/values reused from the cache"), computed=_("computed at this step"),
-        step=_("generation step"), keys=_("keys per layer and head"), slide=_("the window slides"))),
+        step=_("generation step"), keys=_("keys per layer and head"), slide=_("the window slides"),
+        separators=plotly_separators())),
         key="lab_kv_cache")
     reused = sum(r.reused for r in cache_steps)
     total = sum(r.reused + r.computed for r in cache_steps)
-    st.caption(_("To predict a character the model needs a key and a value for every character in its window. With "
+    st.caption(fill(
+        _("To predict a character the model needs a key and a value for every character in its window. With "
                  "the KV cache it computes them for the newest character only and reuses the others ({reused:,} of "
                  "{total:,} here, in each of {layers} layers × {heads} heads). Past block_size ({block}) the window "
                  "slides: every position shifts, so the whole window is computed again at each step. The text is "
-                 "the same with or without the cache.").format(
+                 "the same with or without the cache."),
         reused=reused, total=max(total, 1), layers=cfg.n_layer, heads=cfg.n_head, block=cfg.block_size)
         if cfg.causal else _("A model without the causal mask lets every position see later ones, so nothing can "
                              "be reused: every step computes the whole window."))
@@ -124,11 +131,11 @@ def next_character(model: LabModel, prompt: str, temperature: float, top_k: int,
     bar_labels = figures.NextCharLabels(
         title=_("What the model predicts after your prompt"), x=_("probability"), y=_("candidate next character"),
         temperature=_("temperature (top-k as set above): "), top_k=_("top-k (temperature as set above): "),
-        all=_("all"), sampled=_("sampled: {char}"))
+        all=_("all"), sampled=_("sampled: {char}"), separators=plotly_separators())
     attn_labels = figures.LastAttentionLabels(
         title=_("Where attention looked from the last character"), layer=_("layer"),
         key=_("character read (position:character)"), mean=_("mean of the heads"), head=_("head {head}"),
-        layer_label=_("layer {layer}"))
+        layer_label=_("layer {layer}"), separators=plotly_separators())
     view = next_char_view(model.model_id, prompt, temperature, top_k, seed, model, bar_labels, attn_labels)
     if view is None:
         st.error(not_finite_text())
@@ -136,12 +143,12 @@ def next_character(model: LabModel, prompt: str, temperature: float, top_k: int,
     probs, bars, looked = view
     n1, n2 = st.columns([1, 1])
     n1.plotly_chart(bars, key="lab_next_char")
-    n1.caption(_("The {n} most likely characters after the prompt, with the character sampled at your settings "
+    n1.caption(fill(_("The {n} most likely characters after the prompt, with the character sampled at your settings "
                  "(seed {seed}) highlighted: the first character of the text above. The sliders redraw the "
                  "bars for other temperatures (keeping your top-k) and other top-k (keeping your temperature). "
-                 "The unknown token is never a candidate.").format(n=len(probs.candidates), seed=seed))
+                 "The unknown token is never a candidate."), n=len(probs.candidates), seed=seed))
     n2.plotly_chart(looked, key="lab_next_char_attention")
-    n2.caption(_("The last character's attention weights in each layer, over the {chars} characters the model "
+    n2.caption(fill(_("The last character's attention weights in each layer, over the {chars} characters the model "
                  "read: where it looked to make this prediction. The slider shows each head; the first step "
-                 "averages them.").format(chars=probs.shapes["idx"][1]))
+                 "averages them."), chars=probs.shapes["idx"][1]))
     return dict(probs.shapes)

@@ -11,7 +11,8 @@ from engine.lab import models
 from engine.lab.models import LabModel
 from ui import page
 from ui.i18n import _
-from ui.lab.words import plain
+from ui.lab.words import fill, plain, position_name
+from ui.numbers import plotly_separators
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -43,20 +44,22 @@ def attention_on_a_line(model: LabModel | None) -> None:
     cfg = model.config
     max_len = figures.attention_line_length(cfg.n_layer, cfg.n_head)
     labels = figures.AttentionLabels(title="attn_weights", step=_("layer {layer} · head {head}"),
-                                     query=_("query (position:character)"), key=_("key"))
+                                     query=_("query (position:character)"), key=_("key"),
+                                     separators=plotly_separators())
     maps, attn_figure = attention_view(model.model_id, line, max_len, model, labels)
     if maps.unknown:
-        st.warning(_("Not in the vocabulary, left out: {chars}").format(chars=plain(" ".join(maps.unknown[:30]))))
+        st.warning(fill(_("Not in the vocabulary, left out: {chars}"), chars=plain(" ".join(maps.unknown[:30]))))
     if maps.cut:
-        st.info(_("Only the first {shown} known characters are drawn ({cut} left out), so that the {maps} maps stay "
-                  "readable.").format(shown=len(maps.tokens), cut=maps.cut, maps=cfg.n_layer * cfg.n_head))
+        st.info(fill(
+            _("Only the first {shown} known characters are drawn ({cut} left out), so that the {maps} maps stay "
+                  "readable."), shown=len(maps.tokens), cut=maps.cut, maps=cfg.n_layer * cfg.n_head))
     if attn_figure is None:
         st.warning(_("No character of this line is in the model's vocabulary: nothing to draw."))
     else:
         st.plotly_chart(attn_figure, key="lab_attention")
         w = maps.attn_weights
-        st.markdown(_("{layers} layers × {heads} heads on {chars} characters · every row sums to {row:.4f} · mean "
-                      "weight a query puts on itself: {diag:.3f}").format(
+        st.markdown(fill(_("{layers} layers × {heads} heads on {chars} characters · every row sums to {row:.4f} · mean "
+                      "weight a query puts on itself: {diag:.3f}"),
             layers=w.shape[0], heads=w.shape[1], chars=w.shape[2], row=maps.row_sum, diag=maps.self_weight))
     page.prose("positions")
     position_table(model)
@@ -68,15 +71,15 @@ def position_table(model: LabModel) -> None:
         trained=_("pos_emb after training"), untrained=_("pos_emb before training (same seed)"),
         sim_trained=_("cosine similarity of positions, trained"),
         sim_untrained=_("cosine similarity of positions, untrained"), position=_("position"),
-        dimension=_("dimension"))
+        dimension=_("dimension"), separators=plotly_separators())
     tables = positions_view(model.model_id, model, labels)
     if tables is None:
-        st.info(_("This model uses pos_encoding “{pos}”: it has no learned position table.").format(
-            pos=model.config.pos_encoding))
+        st.info(fill(_("This model uses pos_encoding “{pos}”: it has no learned position table."),
+            pos=position_name(model.config.pos_encoding)))
         return
     stats, pos_figure = tables
     st.plotly_chart(pos_figure, key="lab_positions")
-    st.markdown(_("mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, before training "
-                  "**{untrained:.3f}** (seed {seed})").format(trained=stats.neighbour_sim_trained,
+    st.markdown(fill(_("mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, before training "
+                  "**{untrained:.3f}** (seed {seed})"), trained=stats.neighbour_sim_trained,
                                                               untrained=stats.neighbour_sim_untrained,
                                                               seed=stats.seed))

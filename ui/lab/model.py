@@ -16,7 +16,7 @@ from ui.diagram import diagram
 from ui.i18n import _, ngettext
 from ui.lab.corpus import baselines_for, shipped_corpus, versus_baselines
 from ui.lab.session import OWN, LabSession
-from ui.lab.words import plain
+from ui.lab.words import fill, plain, position_name
 
 
 @st.cache_resource(show_spinner=False)
@@ -53,19 +53,20 @@ def checkpoint_text(error: CheckpointError) -> str:
 def describe_model(model: LabModel) -> str:
     """One line: size, parameters, vocabulary, steps and losses of a model, e.g. for a caption."""
     c = model.config
-    parts = [_("n_layer {n_layer}, n_head {n_head}, n_embd {n_embd}, block_size {block}, {pos}").format(
-        n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size, pos=c.pos_encoding)]
+    parts = [fill(_("n_layer {n_layer}, n_head {n_head}, n_embd {n_embd}, block_size {block}, {pos}"),
+        n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size,
+        pos=position_name(c.pos_encoding))]
     if not c.causal:
         parts[0] += _(", no causal mask")
-    parts.append(_("{params:,} parameters").format(params=model.params))
-    parts.append(_("vocabulary {size}").format(size=model.tokenizer.vocab_size))
+    parts.append(fill(_("{params:,} parameters"), params=model.params))
+    parts.append(fill(_("vocabulary {size}"), size=model.tokenizer.vocab_size))
     s = model.summary
     if isinstance(s.get("steps_done"), int):
         corpus = str(s.get("corpus", "?"))
         steps = (_("{steps} steps (stopped) on {corpus}") if s.get("stopped") else _("{steps} steps on {corpus}"))
-        parts.append(steps.format(steps=s["steps_done"], corpus=corpus))
+        parts.append(fill(steps, steps=s["steps_done"], corpus=corpus))
     if isinstance(s.get("final_val_loss"), int | float) and isinstance(s.get("final_train_loss"), int | float):
-        parts.append(_("train loss {train:.3f}, val loss {val:.3f}").format(train=s["final_train_loss"],
+        parts.append(fill(_("train loss {train:.3f}, val loss {val:.3f}"), train=s["final_train_loss"],
                                                                             val=s["final_val_loss"]))
     return " · ".join(parts)
 
@@ -78,17 +79,17 @@ def choose_model(lab: LabSession) -> LabModel | None:
     """
     shipped, shipped_error = shipped_model(str(SHIPPED_MODEL))
     if shipped_error is not None:
-        st.warning(_("The shipped model could not be loaded: {reason}").format(reason=checkpoint_text(shipped_error)))
+        st.warning(fill(_("The shipped model could not be loaded: {reason}"), reason=checkpoint_text(shipped_error)))
     d1, d2 = st.columns(2)
     ckpt_file = d2.file_uploader(_("Load a checkpoint downloaded from this page"), key="lab_ckpt_upload",
                                  max_upload_size=budget.upload_widget_mb(budget.MAX_CHECKPOINT_BYTES))
     if ckpt_file is not None:
         error = lab.checkpoint_upload(ckpt_file.getvalue(), ckpt_file.name, models.read_checkpoint_upload)
         if error is not None:
-            d2.error(_("This checkpoint cannot be loaded: {reason}").format(reason=checkpoint_text(error)),
+            d2.error(fill(_("This checkpoint cannot be loaded: {reason}"), reason=checkpoint_text(error)),
                      icon=":material/error:")
         else:
-            d2.success(_("Loaded {name}.").format(name=plain(ckpt_file.name)), icon=":material/check_circle:")
+            d2.success(fill(_("Loaded {name}."), name=plain(ckpt_file.name)), icon=":material/check_circle:")
     choices = lab.model_choices(shipped)
     if not choices:
         d1.info(_("No model yet: no trained model ships with this copy of the app. Train one above (the quick preset "
@@ -100,7 +101,7 @@ def choose_model(lab: LabSession) -> LabModel | None:
     current = lab.own_model if use == OWN else shipped
     if use == OWN:
         origin = {"trained": _("trained"), "uploaded": _("uploaded")}.get(current.source, current.source)
-        whose = _("Your model ({origin})").format(origin=origin)
+        whose = fill(_("Your model ({origin})"), origin=origin)
     else:
         whose = _("The model shipped with the app")
     d1.caption(whose + ": " + describe_model(current))
@@ -124,8 +125,8 @@ def gpt_diagram(model_id: str, _model: LabModel, shapes: tuple[tuple[str, tuple[
         tokens=w["tokens"], tok_emb="tok_emb", position=w[_model.config.pos_encoding], block=w["block"],
         ln_1="ln_1 (LayerNorm)", attn=w["attn"], ln_2="ln_2 (LayerNorm)", mlp=w["mlp"], residual=w["residual"],
         ln_f="ln_f (LayerNorm)", lm_head="lm_head", softmax="softmax", probs=w["probs"],
-        params=lambda n: ngettext("{n:,} parameter", "{n:,} parameters", n).format(n=n),
-        total=lambda n: ngettext("{n:,} parameter in all", "{n:,} parameters in all", n).format(n=n))
+        params=lambda n: fill(ngettext("{n:,} parameter", "{n:,} parameters", n), n=n),
+        total=lambda n: fill(ngettext("{n:,} parameter in all", "{n:,} parameters in all", n), n=n))
     return diagrams.lab(labels, diagrams.LabShapes(idx=sh["idx"], residual=sh["residual"], logits=sh["logits"],
                                                    attn_weights=sh["attn_weights"]),
                         diagrams.gpt_parts(_model.model))
@@ -142,5 +143,5 @@ def model_diagram(slot, model: LabModel, shapes: dict[str, tuple[int, ...]]) -> 
         diagram(gpt_diagram(model.model_id, model, tuple(shapes.items()), tuple(words.items())),
                 width="content", alt=_("Diagram: the model in use block by block, from the characters to the "
                                        "probabilities of the next one, with each part's shape and parameters."))
-        st.caption(_("The shapes are those of the forward pass on your prompt ({chars} characters); the counts "
-                     "are this model's parameters per part.").format(chars=shapes["idx"][1]))
+        st.caption(fill(_("The shapes are those of the forward pass on your prompt ({chars} characters); the counts "
+                     "are this model's parameters per part."), chars=shapes["idx"][1]))

@@ -11,7 +11,8 @@ from engine.lab.jobs import Snapshot, TrainingJob
 from ui.i18n import _
 from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
 from ui.lab.session import LabSession
-from ui.lab.words import duration_text, eta_text, queued_text
+from ui.lab.words import duration_text, eta_text, fill, queued_text
+from ui.numbers import plotly_separators
 
 #: Seconds between two redraws of a running job's progress.
 POLL_S = 1.0
@@ -22,7 +23,7 @@ def stop_text(snap: Snapshot) -> str:
     return {
         "while_queued": _("Stopped while queued: nothing was trained."),
         "owner_left": _("Stopped because its reader left the page; what it learned is kept."),
-        "wall_cap": _("Stopped at the time limit of {cap}; what it learned is kept.").format(
+        "wall_cap": fill(_("Stopped at the time limit of {cap}; what it learned is kept."),
             cap=duration_text(budget.MAX_JOB_WALL_S)),
     }.get(snap.stop_reason, _("Stopped."))
 
@@ -30,7 +31,8 @@ def stop_text(snap: Snapshot) -> str:
 def loss_labels() -> figures.LossLabels:
     """The live loss chart's words."""
     return figures.LossLabels(title=_("Loss while training"), batch=_("batch loss"), train=_("train loss"),
-                              val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"))
+                              val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"),
+                              separators=plotly_separators())
 
 
 def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None) -> None:
@@ -45,21 +47,21 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
     if snap.state == "queued":
         st.info(queued_text(snap), icon=":material/hourglass_top:")
     label = {"queued": _("waiting for a free slot"),
-             "running": _("step {step} / {steps} · {rate:,.0f} tokens/s · {eta}").format(
+             "running": fill(_("step {step} / {steps} · {rate:,.0f} tokens/s · {eta}"),
                  step=snap.step, steps=snap.steps, rate=snap.tokens_per_s, eta=eta_text(snap.eta_s)),
-             "done": _("done: {step} steps in {seconds:.1f} s").format(step=snap.step, seconds=snap.elapsed_s),
-             "stopped": _("stopped after {step} of {steps} steps ({seconds:.1f} s)").format(
+             "done": fill(_("done: {step} steps in {seconds:.1f} s"), step=snap.step, seconds=snap.elapsed_s),
+             "stopped": fill(_("stopped after {step} of {steps} steps ({seconds:.1f} s)"),
                  step=snap.step, steps=snap.steps, seconds=snap.elapsed_s),
              "error": _("failed")}[snap.state]
     st.progress(snap.step / max(1, snap.steps), text=label)
     if snap.state == "error":
-        st.error(_("Training failed: {error}").format(error=snap.error))
+        st.error(fill(_("Training failed: {error}"), error=snap.error))
     if snap.history or snap.step_losses:
         st.plotly_chart(figures.loss_chart(snap.history, snap.step_losses, snap.steps, loss_labels(),
                                            baselines=baseline_lines(baselines)), key="lab_live_chart")
     if snap.history:
         step, train_loss, val_loss = snap.history[-1]
-        st.markdown(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**").format(
+        st.markdown(fill(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"),
             step=step, train=train_loss, val=val_loss))
         st.caption(versus_baselines(val_loss, baselines))
     if not snap.finished:

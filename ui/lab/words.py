@@ -1,12 +1,74 @@
-"""Words the Lab's panels share: escaped reader text, short counts, losses, durations, queue notes, run names."""
+"""Words the Lab's panels share: escaped reader text, counts, losses, durations, queue notes, run names, prose."""
 
 from __future__ import annotations
 
 import math
 import re
+import string
+from functools import cache
+
+import streamlit as st
+from babel import Locale
 
 from engine.lab.jobs import Snapshot
-from ui.i18n import _, ngettext
+from ui import page
+from ui.i18n import _, current_language, ngettext
+from ui.numbers import integer, num, percent
+
+#: A format spec of the catalog's messages: sign, zero padding, width, grouping, precision, type.
+_SPEC = re.compile(r"(?P<sign>\+?)(?P<zero>0?)(?P<width>\d*)(?P<group>,?)(?:\.(?P<prec>\d+))?(?P<type>[dfg%]?)")
+
+
+@cache
+def _decimal_sign(lang: str) -> str:
+    locale = Locale.parse(lang)
+    return locale.number_symbols.get("latn", locale.number_symbols)["decimal"]
+
+
+def _number(value: float, spec: str, lang: str) -> str:
+    """``value`` written as ``format(value, spec)`` would, in ``lang``'s format (``ui.numbers``)."""
+    m = _SPEC.fullmatch(spec)
+    if m is None:
+        return format(value, spec)
+    prec, kind, group = m["prec"], m["type"], bool(m["group"])
+    if kind == "%":
+        text = percent(value, int(prec or 0), lang=lang)
+    elif kind == "f" or (prec is not None and kind == ""):
+        text = num(value, int(prec), lang=lang, group=group)
+    elif kind == "d" or (isinstance(value, int) and kind == ""):
+        text = integer(value, lang=lang) if group else num(int(value), 0, lang=lang, group=False)
+    else:  # "g" or a plain float: Python's shortest form with the language's decimal sign
+        text = format(value, "g" if kind == "g" else "").replace(".", _decimal_sign(lang))
+    if m["sign"] and value >= 0:
+        text = "+" + text
+    if m["zero"] and m["width"]:
+        text = text.rjust(int(m["width"]), "0")
+    return text
+
+
+def fill(template: str, lang: str | None = None, **values) -> str:
+    """``template.format(**values)`` with every number written in the reader's format.
+
+    A translated message keeps Python's format specs (``{params:,}``, ``{loss:.3f}``, ``{share:.2%}``,
+    ``{lr:g}``, ``{delta:+.3f}``, ``{seconds:02d}``): the spec says how many digits, and
+    :mod:`ui.numbers` (Babel) says the decimal sign, the group separator and the percent sign of the
+    language (the reader's, or ``lang``). Other values are formatted as ``str.format`` does.
+
+    Raises:
+        KeyError: for a placeholder without a value.
+    """
+    code = lang or current_language()
+    out = []
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        out.append(literal)
+        if field is None:
+            continue
+        value = values[field]
+        if conversion:
+            value = {"r": repr, "s": str, "a": ascii}[conversion](value)
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        out.append(_number(value, spec or "", code) if is_number else format(value, spec or ""))
+    return "".join(out)
 
 
 def plain(text: str) -> str:
@@ -17,15 +79,15 @@ def plain(text: str) -> str:
 def compact(n: int) -> str:
     """A count short enough for a metric tile: 3.27 M, 357 k, 980."""
     if n >= 1_000_000:
-        return f"{n / 1e6:.2f} M"
+        return num(n / 1e6, 2) + "\u00a0M"
     if n >= 10_000:
-        return f"{n / 1e3:.0f} k"
-    return f"{n:,}"
+        return num(n / 1e3, 0) + "\u00a0k"
+    return integer(n)
 
 
 def nats_text(nats: float) -> str:
     """"4.483 nats (perplexity 88.5)"."""
-    return _("{nats:.3f} nats (perplexity {ppl:,.1f})").format(nats=nats, ppl=math.exp(min(nats, 50.0)))
+    return fill(_("{nats:.3f} nats (perplexity {ppl:,.1f})"), nats=nats, ppl=math.exp(min(nats, 50.0)))
 
 
 def eta_text(seconds: float | None) -> str:
@@ -34,32 +96,32 @@ def eta_text(seconds: float | None) -> str:
         return _("estimating time left …")
     seconds = max(0, round(seconds))
     if seconds >= 60:
-        return _("about {minutes} min {seconds:02d} s left").format(minutes=seconds // 60, seconds=seconds % 60)
-    return _("about {seconds} s left").format(seconds=seconds)
+        return fill(_("about {minutes} min {seconds:02d} s left"), minutes=seconds // 60, seconds=seconds % 60)
+    return fill(_("about {seconds} s left"), seconds=seconds)
 
 
 def duration_text(seconds: float) -> str:
     """"12 s", "4 min" or "3.2 h" for an estimate."""
     if seconds < 90:
-        return _("{seconds:.0f} s").format(seconds=seconds)
+        return fill(_("{seconds:.0f} s"), seconds=seconds)
     if seconds < 5400:
-        return _("{minutes:.0f} min").format(minutes=seconds / 60)
-    return _("{hours:.1f} h").format(hours=seconds / 3600)
+        return fill(_("{minutes:.0f} min"), minutes=seconds / 60)
+    return fill(_("{hours:.1f} h"), hours=seconds / 3600)
 
 
 def queued_text(snap: Snapshot) -> str:
     """Why a job waits, and its place in the queue (first come, first served)."""
-    why = ngettext("Queued: this server trains at most {limit} model at once and {running} is training now; "
+    why = fill(ngettext("Queued: this server trains at most {limit} model at once and {running} is training now; "
                    "yours starts as soon as a slot is free.",
                    "Queued: this server trains at most {limit} models at once and {running} are training now; "
                    "yours starts as soon as a slot is free.", snap.limit
-                   ).format(limit=snap.limit, running=snap.running)
+                   ), limit=snap.limit, running=snap.running)
     if snap.position < 1:
         return why
     ahead = snap.position - 1
     place = (_("Yours is next in the queue.") if ahead == 0 else
-             ngettext("{ahead} training waits before yours.", "{ahead} trainings wait before yours.", ahead
-                      ).format(ahead=ahead))
+             fill(ngettext("{ahead} training waits before yours.", "{ahead} trainings wait before yours.", ahead
+                      ), ahead=ahead))
     return f"{why} {place}"
 
 
@@ -67,6 +129,11 @@ def busy_text() -> str:
     """Why a second training from the same browser does not start."""
     return _("This browser already has a training queued or running, perhaps in another tab: one at a time per "
              "reader. Stop it there, or wait until it ends.")
+
+
+def position_name(key: str) -> str:
+    """The name of a position encoding (``engine.gpt.POS_ENCODINGS`` key), as page 7 names it."""
+    return {"none": _("none"), "learned": _("learned"), "sinusoidal": _("sinusoidal"), "rope": _("RoPE")}.get(key, key)
 
 
 def run_name(key: str) -> str:
@@ -83,3 +150,16 @@ def run_name(key: str) -> str:
         "no_mask": _("no causal mask"),
         "no_mask_rope": _("no causal mask, RoPE"),
     }.get(key, key)
+
+
+def prose(part: str, **values: str) -> None:
+    """One part of the Lab's prose with its ``{name}`` placeholders filled by ``values`` (already formatted).
+
+    Only the names given are replaced, so the prose's LaTeX braces stay as they are; a part's
+    translations use the same placeholders (``tests/test_page_lab.py`` checks it).
+    """
+    body, fell_back = page.part_text(page.current().slug, part, current_language())
+    body = re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), body)
+    if fell_back:
+        st.caption(_("This part is not translated yet: it is shown in English."))
+    st.markdown(body)
