@@ -8,6 +8,7 @@ from engine.diagrams.core import shape_text
 from engine.sections import causal_mask as sections
 from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations
+from ui.numbers import plotly_separators
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
@@ -61,7 +62,11 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red")
-    assert figures(other)[4]["data"][0]["text"][0] == figures(fresh)[4]["data"][0]["text"][0]
+    # the same cells, written with the reader's decimal sign (the figure tells Plotly the same separators)
+    decimal = plotly_separators(lang)[0]
+    assert figures(other)[4]["data"][0]["text"][0] == [
+        cell.replace(".", decimal) for cell in figures(fresh)[4]["data"][0]["text"][0]]
+    assert figures(other)[4]["layout"]["separators"] == plotly_separators(lang)
 
 
 def test_two_ways_figure_reads_like_the_printed_tensors(fresh):

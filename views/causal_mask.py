@@ -12,6 +12,7 @@ from engine.sections import causal_mask as sections
 from ui import page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, ngettext
+from ui.numbers import plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -40,9 +41,9 @@ def two_ways_cached() -> sections.TwoWays:
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def two_ways_figures_cached(panel_titles: tuple[str, ...]) -> list[go.Figure]:
+def two_ways_figures_cached(panel_titles: tuple[str, ...], separators: str) -> list[go.Figure]:
     """The two routes' six panels, one set per language."""
-    return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles)
+    return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles, separators)
 
 
 @st.cache_data(show_spinner=False)
@@ -105,7 +106,7 @@ two_ways_figures = two_ways_figures_cached((
     _("1 · scores queries @ keys.T"),
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
-))
+), plotly_separators())
 # one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
 for first in (0, 3):
     for i, column in enumerate(st.columns(3), start=first):
@@ -118,7 +119,7 @@ page.chapter_check(_("softmax of the masked scores (route 2)"), result.attn_weig
 st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
                                                         values=page.fmt_row(result.attn_weights_causal[1])))
 page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
-st.markdown(_("max |route 1 − route 2| = **{diff:.2e}**").format(diff=result.max_abs_diff))
+st.markdown(_("max |route 1 − route 2| = **{diff}**").format(diff=sci(result.max_abs_diff, 2)))
 left, right = st.columns([3, 2])
 with left:
     diagram(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
@@ -146,8 +147,9 @@ def leakage_section() -> None:
         causal=_("with the causal mask"),
         no_mask=_("without a mask"),
         perturbed=_("perturbed"),
-        x_title=_("output row (query token)"),
-        y_title="max |Δ context_vec|",
+        x_title="max |Δ context_vec|",
+        y_title=_("output row (query token)"),
+        separators=plotly_separators(),
     )), key="cm_leak_chart")
     LEAK_HEADERS = {
         "token_index": _("token index"),
@@ -185,7 +187,8 @@ def triu_section() -> None:
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
                                          title=_("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k),
-                                         row_title=query_title, col_title=key_title),
+                                         row_title=query_title, col_title=key_title,
+                                         separators=plotly_separators()),
                     key="cm_triu_chart")
     with c2:
         st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
@@ -238,12 +241,13 @@ def fully_masked_row() -> None:
     demo = sections.masked_row_demo(scores, row, guard)
     c1, c2 = st.columns([2, 3])
     c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
-                                         row_title=query_title, col_title=key_title), key="cm_nan_mask")
+                                         row_title=query_title, col_title=key_title,
+                                         separators=plotly_separators()), key="cm_nan_mask")
     with c2:
         st.plotly_chart(figures.masked_row_figure(
             demo.attn_weights, TOKENS, demo.nan_rows,
             title=_("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard])),
-            nan_label="0/0 = NaN", row_title=query_title, col_title=key_title,
+            nan_label="0/0 = NaN", row_title=query_title, col_title=key_title, separators=plotly_separators(),
         ), key="cm_nan_weights")
     if demo.nan_rows:
         st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "

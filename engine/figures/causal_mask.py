@@ -13,13 +13,11 @@ import plotly.graph_objects as go
 
 from engine.figures.core import (
     PALETTE,
+    SEPARATORS,
     SIGNED_SCALE,
     WEIGHTS_SCALE,
+    app_layout,
     attention_heatmap,
-    base_layout,
-    heatmap_trace,
-    matrix_axes,
-    to_numpy,
 )
 from engine.sections.causal_mask import Leakage, TwoWays
 
@@ -35,8 +33,9 @@ class LeakageLabels:
 
     Attributes:
         causal, no_mask: legend names of the two bar series.
-        perturbed: the note above the perturbed token's column.
-        x_title, y_title: axis titles.
+        perturbed: the note beside the perturbed token's row.
+        x_title, y_title: axis titles (the change; the output rows).
+        separators: Plotly's ``layout.separators`` of the reader's language.
     """
 
     causal: str
@@ -44,9 +43,11 @@ class LeakageLabels:
     perturbed: str
     x_title: str
     y_title: str
+    separators: str = SEPARATORS
 
 
-def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str]) -> list[go.Figure]:
+def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str],
+                    separators: str = SEPARATORS) -> list[go.Figure]:
     """The two routes' six matrices (route 1: softmax, × tril, ÷ row sums; route 2: scores, −∞ mask, softmax) as
     six figures, one heatmap each.
 
@@ -57,6 +58,7 @@ def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequen
         result: the result of :func:`engine.sections.causal_mask.mask_two_ways`.
         tokens: the T token labels.
         panel_titles: the six titles in the reader's language, route 1 (mask after the softmax) then route 2.
+        separators: Plotly's ``layout.separators`` of the reader's language.
 
     Returns:
         Six figures with one (T, T) heatmap each, row 0 on top, the panel title as the figure's title.
@@ -79,17 +81,17 @@ def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequen
     for (matrix, scale), title in zip(matrices, panel_titles, strict=True):
         zmin, zmax = (0.0, 1.0) if scale == WEIGHTS_SCALE else (None, None)
         fig = attention_heatmap(matrix, tokens, tokens, title=title, colorscale=scale, zmin=zmin, zmax=zmax,
-                                height=380)
+                                height=380, separators=separators)
         fig.update_traces(showscale=False)
-        fig.update_xaxes(tickangle=-45, tickfont=dict(size=11))
-        fig.update_yaxes(tickfont=dict(size=11))
-        fig.update_layout(margin=dict(t=90))
         out.append(fig)
     return out
 
 
 def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, labels: LeakageLabels) -> go.Figure:
     """Per output row, the largest change of the context vector when one token is perturbed.
+
+    Horizontal bars, one pair per output row (rows top to bottom as in the matrices), each value written at
+    its bar's end: upright bars on a phone were too narrow for their values, which Plotly shrank to 3 px.
 
     Args:
         leak: the result of :func:`engine.sections.causal_mask.leakage_test`.
@@ -98,34 +100,41 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
         labels: legend names and titles in the reader's language.
 
     Returns:
-        Grouped bars (causal vs no mask), one group per output row.
+        Grouped horizontal bars (causal vs no mask), one group per output row.
     """
-    x = list(range(len(tokens)))
+    rows = list(range(len(tokens)))
     ticks = [f"{i} · {t}" for i, t in enumerate(tokens)]
-    fig = go.Figure()
+    sep = labels.separators
+    data, reach = [], 0.0
     for k, (column, name) in enumerate((("max_diff_causal", labels.causal), ("max_diff_full", labels.no_mask))):
         values = leak.table[column].to_numpy()
-        fig.add_bar(
-            x=x,
-            y=values,
-            name=name,
-            marker_color=PALETTE[0] if k == 0 else "#bbbbbb",
-            text=["0" if v == 0 else f"{v:.2e}" for v in values],
-            textposition="outside",
-            customdata=ticks,
-            hovertemplate="%{customdata}: %{y:.3g}<extra>" + name + "</extra>",
-        )
-    fig.add_vrect(x0=token_index - 0.5, x1=token_index + 0.5, fillcolor="#ffdd57", opacity=0.25, line_width=0)
-    fig.add_annotation(x=token_index, y=1.02, yref="paper", text=labels.perturbed, showarrow=False,
-                       font=dict(size=12))
-    fig.update_xaxes(tickmode="array", tickvals=x, ticktext=ticks, title_text=labels.x_title)
-    fig.update_yaxes(title_text=labels.y_title, gridcolor="#eee", rangemode="tozero")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.3))
-    return base_layout(fig, None, 380)
+        reach = max(reach, float(values.max(initial=0.0)))
+        data.append(dict(
+            type="bar", orientation="h", y=rows, x=values.tolist(), name=name,
+            marker_color=PALETTE[0] if k == 0 else "#8c8c8c",
+            text=["0" if v == 0 else f"{v:.2e}".replace(".", sep[0]) for v in values],
+            textposition="outside", textfont=dict(size=11), constraintext="none", cliponaxis=False,
+            customdata=ticks, hovertemplate="%{customdata}: %{x:.3g}<extra>" + name + "</extra>",
+        ))
+    layout = app_layout(None, 90 + 44 * len(tokens), separators=sep)
+    return go.Figure(data=data, layout=dict(
+        layout, barmode="group",
+        # room right of the longest bar for its value
+        xaxis=dict(title=dict(text=labels.x_title), gridcolor="#eee", range=[0, 1.45 * (reach or 1.0)]),
+        yaxis=dict(tickmode="array", tickvals=rows, ticktext=ticks, autorange="reversed",
+                   title=dict(text=labels.y_title)),
+        shapes=[dict(type="rect", xref="paper", x0=0, x1=1, y0=token_index - 0.5, y1=token_index + 0.5,
+                     fillcolor="#ffdd57", opacity=0.25, line_width=0, layer="below")],
+        annotations=[dict(x=1, xref="paper", xanchor="right", y=token_index - 0.5, yanchor="bottom",
+                          text=labels.perturbed, showarrow=False, font=dict(size=12))],
+        legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"),
+        margin=dict(layout["margin"], b=90),
+    ))
 
 
 def mask_heatmap(
-    mask, tokens: Sequence[str], title: str | None = None, row_title: str | None = None, col_title: str | None = None
+    mask, tokens: Sequence[str], title: str | None = None, row_title: str | None = None, col_title: str | None = None,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """A 0/1 mask (1 = hidden) as a two-colour matrix with the values written in.
 
@@ -133,17 +142,14 @@ def mask_heatmap(
         mask: (T, T) tensor/array of 0/1 (or bool).
         tokens: the T token labels.
         title, row_title, col_title: in the reader's language (e.g. "query (row)", "key (column)").
+        separators: Plotly's ``layout.separators`` of the reader's language.
 
     Returns:
-        One heatmap, row 0 on top.
+        One heatmap, row 0 on top, its column labels and margins as :func:`attention_heatmap` sets them.
     """
-    tokens = list(tokens)
-    fig = go.Figure(
-        heatmap_trace(to_numpy(mask), tokens, tokens, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0,
-                      showscale=False)
-    )
-    matrix_axes(fig, tokens, tokens, row_title, col_title)
-    return base_layout(fig, title, 420, top=100 if title else 60)
+    fig = attention_heatmap(mask, list(tokens), title=title, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0,
+                            row_title=row_title, col_title=col_title, separators=separators)
+    return fig.update_traces(showscale=False)
 
 
 def masked_row_figure(
@@ -154,6 +160,7 @@ def masked_row_figure(
     nan_label: str | None = None,
     row_title: str | None = None,
     col_title: str | None = None,
+    separators: str = SEPARATORS,
 ) -> go.Figure:
     """Attention weights in which whole rows may be NaN: those cells are written "nan" and the row outlined.
 
@@ -166,12 +173,15 @@ def masked_row_figure(
         tokens: the T token labels.
         nan_rows: the rows to outline (those holding a NaN).
         title, nan_label, row_title, col_title: in the reader's language.
+        separators: Plotly's ``layout.separators`` of the reader's language.
 
     Returns:
-        One heatmap, row 0 on top, plus one outline per NaN row.
+        One heatmap, row 0 on top, plus one outline per NaN row; the cells write 3 decimals (four ran into
+        each other in a phone's or a column's narrow cells).
     """
     tokens = list(tokens)
-    fig = attention_heatmap(attn_weights, tokens, title=title, zmax=1.0, row_title=row_title, col_title=col_title)
+    fig = attention_heatmap(attn_weights, tokens, title=title, zmax=1.0, decimals=3, row_title=row_title,
+                            col_title=col_title, separators=separators)
     for row in nan_rows:
         fig.add_shape(type="rect", x0=-0.5, x1=len(tokens) - 0.5, y0=row - 0.5, y1=row + 0.5,
                       line=dict(color=NAN_OUTLINE, width=2, dash="dash"))
