@@ -16,10 +16,17 @@ would take the session past ``engine.budget.MAX_SESSION_UPLOAD_BYTES`` or ``MAX_
 every session together past ``MAX_UPLOADS_HELD_BYTES``, counting what Streamlit holds and what is on its way;
 an upload without a declared length (chunked) gets 411, a file id that is not a UUID (Streamlit's own form)
 gets 400.
+
+Uploads also go when their reader does. Streamlit keeps a closed tab's session for
+``server.disconnectedSessionTTL`` seconds (120) so that a reconnect finds it, then drops it from its store
+without shutting it down, so the files it uploaded stayed in the upload manager for good (and would in time
+fill the cap above for everyone). :func:`forget_orphan_uploads` removes the files of sessions the runtime no
+longer knows; the start-up hook runs it every ``REAP_EVERY_S`` seconds, and every upload request runs it first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -31,20 +38,50 @@ from starlette.middleware import Middleware
 from engine import budget
 from engine.startup import prepare_process
 
+#: Seconds between two sweeps for the uploads of sessions that ended.
+REAP_EVERY_S = 30.0
 _UPLOAD_PATH = re.compile(r"/_stcore/upload_file/([^/]+)/([^/]+)$")
 _FILE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _runtime():
+    from streamlit.runtime import Runtime
+
+    return Runtime.instance() if Runtime.exists() else None
+
+
+def forget_orphan_uploads(runtime=None) -> int:
+    """Removes the uploaded files of every session the runtime no longer knows (neither connected nor kept for a
+    reconnect); returns how many sessions' files went. Their files could never be read again.
+
+    Args:
+        runtime: Streamlit's ``Runtime`` (default: the running one; nothing is done without one).
+    """
+    runtime = runtime or _runtime()
+    if runtime is None:
+        return 0
+    manager = runtime.uploaded_file_mgr
+    # Streamlit's session manager: active sessions, then those kept for a reconnect (no public accessor in 1.67)
+    known = getattr(getattr(runtime, "_session_mgr", None), "get_session_info", None)
+    if known is None:
+        return 0
+    gone = [sid for sid in list(getattr(manager, "file_storage", {})) if known(sid) is None]
+    for sid in gone:
+        manager.remove_session_files(sid)
+    return len(gone)
 
 
 def held_uploads(session_id: str, file_id: str) -> tuple[int, int, int]:
     """What Streamlit's upload manager holds: ``(bytes of this session, files of this session, bytes of all)``.
 
-    The file ``file_id`` is left out (an upload to the same id replaces it). Zeros before the runtime exists.
+    The files of sessions that ended are removed first (:func:`forget_orphan_uploads`); the file ``file_id``
+    is left out (an upload to the same id replaces it). Zeros before the runtime exists.
     """
-    from streamlit.runtime import Runtime
-
-    if not Runtime.exists():
+    runtime = _runtime()
+    if runtime is None:
         return 0, 0, 0
-    storage = getattr(Runtime.instance().uploaded_file_mgr, "file_storage", {})
+    forget_orphan_uploads(runtime)
+    storage = getattr(runtime.uploaded_file_mgr, "file_storage", {})
     session_bytes = session_files = total = 0
     for sid, files in list(storage.items()):
         for fid, rec in list(files.items()):
@@ -120,11 +157,21 @@ async def _refuse(send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def _sweep_uploads() -> None:
+    while True:
+        await asyncio.sleep(REAP_EVERY_S)
+        forget_orphan_uploads()
+
+
 @asynccontextmanager
 async def lifespan(_app):
-    """Start preparing the process when the server starts; nothing to undo when it stops."""
+    """Start preparing the process when the server starts, and sweeping ended sessions' uploads until it stops."""
     threading.Thread(target=prepare_process, name="prepare-process", daemon=True).start()
-    yield
+    sweeper = asyncio.create_task(_sweep_uploads())
+    try:
+        yield
+    finally:
+        sweeper.cancel()
 
 
 app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(UploadCap)])
