@@ -736,3 +736,14 @@ def test_fill_writes_english_as_python_and_french_with_its_own_signs(value, spec
     if "." in template.format(v=value) and "e" not in template.format(v=value):
         assert "," in french and "." not in french
     assert fill("{v}", "fr", v="a.b") == "a.b"  # text is left as it is
+
+
+def test_top_p_reaches_the_generation_and_its_caption(trained):
+    at = generate(trained, lab_top_p=0.5, lab_temp=0.8, lab_length=5, lab_prompt="白日", lab_top_k=20, lab_gen_seed=0)
+    k = msg("top-k {k}", k=20) + " · " + msg("top-p {p:g}", p=0.5)
+    assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=k, seed=0, n=5) in captions(at)
+    expected = models.generate(at.session_state["lab_own"], "白日", 5, temperature=0.8, top_k=20, seed=0, top_p=0.5)
+    poem = next(t for t in texts(at) if t.startswith("**白日**"))
+    assert poem.replace("  \n", "\n").replace("\n", "") == ("**白日**" + plain(expected.new)).replace("\n", "")
+    generate(at, lab_top_p=1.0)
+    assert not [c for c in captions(at) if msg("top-p {p:g}", p=0.5) in c]

@@ -37,11 +37,11 @@ current = model.choose_model(lab)
 diagram_slot = st.container()  # the model's diagram, drawn once section 4 gives it a forward pass to show
 
 page.prose("generate")
-prompt, temperature, top_k, length, gen_seed = generate.generation_form(disabled=current is None)
+sampling = generate.generation_form(disabled=current is None)
 if current is not None:
-    generate.show_generation(current, prompt, temperature, top_k, length, gen_seed)
-    generate.kv_cache(current, prompt, length)
-    shapes = generate.next_character(current, prompt, temperature, top_k, gen_seed)
+    generate.show_generation(current, sampling)
+    generate.kv_cache(current, sampling)
+    shapes = generate.next_character(current, sampling)
     if shapes is not None:
         model.model_diagram(diagram_slot, current, shapes)
 page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate, models.next_char_probs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -19,22 +20,23 @@ from ui.numbers import plotly_separators
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, seed: int,
+def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, top_p: float, seed: int,
               _model: LabModel) -> models.Generation | None:
     """The model's continuation of ``prompt``; None when its predictions are not finite."""
     try:
-        return models.generate(_model, prompt, length, temperature, top_k or None, seed)
+        return models.generate(_model, prompt, length, temperature, top_k or None, seed, top_p=top_p)
     except models.NonFiniteLogitsError:
         return None
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, seed: int, _model: LabModel,
+def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, top_p: float, seed: int,
+                   _model: LabModel,
                    bar_labels: figures.NextCharLabels, attn_labels: figures.LastAttentionLabels
                    ) -> tuple[models.NextCharProbs, go.Figure, go.Figure] | None:
     """The next character's distribution and the last position's attention, and their figures; None if not finite."""
     try:
-        probs = models.next_char_probs(_model, prompt, temperature, top_k, seed)
+        probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p)
     except models.NonFiniteLogitsError:
         return None
     looked = models.last_position_attention(_model, prompt)
@@ -51,28 +53,40 @@ def not_finite_text() -> str:
     return _("This model's predictions are not finite numbers (NaN or infinity), so nothing can be generated.")
 
 
-def generation_form(disabled: bool) -> tuple[str, float, int, int, int]:
-    """The prompt and sampling controls in a form (generation runs when the reader asks).
+@dataclass(frozen=True)
+class Sampling:
+    """The generation form's values: the prompt, how to sample (top_k 0: all characters; top_p 1: all), how many
+    new characters, the sampling seed."""
 
-    Returns:
-        prompt, temperature, top_k (0: all characters), new characters, sampling seed.
-    """
+    prompt: str
+    temperature: float
+    top_k: int
+    top_p: float
+    length: int
+    seed: int
+
+
+def generation_form(disabled: bool) -> Sampling:
+    """The prompt and sampling controls in a form (generation runs when the reader asks)."""
     with st.form("lab_generate_form", border=False):
-        c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 2, 1])
+        c1, c2, c3, c6, c4, c5 = st.columns([3, 2, 1, 1, 2, 1])
         prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params")
         temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
                                       value=0.8, key="lab_temp", bind="query-params"))
         top_k = url.int_input(c3, _("top-k (0 = all)"), *rules.TOP_K, step=1, value=20, key="lab_top_k")
+        top_p = float(c6.slider(_("top-p (1 = all)"), *rules.TOP_P, step=0.05, value=rules.TOP_P[1],
+                                key="lab_top_p", bind="query-params"))
         length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
                                value=64, key="lab_length", bind="query-params"))
         seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
         st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=disabled)
-    return prompt, temperature, top_k, length, seed
+    return Sampling(prompt, temperature, top_k, top_p, length, seed)
 
 
-def show_generation(model: LabModel, prompt: str, temperature: float, top_k: int, length: int, seed: int) -> None:
+def show_generation(model: LabModel, sampling: Sampling) -> None:
     """The generated text with the notes on its prompt (unknown characters, an empty start, a cropped prompt)."""
-    out = generated(model.model_id, prompt, length, temperature, top_k, seed, model)
+    prompt, temperature, top_k, seed = sampling.prompt, sampling.temperature, sampling.top_k, sampling.seed
+    out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed, model)
     if out is None:
         st.error(not_finite_text())
         return
@@ -92,13 +106,15 @@ def show_generation(model: LabModel, prompt: str, temperature: float, top_k: int
     st.markdown(kept + plain(out.new).replace("\n", "  \n"))
     mode = _("greedy") if out.greedy else fill(_("temperature {t:g}"), t=temperature)
     k_text = _("all characters") if top_k == 0 else fill(_("top-k {k}"), k=top_k)
+    if sampling.top_p < 1:
+        k_text += " · " + fill(_("top-p {p:g}"), p=sampling.top_p)
     st.caption(fill(_("{mode} · {k} · seed {seed} · {n} new characters"), mode=mode, k=k_text, seed=seed,
                                                                            n=len(out.new)))
 
 
-def kv_cache(model: LabModel, prompt: str, length: int) -> None:
-    """Keys and values reused and computed at each step of a generation of ``length`` characters."""
-    cfg = model.config
+def kv_cache(model: LabModel, sampling: Sampling) -> None:
+    """Keys and values reused and computed at each step of the generation of ``sampling.length`` characters."""
+    prompt, length, cfg = sampling.prompt, sampling.length, model.config
     prompt_len = len(models.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
     cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
     st.markdown("#### " + _("The KV cache while these characters were written"))
@@ -120,8 +136,7 @@ def kv_cache(model: LabModel, prompt: str, length: int) -> None:
                              "be reused: every step computes the whole window."))
 
 
-def next_character(model: LabModel, prompt: str, temperature: float, top_k: int, seed: int
-                   ) -> dict[str, tuple[int, ...]] | None:
+def next_character(model: LabModel, sampling: Sampling) -> dict[str, tuple[int, ...]] | None:
     """The next character's odds and where the last position looked.
 
     Returns:
@@ -136,7 +151,9 @@ def next_character(model: LabModel, prompt: str, temperature: float, top_k: int,
         title=_("Where attention looked from the last character"), layer=_("layer"),
         key=_("character read (position:character)"), mean=_("mean of the heads"), head=_("head {head}"),
         layer_label=_("layer {layer}"), separators=plotly_separators())
-    view = next_char_view(model.model_id, prompt, temperature, top_k, seed, model, bar_labels, attn_labels)
+    seed = sampling.seed
+    view = next_char_view(model.model_id, sampling.prompt, sampling.temperature, sampling.top_k, sampling.top_p, seed,
+                          model, bar_labels, attn_labels)
     if view is None:
         st.error(not_finite_text())
         return None
