@@ -49,6 +49,11 @@ SLIDER_PAD_PX = 64
 STORAGE_TITLE_CHARS = 40
 
 
+def _breaks(titles: Sequence[str]) -> int:
+    """Line breaks of the longest of ``titles`` once wrapped (:data:`engine.figures.core.TITLE_WIDTH`)."""
+    return max(wrap_text(t, TITLE_WIDTH).count("<br>") for t in titles)
+
+
 def _longest(titles: Sequence[str]) -> str:
     """The title that takes the most lines once wrapped for the figure (:data:`engine.figures.core.TITLE_WIDTH`)."""
     return max(titles, key=lambda t: wrap_text(t, TITLE_WIDTH).count("<br>"))
@@ -145,11 +150,13 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
                      title_text=labels.cell_axis, showgrid=False, row=2, col=1)
     titles = [f"{title} · {t}" for t in captions]
     # laid out for the step title of most lines, so that none is cut at the top edge (each step only swaps the text)
-    base_layout(fig, _longest(titles), height or (min(44 * rows, 420) + 350))
+    base_layout(fig, _longest(titles), height or (min(44 * rows, 420) + 350 + 30 * _breaks(titles)))
     add_step_slider(fig, [str(k) for k in range(len(walk.order))], traces_per_step=2, prefix=labels.slider_prefix,
                     always_visible=2, step_layouts=[{"title.text": t} for t in titles])
     # the slider's current value sits under the storage strip's axis title, clear of it
     fig.layout.sliders[0].pad.t = SLIDER_PAD_PX
+    # the title block (lines and Plotly's pad) above the column labels
+    fig.layout.margin.t = 50 + 30 * _breaks(titles)
     return fig
 
 
@@ -261,11 +268,13 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
     fig.update_xaxes(tickmode="array", side="top", showgrid=False, row=1, col=1)
     fig.update_yaxes(tickmode="array", showgrid=False, row=2, col=1)
     fig.update_xaxes(showgrid=False, title_text=labels.cell_axis, row=2, col=1)
+    breaks = _breaks([s["title.text"] for s in step_layouts])
     base_layout(fig, _longest([s["title.text"] for s in step_layouts]),
-                height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 280))
-    fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=34,
+                height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 280 + 30 * breaks))
+    fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=30,
                        showarrow=False, font=dict(size=14))
-    fig.update_layout(margin=dict(t=110))
+    # the title block (its lines and Plotly's pad), then the legend of heads, then the column labels
+    fig.update_layout(margin=dict(t=110 + 30 * breaks))
     add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix=labels.slider_prefix,
                     step_layouts=step_layouts)
     fig.layout.sliders[0].pad.t = SLIDER_PAD_PX
