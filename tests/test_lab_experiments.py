@@ -263,6 +263,7 @@ def test_command_resumes_and_a_killed_worker_loses_only_its_own_run(tmp_path, mo
     assert all(c.verdict == "too_few_seeds" for c in heads.comparisons)
     assert read.runs_of("course")[0].val_windows == (len(RANDOM_TEXT) // 10 - 1) // 16
     assert CheckedResultsFile.writes >= 6
+    assert out.stat().st_mode & 0o777 == 0o644 and not store.lock_path(out).parent.samefile(tmp_path)
     # other settings never mix into the file
     before = out.read_bytes()
     assert command.main([*argv, "--steps", "4"]) == 2

@@ -20,6 +20,7 @@ Every write goes to a temporary file in the same folder that is then renamed ove
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import tempfile
@@ -32,7 +33,7 @@ from engine.lab.experiments.stats import paired_comparison
 from engine.lab.results import EXERCISES_FILE, EXERCISES_FORMAT
 
 __all__ = ["EXERCISES_FILE", "EXERCISES_FORMAT", "ResultsBusyError", "ResultsFile", "ResultsMismatchError",
-           "exercise_summary", "hold_lock", "now", "read_file", "write_atomically"]
+           "exercise_summary", "hold_lock", "lock_path", "now", "read_file", "write_atomically"]
 
 
 class ResultsMismatchError(ValueError):
@@ -43,8 +44,15 @@ class ResultsBusyError(RuntimeError):
     """Another command is writing the same results file (it holds the file's lock)."""
 
 
+def lock_path(path: Path) -> Path:
+    """Where :func:`hold_lock` keeps the lock of the results file ``path``: the system's temporary folder, named
+    after the file's absolute path (so the checkout holds no lock files)."""
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8")).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"engine-lab-exercises-{digest}.lock"
+
+
 def hold_lock(path: Path):
-    """An open lock file beside ``path`` (``.<name>.lock``), locked for this process until it is closed.
+    """An open lock file for ``path`` (:func:`lock_path`), locked for this process until it is closed.
 
     Two commands writing one file would each keep only their own runs; the second one is refused instead.
     Where ``fcntl`` is missing (Windows) nothing is locked and None is returned.
@@ -56,8 +64,7 @@ def hold_lock(path: Path):
         import fcntl
     except ImportError:  # Windows: no advisory locks of this kind
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path.with_name(f".{path.name}.lock"), "a")  # noqa: SIM115 (held open for the command's life)
+    handle = open(lock_path(path), "a")  # noqa: SIM115 (held open for the command's life)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
@@ -80,6 +87,7 @@ def write_atomically(path: Path, data: dict) -> None:
             f.write(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a server running as another user
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
