@@ -518,45 +518,50 @@ def test_presets_and_head_choices():
     assert not at.exception
 
 
-def test_experiment_results_are_shown_at_once():
-    at = open_page(PAGE)
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_experiment_results_are_shown_at_once(lang):
+    at = open_page(PAGE, lang=lang)
     results = lab_results.load_results()
     if results is None:
         assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
-                   "below.") in [i.value for i in at.info]
+                   "below.", lang) in [i.value for i in at.info]
         return
-    curves = [f for f in figures(at) if title(f) == msg(CURVES_TITLE)]
+    curves = [f for f in figures(at) if title(f) == msg(CURVES_TITLE, lang)]
     assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
-    tables = [d.value for d in at.dataframe if msg("val, last pos.") in d.value.columns]
+    tables = [d.value for d in at.dataframe if msg("val, last pos.", lang) in d.value.columns]
     assert len(tables) == 3
-    run, val = msg("run"), msg("val")
-    assert list(tables[0][run]) == [msg(m) for m in ("1 head of 128", "4 heads of 32 (course)", "8 heads of 16",
-                                                     "unigram (counting)", "bigram (counting)")]
+    run, val = msg("run", lang), msg("val", lang)
+    assert list(tables[0][run]) == [msg(m, lang) for m in ("1 head of 128", "4 heads of 32 (course)",
+                                                           "8 heads of 16")]
     base = corpus_baselines(load_corpus(results["corpus"]["name"]))
-    assert list(tables[0][val])[-2:] == pytest.approx([base.unigram.val_nats, base.bigram.val_nats])
+    counting = msg("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}.", lang,
+                   uni=nats(base.unigram.val_nats, lang), bi=nats(base.bigram.val_nats, lang))
+    assert counting in texts(at)
     shown = "\n".join(texts(at))
     for table, name in zip(tables, X.EXPERIMENTS, strict=True):
         runs = results["experiments"][name]["runs"]
-        assert list(table[val])[:len(runs)] == pytest.approx([r.get("fixed_val_loss_mean", r["final_val_loss"])
-                                                               for r in runs])
-        assert list(table[msg("val perplexity")]) == pytest.approx(np.exp(table[val].to_numpy()).tolist())
+        losses = [r.get("fixed_val_loss_mean", r["final_val_loss"]) for r in runs]
+        assert list(table[val]) == [num(v, 3, lang=lang) for v in losses]  # the reader's number format
+        assert list(table[msg("val perplexity", lang)]) == [num(math.exp(v), 1, lang=lang) for v in losses]
+        assert list(table[msg("params", lang)]) == [integer(r["params"], lang=lang) for r in runs]
         names = dict(zip((r["key"] for r in runs), table[run], strict=False))
         for c in results["experiments"][name].get("comparisons", []):
             if c["exceeds_noise"] is None:
                 continue
-            verdict = msg("**more than the seed noise**") if c["exceeds_noise"] else msg("within the seed noise")
-            line = msg("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}", b=names[c["b"]],
+            verdict = (msg("**more than the seed noise**", lang) if c["exceeds_noise"]
+                       else msg("within the seed noise", lang))
+            line = msg("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}", lang, b=names[c["b"]],
                        a=names[c["a"]], delta=c["delta_mean"], noise=c["noise"], verdict=verdict)
             assert f"- {line}" in shown.split("\n"), line
-    assert any(msg("same parameter count for every head count") in t for t in texts(at))
+    assert any(msg("same parameter count for every head count", lang) in t for t in texts(at))
     s, machine = results["settings"], results["machine"]
     expected = msg("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
                    "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all",
-                   command=results["command"], steps=s["steps"], batch=s["batch_size"],
+                   lang, command=results["command"], steps=s["steps"], batch=s["batch_size"],
                    block=s["base_model"]["block_size"], lr=s["learning_rate"], corpus=results["corpus"]["name"],
                    cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
                    minutes=results["total_wall_s"] / 60)
-    suffix = "" if results.get("complete") else msg(" · INCOMPLETE: the command did not finish")
+    suffix = "" if results.get("complete") else msg(" · INCOMPLETE: the command did not finish", lang)
     assert expected + suffix in captions(at)
 
 

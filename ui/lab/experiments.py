@@ -25,7 +25,7 @@ from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
 from ui.lab.train import POLL_S
-from ui.lab.words import busy_text, eta_text, fill, queued_text, run_name
+from ui.lab.words import busy_text, eta_text, fill, nats_text, queued_text, run_name
 from ui.numbers import integer, num, plotly_separators
 
 
@@ -67,14 +67,15 @@ def table_words() -> TableWords:
 @st.cache_resource(show_spinner=False, max_entries=32)
 def experiment_view(experiment: ExperimentResult, names: tuple[str, ...], words: TableWords,
                     baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
-    """The curves figure and the table of one experiment's results; ``baselines``: (label, train, val nats) rows."""
+    """The curves figure and the table of one experiment's results, every cell written in the reader's number format.
+
+    ``baselines``: (label, train, val nats) of the counting baselines, drawn as dashed lines.
+    """
     w = words
-    rows = [{w.run: name, w.params: r.params, w.train: r.train_loss, w.val: r.val_loss, w.std: r.val_std,
-             w.ppl: math.exp(r.val_loss), w.seeds: r.n_seeds, w.last: r.last_position_loss, w.s: r.wall_s}
+    rows = [{w.run: name, w.params: integer(r.params), w.train: num(r.train_loss, 3), w.val: num(r.val_loss, 3),
+             w.std: "—" if r.val_std is None else num(r.val_std, 3), w.ppl: num(math.exp(r.val_loss), 1),
+             w.seeds: integer(r.n_seeds), w.last: num(r.last_position_loss, 3), w.s: num(r.wall_s, 0)}
             for r, name in zip(experiment.runs, names, strict=True)]
-    rows += [{w.run: label, w.params: None, w.train: train_nats, w.val: val_nats, w.std: None,
-              w.ppl: math.exp(val_nats), w.seeds: None, w.last: None, w.s: None}
-             for label, train_nats, val_nats in baselines]
     table = pd.DataFrame(rows)
     if not experiment.several_seeds:
         table = table.drop(columns=[w.std, w.seeds])  # one seed: no spread to show
@@ -112,17 +113,20 @@ def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines
     right.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run and seed, "
                     "“val, last pos.” at the last position of the window only (the one generation uses); s is the "
                     "wall time of the run. The counting baselines score the same split."))
-    number = st.column_config.NumberColumn
+    column = st.column_config.TextColumn  # cells are written in the reader's number format (ui.numbers)
     right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
-        w.params: number(format="localized", help=_("parameters")),
-        w.train: number(format="%.3f", help=_("final train loss (nats)")),
-        w.val: number(format="%.3f", help=_("validation loss (nats), mean over seeds")),
-        w.std: number(format="%.3f", help=_("standard deviation over seeds (nats)")),
-        w.ppl: number(format="%.1f", help=_("exp(val): as uncertain as a uniform choice among this many characters")),
-        w.seeds: number(format="%d", help=_("trainings with different seeds")),
-        w.last: number(format="%.3f", help=_("validation loss at the last position only")),
-        w.s: number(format="%.0f", help=_("wall time of the run in seconds")),
+        w.params: column(help=_("parameters")),
+        w.train: column(help=_("final train loss (nats)")),
+        w.val: column(help=_("validation loss (nats), mean over seeds")),
+        w.std: column(help=_("standard deviation over seeds (nats)")),
+        w.ppl: column(help=_("exp(val): as uncertain as a uniform choice among this many characters")),
+        w.seeds: column(help=_("trainings with different seeds")),
+        w.last: column(help=_("validation loss at the last position only")),
+        w.s: column(help=_("wall time of the run in seconds")),
     })
+    if baselines is not None:
+        right.markdown(fill(_("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}."),
+                            uni=nats_text(baselines.unigram.val_nats), bi=nats_text(baselines.bigram.val_nats)))
     lines = comparison_lines(experiment)
     if lines:
         right.markdown("\n".join(f"- {line}" for line in lines))
