@@ -370,3 +370,20 @@ def test_every_chart_has_a_text_alternative_with_its_values(lang):
     assert sci(table.loc[1, "none"], lang=lang) in perm and sci(table.loc[2, "rope"], lang=lang) in perm
     visibility = next(c.proto.alt for c in charts if c.proto.id.endswith("pe_visibility"))
     assert "1 · 2 · 3 · 4 · 5" in visibility and visibility.rstrip(".").endswith(": 4")  # only position 4
+
+
+@pytest.mark.parametrize("n_embd, seed", [(32, 0), (64, 1)])
+def test_the_rope_sentence_follows_the_sweep(at, n_embd, seed):
+    """Section 1: whether RoPE's one-layer difference is the smallest is read from the sweep (at n_embd 64 with
+    seed 1 it is not), never written by hand."""
+    at.selectbox(key="pe_n_embd").set_value(n_embd).run()
+    at.selectbox(key="pe_seed").set_value(seed).run()
+    assert not at.exception
+    one = perm_table(at).loc[1]
+    smallest = one["rope"] < min(one["learned"], one["sinusoidal"])
+    said = [x for x in texts(at) if x.startswith(head("At one layer RoPE's difference is the smallest of the three "
+                                                      "explicit encodings here: {rope} against {others}."))]
+    assert bool(said) == smallest
+    assert said or any(x.startswith(head("At one layer RoPE's difference is not the smallest of the three explicit "
+                                         "encodings here: {rope} against {others}.")) for x in texts(at))
+    assert sci(one["rope"], lang="en") in " ".join(texts(at))

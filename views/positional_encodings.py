@@ -184,6 +184,14 @@ st.markdown(_("1 layer, none: **{one_none}** · 2 layers, none: **{two_none}** �
     one_none=sci(sweep.diff(1, "none")), two_none=sci(sweep.diff(2, "none")),
     one_learned=sci(sweep.diff(1, "learned")), lesson_one_none=sci(sections.LESSON_ONE_LAYER_NONE),
     lesson_two_none=sci(sections.LESSON_TWO_LAYERS_NONE), lesson_one_learned=sci(sections.LESSON_ONE_LAYER_LEARNED)))
+explicit = {key: sweep.diff(1, key) for key in ("learned", "sinusoidal", "rope")}
+others = " · ".join(f"{names[k]} {sci(v)}" for k, v in explicit.items() if k != "rope")
+if explicit["rope"] < min(v for k, v in explicit.items() if k != "rope"):
+    st.markdown(_("At one layer RoPE's difference is the smallest of the three explicit encodings here: {rope} "
+                  "against {others}.").format(rope=sci(explicit["rope"]), others=others))
+else:
+    st.markdown(_("At one layer RoPE's difference is not the smallest of the three explicit encodings here: {rope} "
+                  "against {others}.").format(rope=sci(explicit["rope"]), others=others))
 page.verdict(sweep.is_rounding(1, "none"),
              _("1 layer without positions: float rounding, as in the lesson"),
              _("1 layer without positions is NOT at float rounding"))

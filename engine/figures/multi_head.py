@@ -13,6 +13,9 @@ import plotly.graph_objects as go
 
 from engine.figures.core import PALETTE, add_step_slider, base_layout, heatmap_trace, matrix_axes, to_numpy
 
+#: Longest line whose weights are written in the cells: past it a phone's cells are too narrow for the numbers
+#: (they stay in the hover).
+MAX_VALUE_TOKENS = 8
 #: Top margin (px) of :func:`heads_slider`: the title, then the key axis title and the key tokens above the cells.
 HEADS_TOP_PX = 96
 
@@ -42,7 +45,8 @@ def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, heigh
 
     Args:
         attn_weights: (H, T, T) weights, row = query, column = key; every head
-            shares the colour range [0, 1] so heads compare at a glance.
+            shares the colour range [0, 1] so heads compare at a glance. The cells carry their values for
+            lines of at most :data:`MAX_VALUE_TOKENS` tokens.
         tokens: the T tokens, on both axes.
         labels: the figure's words.
 
@@ -57,10 +61,10 @@ def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, heigh
         raise ValueError(f"attn_weights must be (H, T, T) with T={len(tokens)}, got {w.shape}")
     H, T = w.shape[0], w.shape[1]
     fig = go.Figure()
-    decimals = 2 if T > 8 else 3
+    decimals = 2 if T > 6 else 3
     for h in range(H):
         fig.add_trace(heatmap_trace(w[h], tokens, tokens, zmin=0.0, zmax=1.0, decimals=decimals,
-                                    name=labels.head.format(h=h), show_values=T <= 12,
+                                    name=labels.head.format(h=h), show_values=T <= MAX_VALUE_TOKENS,
                                     separators=labels.separators))
     matrix_axes(fig, tokens, tokens, labels.query_axis, labels.key_axis)
     titles = [labels.title.format(h=h, H=H) for h in range(H)]
