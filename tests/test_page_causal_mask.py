@@ -212,8 +212,12 @@ def diagram(at, i: int = 0) -> str:
 
 
 def test_diagram_shows_both_routes_with_the_run_shapes(fresh):
-    assert len(fresh.get("graphviz_chart")) == 1
+    # the wide diagram, then each route alone for a phone (the page's CSS shows one or the other)
+    assert len(fresh.get("graphviz_chart")) == 3
     spec = diagram(fresh)
+    routes = [diagram(fresh, 1), diagram(fresh, 2)]
+    assert [r.count("cluster_") for r in routes] == [1, 1]
+    assert "−∞" in routes[0] and "−∞" not in routes[1]
     result = sections.mask_two_ways(sections.v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
     assert shape_text(tuple(result.attn_scores.shape)) in spec and shape_text(tuple(result.row_sums.shape)) in spec
     assert "√2" in spec and "−∞" in spec

@@ -9,10 +9,11 @@ from engine.sections import self_attention as sections
 from tests.plotly_json import ROOT, open_page
 
 
-def diagram(at) -> str:
+def diagram(at, i: int = 0) -> str:
+    """The ``i``-th diagram's DOT source: 0 the wide one, 1 and 2 its halves for a phone."""
     charts = at.get("graphviz_chart")
-    assert len(charts) == 1
-    return charts[0].proto.spec
+    assert len(charts) == 3
+    return charts[i].proto.spec
 
 
 def test_diagram_shows_the_shapes_of_the_example_vectors():
@@ -24,6 +25,9 @@ def test_diagram_shows_the_shapes_of_the_example_vectors():
     for shape in (states[-1].shape, step.attn_weights.shape, step.context_vec.shape):  # the states draw no shape
         assert shape_text(tuple(shape)) in spec
     assert spec.count("cluster_") == 6  # two halves, each with an encoder and a decoder
+    # a phone gets each half alone, one under the other
+    assert diagram(at, 1).count("cluster_") == diagram(at, 2).count("cluster_") == 3
+    assert "α " not in diagram(at, 1) and "α " in diagram(at, 2)
     for token in (A.CHAPTER_TOKENS[0], A.CHAPTER_TOKENS[-1]):
         assert token in spec
 

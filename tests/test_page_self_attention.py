@@ -123,7 +123,7 @@ def test_charts_read_like_tensors_and_both_jacobians_checked(at):
     scores = next(f for f in heatmaps if "inputs @ inputs.T" in f["layout"]["title"]["text"])
     assert scores["data"][0]["text"][1][:3] == ["0.9544", "1.4950", "1.4754"]
     naive_title = msg("divide by the sum: ∂w_i/∂x_j for “{token}”", token="journey")
-    naive = next(f for f in heatmaps if f["layout"]["title"]["text"] == naive_title)
+    naive = next(f for f in heatmaps if f["layout"]["title"]["text"].replace("<br>", " ") == naive_title)
     # row "journey" (index 1), column "journey": (1 − w_1) / Σx with the chapter's naive weight and scores
     total = sum((0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865))
     assert abs(float(naive["data"][0]["text"][1][1]) - (1 - 0.2278) / total) < 1e-3
@@ -215,7 +215,8 @@ def test_steps_one_and_two_in_one_chart(at):
 
 def test_the_jacobians_have_their_own_query_token(at):
     softmax_jac = chart(at, "sa_jacobian")
-    assert softmax_jac["layout"]["title"]["text"] == msg("softmax: ∂w_i/∂x_j for the query “{token}”", token="journey")
+    assert softmax_jac["layout"]["title"]["text"].replace("<br>", " ") == msg(
+        "softmax: ∂w_i/∂x_j for the query “{token}”", token="journey")
     at.selectbox(key="sa_query").set_value("step").run()
     assert chart(at, "sa_jacobian") == softmax_jac  # the steps' query does not redraw the Jacobians
     steps_chart = chart(at, "sa_steps_chart")
@@ -223,7 +224,8 @@ def test_the_jacobians_have_their_own_query_token(at):
     assert not at.exception
     assert chart(at, "sa_steps_chart") == steps_chart  # nor the Jacobians' token the steps
     moved = chart(at, "sa_jacobian")
-    assert moved["layout"]["title"]["text"] == msg("softmax: ∂w_i/∂x_j for the query “{token}”", token="with")
+    assert moved["layout"]["title"]["text"].replace("<br>", " ") == msg(
+        "softmax: ∂w_i/∂x_j for the query “{token}”", token="with")
     scores = A.dot_scores(A.chapter_inputs(), A.chapter_inputs()[A.CHAPTER_TOKENS.index("with")])
     expected = sections.jacobian_check(scores).closed_form
     np.testing.assert_allclose(np.array(moved["data"][0]["z"]), expected.numpy(), atol=1e-4)

@@ -23,6 +23,7 @@ from pathlib import Path
 import streamlit as st
 
 from engine import chapter
+from ui.diagram import diagram
 from ui.i18n import DEFAULT_LANGUAGE, _, current_language
 from ui.nav import PageInfo, page_info
 
@@ -85,7 +86,8 @@ def prose(part: str) -> None:
 #:   making the whole page scroll sideways;
 #: - badges wrap instead of cutting their verdict short with an ellipsis;
 #: - titles keep their words whole on a phone (a smaller size there, no break inside a word);
-#: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page.
+#: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page;
+#: - :func:`diagram_for_width` shows a diagram's wide layout on a wide screen and its narrow parts on a phone.
 _PAGE_CSS = """<style>
 [data-testid='stMain'] [data-testid='stMarkdownContainer'] table {display: block; overflow-x: auto; max-width: 100%;}
 [data-testid='stMain'] .stMarkdownBadge {white-space: normal !important; overflow: visible !important;
@@ -96,9 +98,32 @@ _PAGE_CSS = """<style>
   [data-testid='stMain'] h1 {font-size: 1.6rem !important;}
   [data-testid='stMain'] h3 {font-size: 1.15rem !important;}
 }
+[class*='st-key-diagram_narrow_'] {display: none;}
+@media (max-width: 640px) {
+  [class*='st-key-diagram_wide_'] {display: none;}
+  [class*='st-key-diagram_narrow_'] {display: block;}
+}
 [data-testid='stCaptionContainer'] {opacity: 1 !important;}
 [data-testid='stCaptionContainer'], [data-testid='stCaptionContainer'] p {color: #5a5c66 !important;}
 </style>"""
+
+
+def diagram_for_width(wide: str, narrow: Sequence[str], alt: str, key: str) -> None:
+    """A diagram laid out for the screen: ``wide`` (DOT) on a screen wider than 640 px, the ``narrow`` DOT
+    sources one under the other on a phone, each at its own size instead of shrunk until its text is
+    unreadable. Both are sent; the page's CSS shows one (a server cannot know the reader's width).
+
+    Args:
+        wide: the diagram's DOT source for a wide screen.
+        narrow: DOT sources of its parts, drawn top to bottom on a phone.
+        alt: the diagram described in words (the reader's language), given to each image.
+        key: a name for the pair, unique in the page.
+    """
+    with st.container(key=f"diagram_wide_{key}"):
+        diagram(wide, alt=alt, width="stretch")
+    with st.container(key=f"diagram_narrow_{key}"):
+        for part in narrow:
+            diagram(part, alt=alt, width="content")
 
 
 def header() -> None:

@@ -10,7 +10,7 @@ from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import page
-from ui.diagram import colour_legend, diagram
+from ui.diagram import colour_legend
 from ui.i18n import N_, _, ngettext
 from ui.numbers import plotly_separators, sci
 
@@ -71,8 +71,9 @@ def show_buffers(table, device: str, key: str) -> None:
         for holder, outcome in zip(holders, outcomes, strict=True)))
 
 
-def routes_diagram(result: sections.TwoWays, d_k: int) -> str:
-    """Page 3's diagram: both masking routes, with the shapes of :func:`two_ways_cached`'s tensors."""
+def routes_diagram(result: sections.TwoWays, d_k: int, route: str | None = None) -> str:
+    """Page 3's diagram: both masking routes (or one, ``route``, for a phone), with the shapes of
+    :func:`two_ways_cached`'s tensors."""
     return diagrams.causal_mask(
         diagrams.CausalMaskLabels(
             attn_scores="attn_scores", masked_route=_("mask, then softmax"),
@@ -88,6 +89,7 @@ def routes_diagram(result: sections.TwoWays, d_k: int) -> str:
             row_sums=tuple(result.row_sums.shape), masked_simple_norm=tuple(result.masked_simple_norm.shape),
             d_k=d_k,
         ),
+        route=route,
     )
 
 
@@ -122,10 +124,12 @@ page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], 
 st.markdown(_("max |route 1 − route 2| = **{diff}**").format(diff=sci(result.max_abs_diff, 2)))
 left, right = st.columns([3, 2])
 with left:
-    diagram(routes_diagram(result, TWO_WAYS_D_K), width="stretch",
-            alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
-                  "softmax; right, the softmax comes first, the future weights are zeroed and each row "
-                  "is divided by its sum. Both give the same weights."))
+    page.diagram_for_width(
+        routes_diagram(result, TWO_WAYS_D_K),
+        [routes_diagram(result, TWO_WAYS_D_K, route) for route in diagrams.ROUTES],
+        alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
+              "softmax; right, the softmax comes first, the future weights are zeroed and each row "
+              "is divided by its sum. Both give the same weights."), key="routes")
     colour_legend()
 with right:
     page.prose("same_result")

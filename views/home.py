@@ -7,17 +7,18 @@ from engine.diagrams import home as diagrams
 from engine.figures import vectors_3d
 from engine.sections import self_attention as sections
 from ui import page
-from ui.diagram import colour_legend, diagram
+from ui.diagram import colour_legend
 from ui.i18n import _
 from ui.nav import PAGES
 
 
-def bottleneck_diagram() -> str:
+def bottleneck_diagram(part: str | None = None) -> str:
     """The RNN encoder–decoder beside attention, on the chapter's six 3-d vectors used as encoder states.
 
     The shapes are those of the tensors computed here: the inputs (T, d) stand for the encoder
     states, the last row for the RNN's single hidden state, and the weights and context vector of
     one step of attention (:func:`engine.sections.self_attention.query_walkthrough`, first token).
+    ``part`` draws one half alone ("rnn" or "attention", for a phone).
     """
     states = A.chapter_inputs()  # (T, d): one state per token
     step = sections.query_walkthrough(states, 0)  # attn_weights (T,), context_vec (d,)
@@ -30,6 +31,7 @@ def bottleneck_diagram() -> str:
         ),
         diagrams.HomeShapes(encoder_states=tuple(states.shape), hidden_state=tuple(states[-1].shape),
                             attn_weights=tuple(step.attn_weights.shape), context_vec=tuple(step.context_vec.shape)),
+        part=part,
     )
 
 
@@ -37,9 +39,10 @@ page.header()
 page.prose("problem")
 left, right = st.columns([3, 2])
 with left:
-    diagram(bottleneck_diagram(), width="stretch",
-            alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
-                  "weighted sum of every encoder state."))
+    page.diagram_for_width(
+        bottleneck_diagram(), [bottleneck_diagram(part) for part in diagrams.PARTS],
+        alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
+              "weighted sum of every encoder state."), key="home")
 with right:
     st.caption(_("Left: the decoder sees only the last hidden state, whatever the length of the sentence. "
                  "Right: at each step it weighs every encoder state. Here the encoder states are the "

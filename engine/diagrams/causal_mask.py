@@ -22,6 +22,11 @@ from engine.diagrams.core import (
 
 #: Largest mask drawn inside the causal-mask boxes (a min(T, MASK_ICON) square).
 MASK_ICON = 4
+#: Point size of the −∞ / 0 written in a mask icon's cells: 9 CSS px or more where the diagram is drawn at its
+#: own size or a little under it.
+ICON_PT = 8
+#: The two routes, each of which :func:`causal_mask` can draw alone (a phone's narrow column).
+ROUTES = ("masked", "renorm")
 
 
 def _matrix_icon(n: int, above: str, above_fill: str, below_fill: str) -> str:
@@ -32,7 +37,7 @@ def _matrix_icon(n: int, above: str, above_fill: str, below_fill: str) -> str:
         for j in range(n):
             masked = j > i
             fill = above_fill if masked else below_fill
-            text = (f'<FONT COLOR="{P.text_colour(fill)}" POINT-SIZE="7">{esc(above)}</FONT>'
+            text = (f'<FONT COLOR="{P.text_colour(fill)}" POINT-SIZE="{ICON_PT}">{esc(above)}</FONT>'
                     if masked else "")
             cells.append(f'<TD BGCOLOR="{fill}" WIDTH="24" HEIGHT="15" FIXEDSIZE="TRUE">{text}</TD>')
         rows.append("<TR>" + "".join(cells) + "</TR>")
@@ -90,41 +95,53 @@ class CausalMaskShapes(CheckedShapes):
     d_k: int
 
 
-def causal_mask(labels: CausalMaskLabels, shapes: CausalMaskShapes, rankdir: str = "TB") -> str:
+def causal_mask(labels: CausalMaskLabels, shapes: CausalMaskShapes, rankdir: str = "TB",
+                route: str | None = None) -> str:
     """Scores → mask (−∞ above the diagonal) → softmax, beside softmax → zero the future → ÷ row sums.
 
     Both routes give the same weights (the chapter's section "applying a causal attention
     mask"). Each mask box draws a min(T, 4) square of the mask it applies.
 
+    Args:
+        route: None draws both routes side by side; "masked" or "renorm" (:data:`ROUTES`) draws that route
+            alone, half as wide, for a phone (the two stacked read as the pair, without shrinking their text).
+
     Returns:
         DOT source (str).
 
     Raises:
-        ValueError: for an unknown rankdir or a d_k < 1.
+        ValueError: for an unknown rankdir or route, or a d_k < 1.
     """
+    if route is not None and route not in ROUTES:
+        raise ValueError(f"route must be None or one of {ROUTES}, got {route!r}")
     n = max(1, min(shapes.attn_scores[0] if shapes.attn_scores else 1, MASK_ICON))
     scale = f"÷ √{shapes.d_k}"
     dot = Dot(rankdir)
     scores = tensor_node(dot, "scores", labels.attn_scores, shape_text(shapes.attn_scores), P.ATTN_SCORES)
-    with dot.cluster("masked", labels.masked_route):
-        mask = op_node(dot, "mask", _icon_op(labels.mask, shape_text(shapes.mask),
-                                         _matrix_icon(n, "−∞", P.NEG_INF, P.PAPER)), colour=P.MASK)
-        soft_a = op_node(dot, "softmax_a", labels.softmax, scale, P.ATTN_WEIGHTS)
-    with dot.cluster("renorm", labels.renormalise_route):
-        soft_b = op_node(dot, "softmax_b", labels.softmax, scale, P.ATTN_WEIGHTS)
-        zero = op_node(dot, "zero", _icon_op(labels.zero_future, None,
-                                         _matrix_icon(n, "0", P.lighten(P.MASK, 0.8), P.PAPER)), colour=P.MASK)
-        divide = op_node(dot, "divide", labels.row_sums, "÷ " + shape_text(shapes.row_sums), P.ATTN_WEIGHTS)
-    out_a = tensor_node(dot, "weights_a", labels.attn_weights, shape_text(shapes.attn_weights_causal), P.ATTN_WEIGHTS)
-    out_b = tensor_node(dot, "weights_b", labels.attn_weights, shape_text(shapes.masked_simple_norm), P.ATTN_WEIGHTS)
-    flow(dot, scores, mask, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
-    flow(dot, mask, soft_a, "−∞", shapes.masked_scores, P.ATTN_SCORES)
-    flow(dot, soft_a, out_a, shape=shapes.attn_weights_causal, colour=P.ATTN_WEIGHTS)
-    flow(dot, scores, soft_b, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
-    flow(dot, soft_b, zero, shape=shapes.attn_weights, colour=P.ATTN_WEIGHTS)
-    flow(dot, zero, divide, shape=shapes.masked_simple, colour=P.ATTN_WEIGHTS)
-    flow(dot, divide, out_b, shape=shapes.masked_simple_norm, colour=P.ATTN_WEIGHTS)
-    dot.same_rank(out_a, out_b)
-    dot.edge(out_a, out_b, label=arrow_label(labels.same, None), style="dashed", dir="none", color=P.RESIDUAL,
-             constraint="false")
+    if route in (None, "masked"):
+        with dot.cluster("masked", labels.masked_route):
+            mask = op_node(dot, "mask", _icon_op(labels.mask, shape_text(shapes.mask),
+                                             _matrix_icon(n, "−∞", P.NEG_INF, P.PAPER)), colour=P.MASK)
+            soft_a = op_node(dot, "softmax_a", labels.softmax, scale, P.ATTN_WEIGHTS)
+        out_a = tensor_node(dot, "weights_a", labels.attn_weights, shape_text(shapes.attn_weights_causal),
+                            P.ATTN_WEIGHTS)
+        flow(dot, scores, mask, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
+        flow(dot, mask, soft_a, "−∞", shapes.masked_scores, P.ATTN_SCORES)
+        flow(dot, soft_a, out_a, shape=shapes.attn_weights_causal, colour=P.ATTN_WEIGHTS)
+    if route in (None, "renorm"):
+        with dot.cluster("renorm", labels.renormalise_route):
+            soft_b = op_node(dot, "softmax_b", labels.softmax, scale, P.ATTN_WEIGHTS)
+            zero = op_node(dot, "zero", _icon_op(labels.zero_future, None,
+                                             _matrix_icon(n, "0", P.lighten(P.MASK, 0.8), P.PAPER)), colour=P.MASK)
+            divide = op_node(dot, "divide", labels.row_sums, "÷ " + shape_text(shapes.row_sums), P.ATTN_WEIGHTS)
+        out_b = tensor_node(dot, "weights_b", labels.attn_weights, shape_text(shapes.masked_simple_norm),
+                            P.ATTN_WEIGHTS)
+        flow(dot, scores, soft_b, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
+        flow(dot, soft_b, zero, shape=shapes.attn_weights, colour=P.ATTN_WEIGHTS)
+        flow(dot, zero, divide, shape=shapes.masked_simple, colour=P.ATTN_WEIGHTS)
+        flow(dot, divide, out_b, shape=shapes.masked_simple_norm, colour=P.ATTN_WEIGHTS)
+    if route is None:
+        dot.same_rank(out_a, out_b)
+        dot.edge(out_a, out_b, label=arrow_label(labels.same, None), style="dashed", dir="none", color=P.RESIDUAL,
+                 constraint="false")
     return dot.source()

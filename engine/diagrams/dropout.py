@@ -85,9 +85,10 @@ def dropout(labels: DropoutLabels, shapes: DropoutShapes, rankdir: str = "TB") -
     kept = f"{esc(labels.kept)}<BR/>{esc(f'1 − p = {_num(1 - p)}')}<BR/>{esc(scale)}"
     table = (
         '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="3">'
-        f'<TR><TD COLSPAN="2">{node_label(labels.dropout)}</TD></TR>'
-        f'<TR><TD BGCOLOR="{P.lighten(P.MASK, 0.8)}">{dropped}</TD>'
-        f'<TD BGCOLOR="{P.lighten(P.DROPOUT, 0.3)}">{kept}</TD></TR>'
+        f'<TR><TD>{node_label(labels.dropout)}</TD></TR>'
+        # dropped above kept: side by side they made the diagram too wide for a phone's column
+        f'<TR><TD BGCOLOR="{P.lighten(P.MASK, 0.8)}">{dropped}</TD></TR>'
+        f'<TR><TD BGCOLOR="{P.lighten(P.DROPOUT, 0.3)}">{kept}</TD></TR>'
         "</TABLE>"
     )
     drop = op_node(dot, "dropout", Html(table), colour=P.DROPOUT)

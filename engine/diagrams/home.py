@@ -104,7 +104,11 @@ def _decoder_rows(dot: Dot, prefix: str, tokens: Sequence[str], start: str, stat
         previous = s
 
 
-def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB") -> str:
+#: The two halves :func:`home` can draw alone (a phone's narrow column).
+PARTS = ("rnn", "attention")
+
+
+def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB", part: str | None = None) -> str:
     """The RNN encoder–decoder and its single hidden state, beside attention over every encoder state.
 
     Left: each token updates the hidden state h₁ … h_T; only the last one (the bottleneck,
@@ -116,14 +120,18 @@ def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB") -> str:
         labels: the words (see :class:`HomeLabels`).
         shapes: the shapes the page produced (see :class:`HomeShapes`).
         rankdir: "TB" (default) or another of :data:`RANKDIRS`.
+        part: None draws both halves side by side; "rnn" or "attention" (:data:`PARTS`) draws that half
+            alone, for a phone, where the two stacked keep their text at its size.
 
     Returns:
         DOT source (str).
 
     Raises:
         ValueError: if the number of source tokens differs from encoder_states' first size, a
-            token list is empty, or rankdir is unknown.
+            token list is empty, or rankdir or part is unknown.
     """
+    if part is not None and part not in PARTS:
+        raise ValueError(f"part must be None or one of {PARTS}, got {part!r}")
     T = shapes.encoder_states[0] if shapes.encoder_states else 0
     if len(labels.source_tokens) != T or T == 0:
         raise ValueError(f"need one source token per encoder state: {len(labels.source_tokens)} tokens, "
@@ -132,6 +140,15 @@ def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB") -> str:
         raise ValueError("target_tokens is empty")
     state = shapes.encoder_states[1:]
     dot = Dot(rankdir)
+    if part in (None, "rnn"):
+        _rnn_half(dot, labels, shapes, state)
+    if part in (None, "attention"):
+        _attention_half(dot, labels, shapes, state)
+    return dot.source()
+
+
+def _rnn_half(dot: Dot, labels: HomeLabels, shapes: HomeShapes, state: Shape) -> None:
+    """The RNN encoder–decoder: the encoder's states chained, the last one alone reaching the decoder."""
     with dot.cluster("rnn", labels.rnn):
         with dot.cluster("rnn_enc", labels.encoder, dashed=True):
             states = _encoder_rows(dot, "rnn", labels.source_tokens, state)
@@ -139,6 +156,10 @@ def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB") -> str:
         flow(dot, states[-1], bottleneck, shape=shapes.hidden_state, colour=P.CONTEXT, penwidth=2.5)
         with dot.cluster("rnn_dec", labels.decoder, dashed=True):
             _decoder_rows(dot, "rnn_dec", labels.target_tokens, bottleneck, shapes.hidden_state, P.CONTEXT)
+
+
+def _attention_half(dot: Dot, labels: HomeLabels, shapes: HomeShapes, state: Shape) -> None:
+    """Attention: every encoder state weighed, their weighted sum handed to the decoder's step."""
     with dot.cluster("att", labels.attention):
         with dot.cluster("att_enc", labels.encoder, dashed=True):
             states = _encoder_rows(dot, "att", labels.source_tokens, state)
@@ -151,4 +172,3 @@ def home(labels: HomeLabels, shapes: HomeShapes, rankdir: str = "TB") -> str:
         flow(dot, weigh, context, "α", shapes.attn_weights, P.ATTN_WEIGHTS)
         with dot.cluster("att_dec", labels.decoder, dashed=True):
             _decoder_rows(dot, "att_dec", labels.target_tokens[:1], context, shapes.context_vec, P.CONTEXT)
-    return dot.source()

@@ -127,8 +127,9 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
                      fillcolor="#ffdd57", opacity=0.25, line_width=0, layer="below")],
         annotations=[dict(x=1, xref="paper", xanchor="right", y=token_index - 0.5, yanchor="bottom",
                           text=labels.perturbed, showarrow=False, font=dict(size=12))],
-        legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"),
-        margin=dict(layout["margin"], b=90),
+        # the legend above the bars: under them it ran into the axis title on a phone
+        legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"),
+        margin=dict(layout["margin"], t=60, b=60),
     ))
 
 
@@ -182,6 +183,8 @@ def masked_row_figure(
     tokens = list(tokens)
     fig = attention_heatmap(attn_weights, tokens, title=title, zmax=1.0, decimals=3, row_title=row_title,
                             col_title=col_title, separators=separators)
+    # no colour bar: the cells write their values, and a phone's cells need its width
+    fig.update_traces(showscale=False)
     for row in nan_rows:
         fig.add_shape(type="rect", x0=-0.5, x1=len(tokens) - 0.5, y0=row - 0.5, y1=row + 0.5,
                       line=dict(color=NAN_OUTLINE, width=2, dash="dash"))

@@ -290,7 +290,7 @@ def attention_heatmap(
     xaxis, yaxis = matrix_axes_layout(row_tokens, col_tokens, row_title, col_title)
     angle, labels_px = column_labels(col_tokens)
     xaxis["tickangle"] = angle
-    top = round((34 if title else 8) + (22 if col_title else 0) + labels_px)
+    top = round((34 if title else 8) + (28 if col_title else 0) + labels_px)
     layout = app_layout(title, height or round(max(260, 48 * rows + 100 + labels_px)), top=top,
                         separators=separators)
     # one constructor call: a later update of the figure costs Plotly's bookkeeping on every rerun
@@ -460,7 +460,8 @@ def weighted_sum_bars(
     bottom = min(float(np.clip(parts, None, 0).sum(axis=0).min()), float(total.min()), 0.0)
     span = (top - bottom) or 1.0
     layout = dict(app_layout(title, height, separators=separators), barmode="relative",
-                  legend=dict(orientation="h", y=-0.15),
+                  # under the dimension labels, clear of them when the legend wraps on a phone
+                  legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"),
                   xaxis=dict(tickmode="array", tickvals=dims, ticktext=list(dim_labels)),
                   yaxis=dict(gridcolor="#eee", zerolinecolor="#999",
                              range=[bottom - (0.15 * span if bottom < 0 else 0), top + 0.25 * span]))
