@@ -202,7 +202,7 @@ def test_head_walk_default(at):
     assert "(1, 2, 4, 4)" in titles[3] and t("new storage") in titles[3]
     # stage 0: heads interleaved per token in memory; stage 3: the scores grouped by head
     assert fig["data"][1]["z"][0] == [0.0, 0.0, 1.0, 1.0] * 4
-    assert fig["data"][7]["z"][0] == [0.0] * 16 + [1.0] * 16
+    assert [v for row in fig["data"][7]["z"] for v in row] == [0.0] * 16 + [1.0] * 16
     # stage 2 (after transpose): reading order jumps
     assert fig["data"][5]["text"][0][:4] == ["0", "1", "8", "9"]
     table = next(d.value for d in at.dataframe if t("stage") in d.value.columns)

@@ -27,7 +27,10 @@ from engine.sections.memory_layout import HeadStage
 #: Colour of a cell that holds data, of a storage cell the tensor never reads, and of the lit cell.
 CELL_COLOUR, UNUSED_COLOUR, LIT_COLOUR = "#dbe9f6", "#f0f0f0", "#ff7f0e"
 #: Storage cells per row of the multi-head memory strip.
-STRIP_WIDTH = 32
+STRIP_WIDTH = 16
+#: Largest grid (columns) and storage (cells) whose numbers are written in the cells: past them a phone's cells
+#: are too small for the numbers, the colours still show each element's head and the hover gives the numbers.
+TEXT_COLUMNS, TEXT_CELLS = 8, 64
 
 
 def _flat_scale(colour: str) -> list:
@@ -198,7 +201,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
 
     Top panel: the stage's tensor as it prints (b = 1 left out; leading dims
     folded into rows), each element coloured by its head and labelled with
-    the storage cell it lives in. Bottom panel: the storage, ``STRIP_WIDTH``
+    the storage cell it lives in (up to :data:`TEXT_COLUMNS` columns). Bottom panel: the storage, ``STRIP_WIDTH``
     cells per row, each coloured by the head of the element it holds and
     labelled with that element's position in reading order — 0, 1, 2, … in
     sequence exactly when the tensor is contiguous.
@@ -227,8 +230,9 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
         cells = s.grid_cells.numpy()
         rows, cols = heads.shape
         fig.add_trace(go.Heatmap(
-            z=heads.astype(float).tolist(), text=cells.astype(str).tolist(), texttemplate="%{text}",
-            colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1,
+            z=heads.astype(float).tolist(), text=cells.astype(str).tolist(),
+            texttemplate="%{text}" if cols <= TEXT_COLUMNS else "", colorscale=scale, zmin=-0.5,
+            zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1,
             customdata=[[s.row_labels[i]] * cols for i in range(rows)],
             hovertemplate=grid_hover + "<extra></extra>",
         ), row=1, col=1)
@@ -241,7 +245,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
         mem_text[:n] = s.memory_order.numpy().astype(str)
         fig.add_trace(go.Heatmap(
             z=[[None if np.isnan(v) else float(v) for v in row] for row in mem_heads.reshape(strip_rows, width)],
-            text=mem_text.reshape(strip_rows, width).tolist(), texttemplate="%{text}",
+            text=mem_text.reshape(strip_rows, width).tolist(), texttemplate="%{text}" if n <= TEXT_CELLS else "",
             colorscale=scale, zmin=-0.5, zmax=num_heads - 0.5, showscale=False, xgap=1, ygap=1, hoverongaps=False,
             customdata=(np.arange(strip_rows * width).reshape(strip_rows, width)).tolist(),
             hovertemplate=strip_hover + "<extra></extra>",
@@ -271,10 +275,10 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
     breaks = _breaks([s["title.text"] for s in step_layouts])
     base_layout(fig, _longest([s["title.text"] for s in step_layouts]),
                 height or (min(22 * max_rows, 560) + 60 * max_strip_rows + 280 + 30 * breaks))
-    fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=30,
+    fig.add_annotation(text=legend, x=0, xref="paper", xanchor="left", y=1, yref="paper", yanchor="bottom", yshift=38,
                        showarrow=False, font=dict(size=14))
     # the title block (its lines and Plotly's pad), then the legend of heads, then the column labels
-    fig.update_layout(margin=dict(t=110 + 30 * breaks))
+    fig.update_layout(margin=dict(t=118 + 30 * breaks))
     add_step_slider(fig, [f"{k}" for k in range(len(stages))], traces_per_step=2, prefix=labels.slider_prefix,
                     step_layouts=step_layouts)
     fig.layout.sliders[0].pad.t = SLIDER_PAD_PX

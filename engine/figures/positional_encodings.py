@@ -448,6 +448,11 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
                                          separators=labels.separators, **layout))
 
 
+#: Most positions whose scores are written in the cells: past them the cells of a half-page figure are too small
+#: for the numbers, which stay in the hover.
+SCORE_VALUE_POSITIONS = 10
+
+
 def score_limit(matrices: Sequence[object]) -> float:
     """The largest |score| of ``matrices`` (1.0 when all are 0): the colour range [-limit, limit] that score
     matrices drawn side by side share."""
@@ -465,7 +470,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         row_title: the first panel's y axis title (the query position).
         hover: hover text of a cell; may use Plotly's ``%{customdata[0]}`` (query position),
             ``%{customdata[1]}`` (key position) and ``%{text}`` (the score).
-        decimals: digits written in each cell.
+        decimals: digits written in each cell (for at most :data:`SCORE_VALUE_POSITIONS` positions).
         limit: the colour range is [-limit, limit]; defaults to :func:`score_limit` of ``matrices``. Pass the
             same limit to figures drawn side by side (one panel each, so that they stack on a phone) to keep
             their colours comparable.
@@ -489,7 +494,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         suffix = "" if c == 0 else str(c + 1)
         left = c * (width + gap)
         trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
-                              decimals=decimals, showscale=c == n - 1, separators=separators)
+                              decimals=decimals, showscale=c == n - 1, separators=separators,
+                              show_values=len(labels) <= SCORE_VALUE_POSITIONS)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>")
         traces.append(trace)
         xaxis, yaxis = matrix_axes_layout(labels, labels, row_title if c == 0 else None, None)
