@@ -992,3 +992,20 @@ def test_dropout_price_reads_the_benchmark_and_refuses_a_broken_one(tmp_path):
     data["rows"] = data["rows"][:1]
     (tmp_path / "bench.json").write_text(json.dumps(data), encoding="utf-8")
     assert RS.dropout_price(tmp_path / "bench.json") is None and RS.dropout_price(tmp_path / "none.json") is None
+
+
+def test_experiment_figures_take_the_runs_results_and_their_labels():
+    from engine.figures import lab as LF
+
+    results = RS.read_results()
+    exp = results.experiments[0]
+    names = tuple(r.key for r in exp.runs)
+    labels = LF.CurvesLabels(title="T", val="V", train="R", step="s", loss="l", separators=",\u202f")
+    fig = LF.experiment_curves([r.history for r in exp.runs], names, labels, baselines={"uni": 6.0})
+    assert [t.name for t in fig.data] == [f"{n} · {s}" for n in names for s in ("V", "R")]
+    assert list(fig.data[0].y) == list(exp.runs[0].history.val_loss) and fig.layout.separators == ",\u202f"
+    with pytest.raises(ValueError):
+        LF.experiment_curves([r.history for r in exp.runs], names[:-1], labels)
+    by_position = LF.loss_by_position_figure([r.loss_by_position for r in exp.runs], names,
+                                             LF.ByPositionLabels(title="", position="p", loss="l"))
+    assert len(by_position.data) == len(exp.runs) and len(by_position.data[0].y) == len(exp.runs[0].loss_by_position)

@@ -28,7 +28,7 @@ from tests.plotly_json import captions, figures, open_page, texts
 from ui import numbers
 from ui.i18n import translations
 from ui.lab.words import fill, plain
-from ui.numbers import integer, num, percent
+from ui.numbers import integer, num, percent, plotly_separators
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -526,6 +526,7 @@ def test_experiment_results_are_shown_at_once(lang):
         assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
                    "below.", lang) in [i.value for i in at.info]
         return
+    assert {f["layout"].get("separators") for f in figures(at)} == {plotly_separators(lang)}  # every chart
     curves = [f for f in figures(at) if title(f) == msg(CURVES_TITLE, lang)]
     assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
     tables = [d.value for d in at.dataframe if msg("val, last pos.", lang) in d.value.columns]

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
+    SEPARATORS,
     SIGNED_SCALE,
     WEIGHTS_SCALE,
     add_step_slider,
@@ -37,7 +38,7 @@ MAX_BATCH_POINTS = 400
 #: Cells (layers x heads x T x T) the attention figure may hold; the page shortens the line to stay under it.
 MAX_ATTENTION_CELLS = 16_000
 #: Plotly's own separators (decimal point, comma groups), the default of every ``*Labels``.
-DEFAULT_SEPARATORS = ".,"
+DEFAULT_SEPARATORS = SEPARATORS
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def loss_chart(
                       separators=labels.separators)
     add_baselines(fig, baselines)
     title = labels.title or None
-    return base_layout(fig, title, height, top=60 if title else 30)
+    return base_layout(fig, title, height, top=60 if title else 30, separators=labels.separators)
 
 
 BASELINE_COLORS = ("#7f7f7f", "#4d4d4d")
@@ -242,12 +243,12 @@ def attention_slider(attn_weights, tokens: Sequence[str], labels: AttentionLabel
         for head in range(n_head):
             step = labels.step.format(layer=layer, head=head)
             fig.add_trace(heatmap_trace(w[layer, head], ticks, ticks, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
-                                        decimals=2, name=step))
+                                        decimals=2, name=step, separators=labels.separators))
             step_labels.append(step)
             layouts.append({"title.text": f"{title} — {step}"})
     matrix_axes(fig, ticks, ticks, labels.query, labels.key)
     fig.update_layout(separators=labels.separators)
-    base_layout(fig, f"{title} — {step_labels[0]}", max(360, 30 * T + 200), top=110)
+    base_layout(fig, f"{title} — {step_labels[0]}", max(360, 30 * T + 200), top=110, separators=labels.separators)
     return add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
 
 
@@ -295,7 +296,8 @@ def position_tables_figure(trained, untrained, labels: PositionLabels, similarit
             fig.update_yaxes(autorange="reversed", title_text=labels.position if col == 1 else None, row=2, col=col)
             fig.update_xaxes(title_text=labels.position, row=2, col=col)
     fig.update_layout(separators=labels.separators)
-    return base_layout(fig, None, (820 if similarity else 420) + 18 * lines, top=40 + 18 * lines)
+    return base_layout(fig, None, (820 if similarity else 420) + 18 * lines, top=40 + 18 * lines,
+                       separators=labels.separators)
 
 
 def experiment_curves(histories: Sequence[History], names: Sequence[str], labels: CurvesLabels, height: int = 420,
@@ -329,7 +331,7 @@ def experiment_curves(histories: Sequence[History], names: Sequence[str], labels
     fig.update_yaxes(title_text=labels.loss, gridcolor="#eee")
     fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"), separators=labels.separators)
     add_baselines(fig, baselines)
-    return base_layout(fig, labels.title or None, height)
+    return base_layout(fig, labels.title or None, height, separators=labels.separators)
 
 
 def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[str], labels: ByPositionLabels,
@@ -358,7 +360,7 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
                      tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       separators=labels.separators)
-    return base_layout(fig, labels.title or None, height, top=60)
+    return base_layout(fig, labels.title or None, height, top=60, separators=labels.separators)
 
 
 SAMPLED_COLOR = PALETTE[1]
@@ -439,7 +441,7 @@ def next_char_figure(
     # narrower than other titles: this figure's x axis sits on top, under the title, beside the toolbar
     title = wrap_text(labels.title, 34) if labels.title else None
     top += 18 * (title.count("<br>") if title else 0)
-    base_layout(fig, title, top + plot_h + bottom, top=top)
+    base_layout(fig, title, top + plot_h + bottom, top=top, separators=labels.separators)
     fig.update_layout(margin=dict(b=bottom))
     return fig
 
@@ -472,11 +474,12 @@ def last_attention_figure(attn_weights, tokens: Sequence[str], labels: LastAtten
     for view, label in zip(views, steps, strict=True):
         fig.add_trace(heatmap_trace(view, rows, cols, colorscale=WEIGHTS_SCALE, zmin=0.0,
                                     zmax=float(max(view.max(), 1e-6)), decimals=2, name=label,
-                                    show_values=T <= 24))
+                                    show_values=T <= 24, separators=labels.separators))
     matrix_axes(fig, rows, cols, labels.layer, labels.key)
     fig.update_xaxes(tickangle=0 if T <= 24 else -90)
     fig.update_layout(separators=labels.separators)
-    base_layout(fig, labels.title or None, height or max(300, 40 * n_layer + 230), top=100)
+    base_layout(fig, labels.title or None, height or max(300, 40 * n_layer + 230), top=100,
+                separators=labels.separators)
     return add_step_slider(fig, steps, 1, "")
 
 
@@ -506,4 +509,5 @@ def kv_cache_figure(steps: Sequence, labels: KvCacheLabels, height: int = 320) -
     if slid is not None and labels.slide:
         fig.add_vline(x=slid - 0.5, line=dict(color="#555", width=1.5, dash="dot"),
                       annotation=dict(text=labels.slide, font=dict(size=11)), annotation_position="top left")
-    return base_layout(fig, labels.title or None, height, top=70 if labels.title else 40)
+    return base_layout(fig, labels.title or None, height, top=70 if labels.title else 40,
+                       separators=labels.separators)
