@@ -140,7 +140,9 @@ def explorer_section() -> None:
     st.markdown(_("Ran: {codes}").format(codes=" → ".join(f"`{c}`" for c in run.codes)))
     with page.slot():
         for error in run.errors:
-            st.error(_("PyTorch raised, word for word:") + f"\n\n```\n{error}\n```")
+            st.error(_("PyTorch raised, word for word:"))
+            # wrapped, not scrolled: a scrolling block is a region a keyboard cannot reach (axe-core)
+            st.code(error, language=None, wrap_lines=True)
     page.static_table(layout_frame(run.table))
     st.plotly_chart(walk_figure, key="ml_walk", alt=_(
         "The tensor {code} as a grid of its elements above its {n} storage cells; the slider walks the elements in "
@@ -156,7 +158,7 @@ page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, layout
 
 # --- 3. view on a transposed tensor ---------------------------------------------------------------------
 page.prose("error")
-st.code(f"M.transpose(0, 1).view(-1)\n{comparison.error}", language="text")
+st.code(f"M.transpose(0, 1).view(-1)\n{comparison.error}", language="text", wrap_lines=True)
 st.dataframe(layout_frame(comparison.table), hide_index=True, key="ml_view_table")
 st.markdown(f"`M.transpose(0, 1).reshape(-1)` = {comparison.reshape.tolist()} · "
             f"`M.transpose(0, 1).contiguous().view(-1)` = {comparison.contiguous_view.tolist()}")

@@ -396,7 +396,7 @@ def try_section() -> None:
                    "Nearest head counts that work: {nearest}.").format(
             heads=integer(try_heads), d_out=integer(try_d_out), ratio=num(check.ratio, 3),
             nearest=format_list([integer(n) for n in check.nearest], style="or", locale=current_language())))
-        st.code(f"ValueError: {check.error}", language=None)
+        st.code(f"ValueError: {check.error}", language=None, wrap_lines=True)
 
 
 try_section()

@@ -291,7 +291,7 @@ def tables_section() -> None:
                 name=sections.SHIPPED_MODEL.name))
         elif shipped.error is not None:
             st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
-            st.code(shipped.error, language=None)
+            st.code(shipped.error, language=None, wrap_lines=True)
         elif trained is None:
             st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
                 encoding=shipped.pos_encoding))
@@ -434,7 +434,8 @@ def past_section() -> None:
                   "block_size "
                   "{block_size} has no row past {end}. The model refuses the sequence with this error:").format(
             T=past.T, last=past.T - 1, block_size=past.block_size, end=past.block_size - 1), icon=":material/school:")
-        st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None)
+        st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None,
+                wrap_lines=True)
 
 
 past_section()
