@@ -46,6 +46,10 @@ def _heads_scale(num_colours: int) -> list:
     return scale
 
 
+#: Largest grid (elements) of :func:`memory_walk_figure` whose cells also name their storage cell in small print.
+WALK_SMALL_PRINT_CELLS = 12
+#: Longest storage strip of :func:`memory_walk_figure` whose cells carry their values (one row of cells).
+WALK_STRIP_TEXT_CELLS = 16
 #: Room (px) between a bottom axis title and the in-figure slider's current value under it.
 SLIDER_PAD_PX = 64
 #: Longest line of the head walk's storage title: it fits a phone's 390 px at the app's font.
@@ -125,7 +129,11 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
 
     fig = make_subplots(rows=2, cols=1, row_heights=[0.7, 0.3], vertical_spacing=0.16,
                         subplot_titles=("", labels.storage_title))
-    grid_text = [[f"{_cell_text(values[i, j])}<br><sub>{labels.cell.format(cell=cells[i, j])}</sub>"
+    # a cell names its storage cell in small print while the grid is small enough for it on a phone (the hover
+    # always does)
+    small_print = rows * cols <= WALK_SMALL_PRINT_CELLS
+    grid_text = [[_cell_text(values[i, j]) + (f"<br><sub>{labels.cell.format(cell=cells[i, j])}</sub>"
+                                              if small_print else "")
                   for j in range(cols)] for i in range(rows)]
     grid_hover = labels.grid_hover.format(row="%{y}", col="%{x}", text="%{text}") + "<extra></extra>"
     fig.add_trace(go.Heatmap(z=[[0.0] * cols for _ in range(rows)], text=grid_text, texttemplate="%{text}",
@@ -133,7 +141,8 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
                              hovertemplate=grid_hover), row=1, col=1)
     strip_text = [[_cell_text(storage[c]) for c in range(n)]]
     strip_hover = labels.storage_hover.format(cell="%{x}", text="%{text}") + "<extra></extra>"
-    fig.add_trace(go.Heatmap(z=[[0.0 if read[c] else 1.0 for c in range(n)]], text=strip_text, texttemplate="%{text}",
+    fig.add_trace(go.Heatmap(z=[[0.0 if read[c] else 1.0 for c in range(n)]], text=strip_text,
+                             texttemplate="%{text}" if n <= WALK_STRIP_TEXT_CELLS else "",
                              colorscale=[[0.0, CELL_COLOUR], [1.0, UNUSED_COLOUR]], zmin=0, zmax=1, showscale=False,
                              xgap=2, ygap=2, hovertemplate=strip_hover), row=2, col=1)
     captions = []
