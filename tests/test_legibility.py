@@ -20,7 +20,7 @@ from tools import legibility
 pytestmark = pytest.mark.browser
 
 #: The pages whose figures are checked: add a page's slug here once its faults are fixed.
-COVERED = ("home",)
+COVERED = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "glossary")
 LANGS = ("fr", "de", "en")
 WIDTHS = (390, 1400)
 #: Controls at the ends of their ranges, where labels grow (URL parameters of each page).
@@ -32,6 +32,10 @@ EXTREMES: dict[str, tuple[dict[str, str], ...]] = {
 }
 #: axe-core impacts that fail the test.
 BLOCKING = {"serious", "critical"}
+#: axe-core rules broken by Streamlit's own markup, not the app's: its sectioned page navigation puts each
+#: section's <li> items in a <div> inside the <ul> (``list``, ``listitem``). Allowed only where every element
+#: axe names lies in that navigation; anywhere else they fail like any other rule.
+STREAMLIT_NAVIGATION = {"list", "listitem"}
 
 VISITS = [
     pytest.param(slug, lang, width, {}, id=f"{slug}-{lang}-{width}")
@@ -62,7 +66,8 @@ def test_page_is_legible(app, slug, lang, width, query):
     say(f"{slug} [{lang}, {width}px] {query or ''}: {len(report.faults)} faults, {report.figures} figures, "
         f"{report.texts} texts, {time.monotonic() - start:.1f} s")
     assert [str(f) for f in report.faults] == []
-    assert [str(f) for f in report.findings if f.impact in BLOCKING] == []
+    blocking = [f for f in report.findings if f.impact in BLOCKING]
+    assert [str(f) for f in blocking if not (f.in_navigation and f.rule in STREAMLIT_NAVIGATION)] == []
     if slug != "glossary":
         assert report.figures > 0 and report.texts > 0, "no figure was measured"
 

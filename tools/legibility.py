@@ -51,15 +51,20 @@ MAX_HEIGHT = 40_000
 
 @dataclass(frozen=True)
 class Finding:
-    """One axe-core violation: its rule, impact ("minor" … "critical") and the elements it names."""
+    """One axe-core violation: its rule, impact ("minor" … "critical"), the elements it names, and whether
+    every one of them lies in Streamlit's own page navigation (``in_navigation``), markup the app does not
+    write."""
 
     rule: str
     impact: str
     help: str
     targets: tuple[str, ...]
+    in_navigation: bool = False
 
     def __str__(self) -> str:
-        return f"axe {self.impact} {self.rule}: {self.help} ({len(self.targets)}: {', '.join(self.targets[:3])})"
+        where = " [Streamlit's navigation]" if self.in_navigation else ""
+        return (f"axe {self.impact} {self.rule}{where}: {self.help} "
+                f"({len(self.targets)}: {', '.join(self.targets[:3])})")
 
 
 @dataclass(frozen=True)
@@ -354,8 +359,11 @@ def accessibility(page) -> tuple[Finding, ...]:
     options = {"resultTypes": ["violations"],
                "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]}}
     response = Axe().run(page, options=options).response
+    in_nav = ("(t) => { const e = document.querySelector(t); "
+              "return !!(e && e.closest('[data-testid=\"stSidebarNav\"]')); }")
     return tuple(Finding(v["id"], v.get("impact") or "minor", v["help"],
-                         tuple(_short_target(n["target"]) for n in v["nodes"]))
+                         tuple(_short_target(n["target"]) for n in v["nodes"]),
+                         all(page.evaluate(in_nav, str(n["target"][-1])) for n in v["nodes"]))
                  for v in response["violations"])
 
 

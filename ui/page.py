@@ -82,14 +82,21 @@ def prose(part: str) -> None:
 
 
 #: The page's own CSS, sent once by :func:`header`:
-#: - the prose's Markdown tables scroll inside themselves on a phone (German compounds make wide columns) instead of
-#:   making the whole page scroll sideways;
+#: - on a phone, tables (the prose's and st.table's) take the page's width and wrap their cells, long German
+#:   compounds included, instead of scrolling inside themselves (a region a keyboard cannot reach) or making the
+#:   page scroll sideways;
 #: - badges wrap instead of cutting their verdict short with an ellipsis;
 #: - titles keep their words whole on a phone (a smaller size there, no break inside a word);
 #: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page;
 #: - :func:`diagram_for_width` shows a diagram's wide layout on a wide screen and its narrow parts on a phone.
 _PAGE_CSS = """<style>
-[data-testid='stMain'] [data-testid='stMarkdownContainer'] table {display: block; overflow-x: auto; max-width: 100%;}
+@media (max-width: 640px) {
+  [data-testid='stMain'] [data-testid='stMarkdownContainer'] table, [data-testid='stMain'] [data-testid='stTable'] table
+    {table-layout: fixed; width: 100%;}
+  [data-testid='stMain'] [data-testid='stTable'] > div {overflow: visible !important;}
+  [data-testid='stMain'] td, [data-testid='stMain'] th, [data-testid='stMain'] td *, [data-testid='stMain'] th *
+    {overflow-wrap: anywhere !important; white-space: normal !important; min-width: 0 !important;}
+}
 [data-testid='stMain'] .stMarkdownBadge {white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; max-width: 100%; height: auto !important; line-height: 1.4;}
 [data-testid='stMain'] h1, [data-testid='stMain'] h2, [data-testid='stMain'] h3 {overflow-wrap: normal !important;

@@ -62,6 +62,12 @@ class DropoutShapes(CheckedShapes):
     p: float
 
 
+def _title_lines(title: str) -> tuple[str, str | None]:
+    """``"dropout (training only)"`` as ``("dropout", "(training only)")``; a title without one as is."""
+    head, sep, rest = title.partition(" (")
+    return (head, "(" + rest) if sep else (title, None)
+
+
 def dropout(labels: DropoutLabels, shapes: DropoutShapes, rankdir: str = "TB") -> str:
     """Where dropout acts: on the attention weights, between the softmax and the weighted sum.
 
@@ -85,7 +91,9 @@ def dropout(labels: DropoutLabels, shapes: DropoutShapes, rankdir: str = "TB") -
     kept = f"{esc(labels.kept)}<BR/>{esc(f'1 − p = {_num(1 - p)}')}<BR/>{esc(scale)}"
     table = (
         '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="3">'
-        f'<TR><TD>{node_label(labels.dropout)}</TD></TR>'
+        # a parenthesis on its own line ("dropout" over "(training only)"): on one line it widened the diagram
+        # past a phone's column
+        f'<TR><TD>{node_label(*_title_lines(labels.dropout))}</TD></TR>'
         # dropped above kept: side by side they made the diagram too wide for a phone's column
         f'<TR><TD BGCOLOR="{P.lighten(P.MASK, 0.8)}">{dropped}</TD></TR>'
         f'<TR><TD BGCOLOR="{P.lighten(P.DROPOUT, 0.3)}">{kept}</TD></TR>'
