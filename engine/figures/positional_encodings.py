@@ -503,7 +503,7 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         axes[f"yaxis{suffix}"] = dict(yaxis, anchor=f"x{suffix}", automargin=False)
         # above the column labels, which Plotly turns upright when they crowd (shifted positions: 4 digits)
         annotations.append(dict(text=titles[c], x=left + width / 2, xref="paper", xanchor="center", y=1.0,
-                                yref="paper", yanchor="bottom", yshift=max(30, 12 + 10 * digits), showarrow=False,
+                                yref="paper", yanchor="bottom", yshift=max(36, 18 + 10 * digits), showarrow=False,
                                 font=dict(size=16)))
     T = len(next(iter(position_labels.values())))
     layout = app_layout(None, max(320, 34 * T + 160) + 18 * lines, top=110 + 18 * lines)
