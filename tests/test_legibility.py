@@ -20,7 +20,8 @@ from tools import legibility
 pytestmark = pytest.mark.browser
 
 #: The pages whose figures are checked: add a page's slug here once its faults are fixed.
-COVERED = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "glossary")
+COVERED = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "multi_head", "memory_layout",
+           "positional_encodings", "glossary")
 LANGS = ("fr", "de", "en")
 WIDTHS = (390, 1400)
 #: Controls at the ends of their ranges, where labels grow (URL parameters of each page).
@@ -29,6 +30,9 @@ EXTREMES: dict[str, tuple[dict[str, str], ...]] = {
     "trainable_weights": ({"tw_d_out": "8"}, {"tw_d_out": "1"}),
     "causal_mask": ({"cm_triu_k": "-6", "cm_nan_guard": "finite_min"}, {"cm_triu_k": "6", "cm_nan_row": "Your"}),
     "dropout": ({"do_layer_p": "0.9", "do_mean_p": "0.9", "do_seed": "0"},),
+    "multi_head": ({"mh_n_embd": "64", "mh_heads": "64", "mh_line": "白日依山尽黄河入海流欲穷千"},
+                   {"mh_n_embd": "8", "mh_heads": "8"}),
+    "memory_layout": ({"ml_cost_B": "512", "ml_cost_H": "128", "ml_cost_dh": "512"},),
 }
 #: axe-core impacts that fail the test.
 BLOCKING = {"serious", "critical"}
