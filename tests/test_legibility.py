@@ -33,6 +33,7 @@ EXTREMES: dict[str, tuple[dict[str, str], ...]] = {
     "multi_head": ({"mh_n_embd": "64", "mh_heads": "64", "mh_line": "白日依山尽黄河入海流欲穷千"},
                    {"mh_n_embd": "8", "mh_heads": "8"}),
     "memory_layout": ({"ml_cost_B": "512", "ml_cost_H": "128", "ml_cost_dh": "512"},),
+    "positional_encodings": ({"pe_block": "256", "pe_width": "256", "pe_past_T": "64", "pe_position": "127"},),
 }
 #: axe-core impacts that fail the test.
 BLOCKING = {"serious", "critical"}
