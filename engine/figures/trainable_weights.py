@@ -18,6 +18,7 @@ from engine.figures.core import (
     WEIGHTS_SCALE,
     add_step_slider,
     app_layout,
+    column_labels,
     format_number,
     format_value,
     heatmap_trace,
@@ -273,7 +274,9 @@ def matrices_stacked(
     # five columns and more: the column labels slant and take more height (their length decides), the cells
     # write 3 decimals; both stay legible in a phone-width or half-page figure
     many = len(col_labels) >= 5
-    labels_px = max(STACK_LABELS_PX, 16 + 5 * max(len(label) for label in col_labels)) if many else STACK_LABELS_PX
+    # the column labels' angle and height from their length and a phone's column width
+    angle, labels_px = column_labels(col_labels)
+    labels_px = max(STACK_LABELS_PX, round(labels_px) + 6)
     blocks = [STACK_TITLE_PX * (1 + t.count("<br>")) + labels_px + STACK_ROW_PX * len(row_labels)
               + STACK_GAP_PX for t in titles]
     plot_px = sum(blocks)
@@ -288,7 +291,7 @@ def matrices_stacked(
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
         data.append(trace)
         xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, None)
-        layout[f"xaxis{suffix}"] = dict(xaxis, anchor=f"y{suffix}", automargin=False, tickangle=-45 if many else 0)
+        layout[f"xaxis{suffix}"] = dict(xaxis, anchor=f"y{suffix}", automargin=False, tickangle=angle)
         layout[f"yaxis{suffix}"] = dict(yaxis, domain=[cells_bottom / plot_px, cells_top / plot_px],
                                         anchor=f"x{suffix}", automargin=False)
         annotations.append(dict(text=f"<b>{title}</b>", x=0, xref="paper", xanchor="left", y=top / plot_px,
