@@ -54,10 +54,13 @@ def test_the_page_shows_the_server_laid_svg_as_an_image_with_its_alt_text(monkey
     assert not at.get("graphviz_chart")
     images = [img for element in at.get("image") for img in element.proto.imgs]
     svgs = [img for img in images if img.url.startswith("data:image/svg+xml;base64,")]
-    assert len(svgs) == 1
-    svg = base64.b64decode(svgs[0].url.split(",", 1)[1]).decode("utf-8")
-    assert "<svg" in svg and "encoder" in svg.lower()
-    assert svgs[0].alt  # described for screen readers
+    # Home's diagram for a wide screen, then its two halves (RNN, attention) for a phone (ui.page.diagram_for_width)
+    assert len(svgs) == 3
+    texts = [base64.b64decode(img.url.split(",", 1)[1]).decode("utf-8") for img in svgs]
+    assert all("<svg" in svg for svg in texts)
+    assert "encoder" in texts[0].lower()
+    assert len(texts[0]) > max(len(texts[1]), len(texts[2]))  # the whole is larger than either half
+    assert all(img.alt for img in svgs)  # each described for screen readers
 
 
 def test_browser_rendering_and_a_missing_dot_fall_back_to_graphviz_chart(monkeypatch):
