@@ -26,8 +26,8 @@ CPython (``pydoc_data.topics``, the language reference's topic texts) and says h
 in ``Corpus.message``. User text arrives as bytes through ``corpus_from_bytes``: UTF-8 (with or without a
 byte-order mark) or UTF-16/UTF-32 with their byte-order mark, decoded by ``decode_text``.
 
-A corpus keeps its records as offsets into its one text (:class:`Records`), not as one object per record: a
-2 MB upload of one-line paragraphs is ~70 000 records, which as ``Record`` objects held ~13 MB per reader.
+A corpus keeps its records as offsets into its one text (:class:`Records`), not as one object per record, so
+a text of many short paragraphs costs a small multiple of its size in a reader's session.
 
 Split of every other corpus: records are split 90/10 deterministically (every tenth record,
 indices 9, 19, 29 ..., goes to validation, which spreads the validation poems over the whole
@@ -57,11 +57,9 @@ FORTUNES_DIR = Path("/usr/share/games/fortunes")
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
 TANG_NAME = "tang"
 TANG_ASSET = ASSET_DIR / "tang.jsonl.xz"
-# Characters seen fewer times in tang's training split share the unknown token: 3 170 tokens instead of 8 707
-# characters, 98.3 % of the validation characters keep their own. At min_count 10 (4 968 tokens, 99.65 %) the
-# quick preset's Lab training took twice as long and its peak memory (logits of batch x block x vocab) put an
-# in-process estimate of the server at ~712 MB, over the 690 MB Community Cloud allotment (~661 MB at 50); the
-# 3 169 kept characters are the ones seen >= 50 times in 3.3 M, the ones a small model meets often enough to learn.
+# Characters seen fewer times in tang's training split share the unknown token: the logits (batch x block x vocab)
+# of a Lab training stay within the resource budget, and the characters kept are the ones a small model meets often
+# enough to learn (the README's corpus section gives the counts).
 TANG_MIN_COUNT = 50
 # What `python -m engine.corpus build` writes from chinese-poetry 2.0.1 (OpenCC 1.4.2, CPython's liblzma).
 TANG_RECORDS = 55840
@@ -74,7 +72,7 @@ FALLBACK_NAME = "pydoc_topics"
 MISSING_FORTUNES = "fortunes_zh_missing"
 MISSING_TANG_ASSET = "tang_asset_missing"
 MAX_ASSET_BYTES = 64 * 1024 * 1024  # a decompressed corpus asset above 64 MB is refused
-MAX_BYTES = 20 * 1024 * 1024  # uploads above 20 MB are refused
+MAX_BYTES = 20 * 1024 * 1024  # a text file read by the command line (engine.train); the Lab's uploads: engine.budget
 RECORD_SEPARATOR = "\n\n"  # between record bodies in the training text
 VAL_EVERY = 10  # record i goes to validation when i % VAL_EVERY == VAL_EVERY - 1
 
@@ -286,9 +284,8 @@ class Corpus:
         text: the record bodies joined by a blank line.
         tokenizer: the ``CharTokenizer`` (see ``min_count``).
         train_ids, val_ids: tensors of shape (n_train,), (n_val,) on the CPU, int16 when the vocabulary has
-            at most 32 767 tokens (every corpus within ``engine.budget.MAX_VOCAB``), else int32: a quarter of
-            int64's memory, 21 MB less for the full Tang corpus and 4 bytes less per character of an upload held
-            in a reader's session, on a server that must fit 690 MB; batches are int64.
+            at most 32 767 tokens (every corpus within ``engine.budget.MAX_VOCAB``), else int32, a quarter of
+            int64's memory for a text held in a reader's session; batches are int64.
 
     Raises:
         CorpusError: if there are no records, or a split ends up with fewer than 2 tokens.
@@ -513,7 +510,8 @@ def decode_text(data: bytes, name: str, max_bytes: int = MAX_BYTES) -> str:
     Args:
         data: the file's bytes.
         name: names the file in messages.
-        max_bytes: the largest file accepted (default 20 MB).
+        max_bytes: the largest file accepted (default :data:`MAX_BYTES`, the command line's; the Lab passes
+            ``engine.budget.MAX_TEXT_BYTES``).
 
     Raises:
         CorpusError: with ``reason`` "too_large" (over ``max_bytes``), "empty" (nothing but

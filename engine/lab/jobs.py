@@ -15,9 +15,9 @@ browser started it (:attr:`Job.browser_id`). Every job also stops at ``MAX_JOB_W
 training (``engine.budget``), whatever it was asked to do. A job lets go of its training text once it
 ends: the runner keeps finished jobs findable for a while, and an uploaded text belongs to its reader.
 
-Threads, not processes: a child process that imports PyTorch to train holds ~350 MB before its
-first step (measured), half of the smallest Cloud allotment, and takes ~5 s to start; a thread
-shares the one copy of PyTorch. The training draws no random number from the global generator
+Threads, not processes: a child process that imports PyTorch to train would hold its own copy of
+PyTorch before its first step (the README's resource budget says what that costs); a thread shares
+the one copy. The training draws no random number from the global generator
 while it runs (``engine.training``), so it never makes a page wait, and no job changes a
 process-wide setting such as the thread count.
 """
