@@ -144,7 +144,7 @@ class GPTConfig:
 PRESETS: dict[str, GPTConfig] = {
     # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context. No dropout: the course
     # training sees each window of the Tang corpus about once, and the dropout experiment
-    # (``python -m engine.lab.experiments --experiments dropout``, assets/lab_dropout.json, shown in the Lab)
+    # (assets/lab_dropout.json, made by the experiments command's earlier version named in the README; shown in the Lab)
     # found no rate that lowers the validation loss beyond the seed noise. Dropout pays off when a small
     # text is seen many times over (tang300).
     "course": GPTConfig(block_size=128, n_embd=128, n_head=4, n_layer=4, dropout=0.0),
