@@ -186,9 +186,9 @@ def test_save_load_gives_identical_logits(trained, tmp_path):
 
 
 def test_single_file_round_trip(trained, tmp_path):
-    data = checkpoint_to_bytes(trained.model, trained.tokenizer, {"note": "upload"})
+    data = checkpoint_to_bytes(trained.model, trained.tokenizer, {"corpus": "upload", "steps_done": 30, "note": "x"})
     ckpt = checkpoint_from_bytes(data)
-    assert ckpt.summary == {"note": "upload"}
+    assert ckpt.summary == {"corpus": "upload", "steps_done": 30}  # the known fields, checked; unknown ones dropped
     torch.testing.assert_close(_logits(ckpt.model), _logits(trained.model), atol=0, rtol=0)
     path = tmp_path / "model.safetensors"
     path.write_bytes(data)
