@@ -14,17 +14,28 @@ from engine.lab import models
 from engine.lab import settings as rules
 from engine.lab.models import LabModel
 from ui import url
-from ui.i18n import _
-from ui.lab.words import fill, plain
-from ui.numbers import plotly_separators
+from ui.i18n import _, ngettext
+from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
+from ui.lab.words import fill, plain, prose
+from ui.numbers import integer, percent, plotly_separators
+
+#: The line lengths the reader may ask for (0: free, the model ends its lines) and the numbers of lines (0: free).
+LINE_LENGTHS = (0, *rules.POEM_LINE_LENGTHS)
+LINE_COUNTS = (0, *range(rules.POEM_LINES[0], rules.POEM_LINES[1] + 1, 2))
+#: The Chinese names of the line lengths (kept in every language).
+FORM_NAMES = {5: "五言", 7: "七言"}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, top_p: float, seed: int,
-              _model: LabModel) -> models.Generation | None:
-    """The model's continuation of ``prompt``; None when its predictions are not finite."""
+              form: models.PoemForm | None, _model: LabModel) -> models.Generation | None:
+    """The model's continuation of ``prompt`` in ``form``; None when its predictions are not finite.
+
+    Raises:
+        FormError: when the form cannot be written (not cached: it is found before any sampling).
+    """
     try:
-        return models.generate(_model, prompt, length, temperature, top_k or None, seed, top_p=top_p)
+        return models.generate(_model, prompt, length, temperature, top_k or None, seed, top_p=top_p, form=form)
     except models.NonFiniteLogitsError:
         return None
 
@@ -56,7 +67,7 @@ def not_finite_text() -> str:
 @dataclass(frozen=True)
 class Sampling:
     """The generation form's values: the prompt, how to sample (top_k 0: all characters; top_p 1: all), how many
-    new characters, the sampling seed."""
+    new characters, the sampling seed, the poem's form (line_length and n_lines 0: free)."""
 
     prompt: str
     temperature: float
@@ -64,6 +75,28 @@ class Sampling:
     top_p: float
     length: int
     seed: int
+    line_length: int = 0
+    n_lines: int = 0
+
+    @property
+    def form(self) -> models.PoemForm | None:
+        """The form to impose while sampling, or None when both are free."""
+        if not self.line_length and not self.n_lines:
+            return None
+        return models.PoemForm(self.line_length or None, self.n_lines or None)
+
+
+def line_length_label(chars: int) -> str:
+    """A line length's name: free, or its Chinese name with its characters (五言 · 5)."""
+    return _("free") if chars == 0 else f"{FORM_NAMES[chars]} · {chars}"
+
+
+def form_text(form: models.PoemForm) -> str:
+    """The form in words: "五言, 4 lines", "lines of any length, 4 lines", "七言"."""
+    chars = _("lines of any length") if form.line_length is None else FORM_NAMES[form.line_length]
+    if form.n_lines is None:
+        return chars
+    return chars + ", " + fill(ngettext("{n} line", "{n} lines", form.n_lines), n=form.n_lines)
 
 
 def generation_form(disabled: bool) -> Sampling:
@@ -79,14 +112,56 @@ def generation_form(disabled: bool) -> Sampling:
         length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
                                value=64, key="lab_length", bind="query-params"))
         seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
+        f1, f2, _rest = st.columns([2, 2, 5])
+        line_length = f1.radio(_("line length (characters)"), LINE_LENGTHS, format_func=line_length_label,
+                               horizontal=True, key=FORM_LINE_LENGTH, bind="query-params",
+                               help=_("五言: five characters a line; 七言: seven. Free: the model ends its lines."))
+        n_lines = f2.selectbox(_("lines in the poem"), LINE_COUNTS,
+                               format_func=lambda n: _("free") if n == 0 else str(n), key=FORM_LINES,
+                               bind="query-params", help=_("An even number: the poems are written in couplets."))
         st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=disabled)
-    return Sampling(prompt, temperature, top_k, top_p, length, seed)
+    return Sampling(prompt, temperature, top_k, top_p, length, seed, int(line_length or 0), int(n_lines or 0))
+
+
+def form_refused(error: models.FormError, sampling: Sampling) -> str:
+    """Why the form cannot be written, for each :class:`~engine.lab.models.FormError` reason."""
+    form = form_text(sampling.form)
+    if error.reason == "vocabulary":
+        return fill(_("This model cannot write the form {form}: its vocabulary lacks the marks that end the lines "
+                      "(，and 。) or the newline, as a model trained on an English text does. Choose free lines "
+                      "and a free number of lines."), form=form)
+    if error.reason == "length":
+        return fill(_("The form {form} needs up to {needed} new characters, and new characters is set to "
+                      "{length}: raise it, or ask for fewer lines."),
+                    form=form, needed=integer(error.needed), length=integer(sampling.length))
+    return fill(_("The prompt does not start a poem of the form {form}: each line needs exactly its number of "
+                  "characters before its mark (，or 。), only characters, marks and newlines, and fewer lines than "
+                  "the poem has. Change the prompt or the form."), form=form)
+
+
+def loop_note(new: str) -> None:
+    """Says where the new text falls into a loop (``find_loop``): the repeated span and how much it covers."""
+    loop = models.find_loop(new)
+    if loop is None:
+        return
+    st.info(fill(_("The text falls into a loop: from new character {start} on, it writes “{span}” {copies} times "
+                   "over, {covered} of its {n} new characters ({share})."),
+                 start=integer(loop.start + 1), span=plain(loop.span.replace("\n", "↵")),
+                 copies=integer(loop.copies), covered=integer(loop.covered), n=integer(len(new)),
+                 share=percent(loop.covered / len(new))), icon=":material/repeat:")
+    with st.expander(_("Why greedy decoding loops")):
+        prose("loops")
 
 
 def show_generation(model: LabModel, sampling: Sampling) -> None:
     """The generated text with the notes on its prompt (unknown characters, an empty start, a cropped prompt)."""
     prompt, temperature, top_k, seed = sampling.prompt, sampling.temperature, sampling.top_k, sampling.seed
-    out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed, model)
+    try:
+        out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed,
+                        sampling.form, model)
+    except models.FormError as error:
+        st.warning(form_refused(error, sampling), icon=":material/format_align_left:")
+        return
     if out is None:
         st.error(not_finite_text())
         return
@@ -104,10 +179,13 @@ def show_generation(model: LabModel, sampling: Sampling) -> None:
             known=len(info.ids), block=model.config.block_size, cropped=info.cropped))
     kept = f"**{plain(info.kept)}**" if info.kept else ""
     st.markdown(kept + plain(out.new).replace("\n", "  \n"))
+    loop_note(out.new)
     mode = _("greedy") if out.greedy else fill(_("temperature {t:g}"), t=temperature)
     k_text = _("all characters") if top_k == 0 else fill(_("top-k {k}"), k=top_k)
     if sampling.top_p < 1:
         k_text += " · " + fill(_("top-p {p:g}"), p=sampling.top_p)
+    if out.form is not None:
+        k_text += " · " + form_text(out.form)
     st.caption(fill(_("{mode} · {k} · seed {seed} · {n} new characters"), mode=mode, k=k_text, seed=seed,
                                                                            n=len(out.new)))
 

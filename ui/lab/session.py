@@ -36,6 +36,9 @@ from engine.lab.runner import BrowserBusy, LabRunner
 JOB_TOKEN = "lab_job_token"
 #: Which model the page uses: the reader's own (trained or uploaded) or the one shipped with the app.
 OWN, SHIPPED = "own", "shipped"
+#: The generation form's poem-form controls (widget keys, which are also their URL parameters): characters per
+#: line and lines per poem.
+FORM_LINE_LENGTH, FORM_LINES = "lab_form_chars", "lab_form_lines"
 
 # Session-state keys (widgets' keys are theirs: the URL binding and the tests name them).
 _JOB, _COLLECTED, _OWN, _USE, _NOTICE = "lab_job", "lab_collected", "lab_own", "lab_use", "lab_notice"
