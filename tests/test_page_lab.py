@@ -13,19 +13,20 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
 
-from engine import budget
+from engine import budget, chapter
 from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
-from engine.corpus import DEFAULT_CORPUS, TANG_MIN_COUNT, TANG_RECORDS, VAL_EVERY, load_corpus
+from engine.corpus import DEFAULT_CORPUS, TANG_MIN_COUNT, TANG_RECORDS, VAL_EVERY, corpus_from_bytes, load_corpus
 from engine.device import describe_device, pick_device
-from engine.gpt import PRESETS
+from engine.gpt import GPT, PRESETS, preset
 from engine.lab import experiments as X
 from engine.lab import models
 from engine.lab import results as lab_results
 from engine.lab import settings as rules
-from tests.plotly_json import captions, figures, open_page, texts
-from ui import numbers
+from tests.plotly_json import ROOT, captions, figures, open_page, texts
+from ui import numbers, page
 from ui.i18n import translations
 from ui.lab.words import fill, plain
 from ui.numbers import integer, num, percent, plotly_separators
@@ -753,3 +754,130 @@ def test_top_p_reaches_the_generation_and_its_caption(trained):
     assert poem.replace("  \n", "\n").replace("\n", "") == ("**白日**" + plain(expected.new)).replace("\n", "")
     generate(at, lab_top_p=1.0)
     assert not [c for c in captions(at) if msg("top-p {p:g}", p=0.5) in c]
+
+
+# --- the poem's form and greedy loops -----------------------------------------------------------------------------
+LOOP_NOTE = ("The text falls into a loop: from new character {start} on, it writes “{span}” {copies} times over, "
+             "{covered} of its {n} new characters ({share}).")
+WHY_LOOPS = "Why greedy decoding loops"
+FORM_PROMPT = ("The prompt does not start a poem of the form {form}: each line needs exactly its number of characters "
+               "before its mark (，or 。), only characters, marks and newlines, and fewer lines than the poem has. "
+               "Change the prompt or the form.")
+FORM_LENGTH = ("The form {form} needs up to {needed} new characters, and new characters is set to {length}: raise it, "
+               "or ask for fewer lines.")
+FORM_VOCABULARY = ("This model cannot write the form {form}: its vocabulary lacks the marks that end the lines "
+                   "(，and 。) or the newline, as a model trained on an English text does. Choose free lines and a "
+                   "free number of lines.")
+
+
+def set_form(at, line_length: int, n_lines: int, **values):
+    """Chooses the poem's form (0: free) and the other generation controls, then presses Generate."""
+    at.radio(key="lab_form_chars").set_value(line_length)
+    at.selectbox(key="lab_form_lines").set_value(n_lines)
+    return generate(at, **values)
+
+
+def form_name(line_length: int, n_lines: int, lang: str = "en") -> str:
+    chars = {5: "五言", 7: "七言"}.get(line_length) or msg("lines of any length", lang)
+    if not n_lines:
+        return chars
+    return chars + ", " + fill(translations(lang).ngettext("{n} line", "{n} lines", n_lines), lang, n=n_lines)
+
+
+def verse_lines(text: str) -> list[str]:
+    """The lines of a poem: the characters between line marks and newlines."""
+    return re.findall(f"[^{models.ODD_LINE_ENDS}{models.EVEN_LINE_ENDS}\n]+", text)
+
+
+def warnings(at) -> list[str]:
+    return [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize(("line_length", "n_lines"), [(5, 4), (7, 2), (0, 4)])
+def test_the_poem_form_reaches_the_generation(trained, line_length, n_lines):
+    at = set_form(trained, line_length, n_lines, lab_prompt="白日", lab_temp=0.8, lab_top_k=20, lab_top_p=1.0,
+                  lab_length=120, lab_gen_seed=3)
+    form = models.PoemForm(line_length or None, n_lines or None)
+    expected = models.generate(at.session_state["lab_own"], "白日", 120, temperature=0.8, top_k=20, seed=3, form=form)
+    poem = next(t for t in texts(at) if t.startswith("**白日**"))
+    assert poem.replace("  \n", "\n") == "**白日**" + plain(expected.new)
+    lines = verse_lines(expected.text)
+    assert len(lines) == n_lines
+    low, high = rules.POEM_FREE_LINE
+    assert all(len(line) == line_length if line_length else low <= len(line) <= high for line in lines), lines
+    k = msg("top-k {k}", k=20) + " · " + form_name(line_length, n_lines)
+    assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=k, seed=3, n=len(expected.new)) in captions(at)
+    set_form(at, 0, 0)
+    assert not [c for c in captions(at) if form_name(line_length, n_lines) in c]
+
+
+def page_with(lang: str, state: dict | None = None, **params: str) -> AppTest:
+    """The Lab opened once in ``lang`` from a link with ``params``, with ``state`` in the session (no rerun: the
+    test's copies of the widgets would format their options in English)."""
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    at.session_state["lang"] = lang
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def english_model() -> models.LabModel:
+    """An untrained tiny model of an English text: its vocabulary has no line marks."""
+    english = corpus_from_bytes(b"the cat sat on the mat\n\n" * 40, "cats.txt")
+    tiny = GPT(preset("tiny", vocab_size=english.vocab_size)).eval()
+    return models.LabModel(tiny, english.tokenizer, {}, "uploaded", models.weights_id(tiny, english.tokenizer))
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_a_form_that_cannot_be_written_gets_its_reason_not_a_traceback(trained, lang):
+    own = {"lab_own": trained.session_state["lab_own"], "lab_use": "own"}
+    at = page_with(lang, own, lab_prompt="白日，", lab_form_chars="五言 · 5", lab_form_lines="4")
+    assert msg(FORM_PROMPT, lang, form=form_name(5, 4, lang)) in warnings(at)
+    assert not [t for t in texts(at) if t.startswith("**白日")]  # nothing written
+    with pytest.raises(models.FormError) as error:
+        models.generate(own["lab_own"], "白日", 10, form=models.PoemForm(7, 8))
+    at = page_with(lang, own, lab_prompt="白日", lab_length="10", lab_form_chars="七言 · 7", lab_form_lines="8")
+    assert msg(FORM_LENGTH, lang, form=form_name(7, 8, lang), needed=integer(error.value.needed, lang=lang),
+               length=integer(10, lang=lang)) in warnings(at)
+    cats = {"lab_own": english_model(), "lab_use": "own"}
+    at = page_with(lang, cats, lab_prompt="the", lab_form_chars="五言 · 5")
+    assert msg(FORM_VOCABULARY, lang, form=form_name(5, 0, lang)) in warnings(at)
+    assert not matching(warnings(page_with(lang, cats, lab_prompt="the")), FORM_VOCABULARY, lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_a_greedy_loop_is_shown_with_the_span_find_loop_finds(shipped, lang):
+    assert shipped is not None, "the shipped model is part of the app"
+    at = page_with(lang, lab_temp="0.0", lab_prompt=chapter.LESSON_PROMPT, lab_length="64")
+    new = models.generate(shipped, chapter.LESSON_PROMPT, 64, temperature=0).new
+    loop = models.find_loop(new)
+    assert loop is not None  # the default prompt at temperature 0 shows the reader a loop
+    note = msg(LOOP_NOTE, lang, start=integer(loop.start + 1, lang=lang), span=plain(loop.span.replace("\n", "↵")),
+               copies=integer(loop.copies, lang=lang), covered=integer(loop.covered, lang=lang),
+               n=integer(len(new), lang=lang), share=percent(loop.covered / len(new), lang=lang))
+    assert note in [i.value for i in at.info]
+    assert msg(WHY_LOOPS, lang) in [e.label for e in at.expander]
+    body, fell_back = page.part_text("lab", "loops", lang)
+    assert not fell_back and body.strip() in [t.strip() for t in texts(at)]
+
+
+@pytest.mark.parametrize(("chars", "lines"), [("[click](https://attacker.example/x)", "<img src=x onerror=alert(1)>"),
+                                             ("3", "3"), ("五言 · 6", "18"), ("nan", "-2"), ("", "1e309")])
+def test_crafted_form_values_in_the_link_are_ignored(chars, lines):
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    at.query_params.update({"lab_form_chars": chars, "lab_form_lines": lines})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="lab_form_chars").value == 0 and at.selectbox(key="lab_form_lines").value == 0
+    assert "attacker.example" not in "\n".join(texts(at) + captions(at))
+
+
+def test_a_form_in_the_link_is_read():
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    at.query_params.update({"lab_form_chars": "七言 · 7", "lab_form_lines": "4"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="lab_form_chars").value == 7 and at.selectbox(key="lab_form_lines").value == 4
