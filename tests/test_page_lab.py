@@ -807,6 +807,10 @@ def test_the_poem_form_reaches_the_generation(trained, line_length, n_lines):
     assert all(len(line) == line_length if line_length else low <= len(line) <= high for line in lines), lines
     k = msg("top-k {k}", k=20) + " · " + form_name(line_length, n_lines)
     assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=k, seed=3, n=len(expected.new)) in captions(at)
+    bars = next(f for f in figures(at) if title(f) == msg(NEXT_CHAR_TITLE))  # the view draws as the form does
+    assert bars["layout"]["annotations"][0]["text"] == msg("sampled: {char}", char=expected.new[0])
+    kv = next(f for f in figures(at) if any(t["name"] == msg("keys/values reused from the cache") for t in f["data"]))
+    assert max(len(t["x"]) for t in kv["data"] if "x" in t) == len(expected.new)  # one step per character written
     set_form(at, 0, 0)
     assert not [c for c in captions(at) if form_name(line_length, n_lines) in c]
 

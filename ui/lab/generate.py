@@ -42,12 +42,18 @@ def generated(model_id: str, prompt: str, length: int, temperature: float, top_k
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, top_p: float, seed: int,
-                   _model: LabModel,
+                   form: models.PoemForm | None, _model: LabModel,
                    bar_labels: figures.NextCharLabels, attn_labels: figures.LastAttentionLabels
                    ) -> tuple[models.NextCharProbs, go.Figure, go.Figure] | None:
-    """The next character's distribution and the last position's attention, and their figures; None if not finite."""
+    """The next character's distribution and the last position's attention, and their figures; None if not finite.
+
+    The distribution follows ``form`` as the generation does; a form the generation refused is left out.
+    """
     try:
-        probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p)
+        try:
+            probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p, form=form)
+        except models.FormError:
+            probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p)
     except models.NonFiniteLogitsError:
         return None
     looked = models.last_position_attention(_model, prompt)
@@ -191,8 +197,17 @@ def show_generation(model: LabModel, sampling: Sampling) -> None:
 
 
 def kv_cache(model: LabModel, sampling: Sampling) -> None:
-    """Keys and values reused and computed at each step of the generation of ``sampling.length`` characters."""
-    prompt, length, cfg = sampling.prompt, sampling.length, model.config
+    """Keys and values reused and computed at each step of the generation (the characters it wrote: a form may end
+    the poem before ``sampling.length``); nothing when it wrote nothing."""
+    prompt, cfg = sampling.prompt, model.config
+    try:
+        out = generated(model.model_id, prompt, sampling.length, sampling.temperature, sampling.top_k,
+                        sampling.top_p, sampling.seed, sampling.form, model)
+    except models.FormError:
+        return
+    if out is None:
+        return
+    length = len(out.new)
     prompt_len = len(models.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
     cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
     st.markdown("#### " + _("The KV cache while these characters were written"))
@@ -231,7 +246,7 @@ def next_character(model: LabModel, sampling: Sampling) -> dict[str, tuple[int, 
         layer_label=_("layer {layer}"), separators=plotly_separators())
     seed = sampling.seed
     view = next_char_view(model.model_id, sampling.prompt, sampling.temperature, sampling.top_k, sampling.top_p, seed,
-                          model, bar_labels, attn_labels)
+                          sampling.form, model, bar_labels, attn_labels)
     if view is None:
         st.error(not_finite_text())
         return None
