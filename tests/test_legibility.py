@@ -67,7 +67,8 @@ def app():
 def test_page_is_legible(app, slug, lang, width, query):
     browser, base = app
     start = time.monotonic()
-    report = legibility.check(browser, base, slug, lang, width, query, audit=width == 1400 and not query)
+    report = legibility.check(browser, base, slug, lang, width, query, audit=width == 1400 and not query,
+                              min_charts=0 if slug == "glossary" else 1)
     say(f"{slug} [{lang}, {width}px] {query or ''}: {len(report.faults)} faults, {report.figures} figures, "
         f"{report.texts} texts, {time.monotonic() - start:.1f} s")
     assert [str(f) for f in report.faults] == []

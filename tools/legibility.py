@@ -292,10 +292,11 @@ def page_path(slug: str) -> str:
     return "" if slug == "home" else slug.replace("_", "-")
 
 
-def settle(page, timeout_ms: float, width: int) -> None:
-    """Wait until the page has its title, its fonts, no run in progress, and the same height, number of charts
-    and images over three readings, every chart drawn; the viewport grows to the page's height meanwhile, so
-    that every element is laid out and drawn."""
+def settle(page, timeout_ms: float, width: int, min_charts: int = 0) -> None:
+    """Wait until the page has its title, its fonts, no run in progress, at least ``min_charts`` charts, and the
+    same height, number of charts and images over three readings, every chart drawn; the viewport grows to the
+    page's height meanwhile, so that every element is laid out and drawn. A page still computing (a spinner
+    before its first chart) reads the same three times, so a page known to have charts waits for them."""
     page.get_by_role("heading", level=1).first.wait_for(timeout=timeout_ms)
     page.wait_for_load_state("networkidle", timeout=timeout_ms)
     page.evaluate("() => document.fonts.ready.then(() => true)")
@@ -306,14 +307,14 @@ def settle(page, timeout_ms: float, width: int) -> None:
         page.wait_for_timeout(600)
         reading = page.evaluate(_STATE_JS)
         readings.append(reading)
-        if reading["drawn"] and readings[-3:] == [reading] * 3:
+        if reading["drawn"] and reading["charts"] >= min_charts and readings[-3:] == [reading] * 3:
             break
         page.set_viewport_size({"width": width, "height": min(max(reading["height"], 800), MAX_HEIGHT)})
     page.wait_for_timeout(300)
 
 
 def check(browser, base_url: str, slug: str, lang: str, width: int, query: Mapping[str, str] | None = None,
-          timeout_ms: float = 120_000, label: str | None = None, audit: bool = False) -> Report:
+          timeout_ms: float = 120_000, label: str | None = None, audit: bool = False, min_charts: int = 0) -> Report:
     """The legibility faults of one page in one language at one width.
 
     Args:
@@ -326,6 +327,7 @@ def check(browser, base_url: str, slug: str, lang: str, width: int, query: Mappi
         timeout_ms: how long to wait for the page to draw.
         label: the page's name in the faults (default: the slug, with the query).
         audit: also run axe-core (``axe-playwright-python``, which bundles it) on the settled page.
+        min_charts: the page is measured only once it shows at least this many Plotly charts.
 
     Returns:
         Every fault found, in page order (none when everything is legible), and the counts measured.
@@ -336,7 +338,7 @@ def check(browser, base_url: str, slug: str, lang: str, width: int, query: Mappi
     page = browser.new_page(viewport={"width": width, "height": 1000})
     try:
         page.goto(url, wait_until="domcontentloaded", timeout=timeout_ms)
-        settle(page, timeout_ms, width)
+        settle(page, timeout_ms, width, min_charts)
         found = page.evaluate(_COLLECT_JS, {"minFont": MIN_FONT_PX, "overlapPx": OVERLAP_PX, "edgePx": EDGE_PX})
         findings = accessibility(page) if audit else ()
     finally:
