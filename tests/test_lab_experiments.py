@@ -184,6 +184,11 @@ def test_paired_comparison_on_crafted_losses():
     with pytest.raises(ValueError, match="share no seed"):
         stats.paired_comparison("a", "b", {1: 5.0}, {2: 5.0})
     assert set(R.VERDICTS) >= {c.verdict, noisy.verdict, one.verdict}
+    # one dataclass for both sides: what the command stores, the results reader gives back (rounded to 5 decimals)
+    for comparison in (c, noisy, one):
+        back = R._paired(stats.comparison_to_dict(comparison))
+        assert isinstance(back, R.PairedDifference) and back.verdict == comparison.verdict
+        assert back.seeds == comparison.seeds and math.isclose(back.mean, comparison.mean, abs_tol=1e-5)
 
 
 def test_exercise_summary_pairs_by_seed_and_by_position():

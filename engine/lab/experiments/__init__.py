@@ -54,8 +54,8 @@ from engine.lab.experiments.measurement import (
 )
 from engine.lab.experiments.stats import (
     NOISE_RULE,
-    PairedComparison,
     compare_runs,
+    comparison_to_dict,
     mean_std,
     paired_comparison,
     summarize_seeds,
@@ -66,7 +66,7 @@ from engine.lab.results import DROPOUT_RESULTS_FILE, READABLE_FORMATS, RESULTS_F
 __all__ = [
     "ALL_EXPERIMENTS", "DROPOUT_RESULTS_FILE", "EXERCISES", "EXERCISES_FILE", "EXERCISES_FORMAT", "EXERCISE_BUDGET",
     "EXERCISE_RUNS", "EXPERIMENTS", "FIXED_EVAL_BATCHES", "NOISE_RULE", "PRESET_EXPERIMENTS", "READABLE_FORMATS",
-    "RESULTS_FILE", "RESULTS_FORMAT", "SAMPLE_CHARS", "Budget", "Exercise", "Experiment", "PairedComparison", "Run",
+    "RESULTS_FILE", "RESULTS_FORMAT", "SAMPLE_CHARS", "Budget", "Exercise", "Experiment", "comparison_to_dict", "Run",
     "SplitLoss", "Task", "compare_runs", "load_results", "loss_by_position", "mean_std", "measure_task",
     "paired_comparison", "paired_model", "plan", "run_experiment", "split_loss", "summarize_seeds", "train_run",
 ]

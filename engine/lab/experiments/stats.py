@@ -10,15 +10,14 @@ form for whole degrees of freedom (Abramowitz & Stegun 26.7.3-4), which is all a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from engine.lab.results import VERDICTS
+from engine.lab.results import VERDICTS, PairedDifference
 
 #: Two-sided level of the t interval and of the detection rule.
 ALPHA = 0.05
-#: Power at which :attr:`PairedComparison.detectable` is stated.
+#: Power at which :attr:`engine.lab.results.PairedDifference.detectable` is stated.
 POWER = 0.8
 #: Bootstrap resamples of the seeds (a fixed generator, so a file is reproducible).
 BOOTSTRAP_RESAMPLES = 10_000
@@ -69,53 +68,33 @@ def t_quantile(p: float, df: int) -> float:
     return (lo + hi) / 2
 
 
-@dataclass(frozen=True)
-class PairedComparison:
-    """Run ``b`` against run ``a`` over the seeds both have; differences are ``b - a`` in nats (negative: b lower).
-
-    Attributes:
-        a, b: run keys.
-        seeds: the seeds compared, ascending.
-        differences: per-seed ``loss(b) - loss(a)``.
-        mean: their mean, the effect in nats.
-        sd: their sample standard deviation (ddof 1); None under two seeds.
-        t_interval: the (1 - ALPHA) Student t interval of the mean; None under two seeds.
-        bootstrap_interval: the percentile interval of the mean over seed resamples; None under two seeds.
-        detectable: the smallest |mean| a paired t test at ALPHA would find with probability POWER, given
-            this ``sd`` and seed count, ``(t_{1-ALPHA/2} + t_{POWER}) * sd / sqrt(n)``; None under two seeds.
-        verdict: one of ``engine.lab.results.VERDICTS``: the t interval below 0 (``b_beats_a``), above 0
-            (``a_beats_b``), holding 0 (``no_detectable_difference``), or fewer than two seeds.
-    """
-
-    a: str
-    b: str
-    seeds: tuple[int, ...]
-    differences: tuple[float, ...]
-    mean: float
-    sd: float | None
-    t_interval: tuple[float, float] | None
-    bootstrap_interval: tuple[float, float] | None
-    detectable: float | None
-    verdict: str
-
-    def to_dict(self) -> dict:
-        """JSON-ready, values rounded to 5 decimals (nats)."""
-        def r(v):
-            return None if v is None else round(v, 5)
-        return {"a": self.a, "b": self.b, "seeds": list(self.seeds), "differences": [r(d) for d in self.differences],
-                "mean": r(self.mean), "sd": r(self.sd),
-                "t_interval": None if self.t_interval is None else [r(v) for v in self.t_interval],
-                "bootstrap_interval": None if self.bootstrap_interval is None else [
-                    r(v) for v in self.bootstrap_interval],
-                "detectable": r(self.detectable), "verdict": self.verdict}
+def comparison_to_dict(c: PairedDifference) -> dict:
+    """A paired comparison as the results file stores it (read back by ``engine.lab.results``), values rounded
+    to 5 decimals (nats)."""
+    def r(v):
+        return None if v is None else round(v, 5)
+    return {"a": c.a, "b": c.b, "seeds": list(c.seeds), "differences": [r(d) for d in c.differences],
+            "mean": r(c.mean), "sd": r(c.sd),
+            "t_interval": None if c.t_interval is None else [r(v) for v in c.t_interval],
+            "bootstrap_interval": None if c.bootstrap_interval is None else [r(v) for v in c.bootstrap_interval],
+            "detectable": r(c.detectable), "verdict": c.verdict}
 
 
-def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int, float]) -> PairedComparison:
+def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int, float]) -> PairedDifference:
     """Compares run ``b`` with run ``a`` on the seeds both were trained with.
 
     Args:
         a, b: run keys (recorded, not looked up).
         loss_a, loss_b: {seed: loss in nats}; seeds present in only one are left out.
+
+    Returns:
+        The per-seed differences ``loss(b) - loss(a)`` (negative: b lower), their mean (the effect in nats) and
+        sample standard deviation (ddof 1), the (1 - ALPHA) Student t interval and the percentile bootstrap
+        interval of the mean over seed resamples, ``detectable``: the smallest |mean| a paired t test at ALPHA
+        would find with probability POWER given this sd and seed count, ``(t_{1-ALPHA/2} + t_{POWER}) * sd /
+        sqrt(n)``, and the verdict (one of ``VERDICTS``): the t interval below 0 (``b_beats_a``), above 0
+        (``a_beats_b``), holding 0 (``no_detectable_difference``), or fewer than two seeds (sd, intervals and
+        ``detectable`` then None).
 
     Raises:
         ValueError: if the two share no seed.
@@ -126,7 +105,7 @@ def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int
     diffs = np.array([loss_b[s] - loss_a[s] for s in seeds], dtype=np.float64)
     n, mean = len(seeds), float(diffs.mean())
     if n < 2:
-        return PairedComparison(a, b, seeds, tuple(diffs.tolist()), mean, None, None, None, None, VERDICTS[3])
+        return PairedDifference(a, b, seeds, tuple(diffs.tolist()), mean, None, None, None, None, VERDICTS[3])
     sd = float(diffs.std(ddof=1))
     se = sd / math.sqrt(n)
     t_crit = t_quantile(1 - ALPHA / 2, n - 1)
@@ -141,7 +120,7 @@ def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int
         verdict = VERDICTS[1]  # a_beats_b
     else:
         verdict = VERDICTS[2]  # no_detectable_difference
-    return PairedComparison(a, b, seeds, tuple(diffs.tolist()), mean, sd, t_interval, bootstrap, detectable, verdict)
+    return PairedDifference(a, b, seeds, tuple(diffs.tolist()), mean, sd, t_interval, bootstrap, detectable, verdict)
 
 
 #: Key and formula of the older sets' rule for whether two runs differ by more than the seed noise.

@@ -8,7 +8,7 @@ The file (format :data:`EXERCISES_FORMAT`) is one JSON object::
     sessions   [{command, started, jobs, threads, machine, load_start, load_end, ended}]  (one per command)
     runs       {run_id: measurement.measure_task dict + session, machine}   (in plan order)
     failed     [{run_id, session, exitcode, traceback, at}]  (runs a worker did not finish; tried again on resume)
-    exercises  {name: {reference, runs, seeds_complete, comparisons: [stats.PairedComparison dicts],
+    exercises  {name: {reference, runs, seeds_complete, comparisons: [stats.comparison_to_dict of each],
                        by_position: {key: {mean, difference}}}}
     planned, complete
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.lab.experiments.definitions import EXERCISES
-from engine.lab.experiments.stats import paired_comparison
+from engine.lab.experiments.stats import comparison_to_dict, paired_comparison
 from engine.lab.results import EXERCISES_FILE, EXERCISES_FORMAT
 
 __all__ = ["EXERCISES_FILE", "EXERCISES_FORMAT", "ResultsBusyError", "ResultsFile", "ResultsMismatchError",
@@ -120,7 +120,7 @@ def exercise_summary(name: str, runs: dict[str, dict]) -> dict:
 
     Returns:
         ``reference``, ``runs``, ``seeds_complete`` (seeds with every run of the exercise), ``comparisons``
-        (each run against the reference, over the seeds both have: ``stats.PairedComparison.to_dict``),
+        (each run against the reference, over the seeds both have: ``stats.comparison_to_dict``),
         ``by_position`` ({key: ``mean`` over its seeds, and ``difference`` from the reference averaged over the
         shared seeds, None without one; lists of block_size floats in nats}).
     """
@@ -133,7 +133,7 @@ def exercise_summary(name: str, runs: dict[str, dict]) -> dict:
             curve[run["key"]][run["seed"]] = np.asarray(run["val_loss_by_position"], dtype=np.float64)
     complete = sorted(set.intersection(*(set(v) for v in loss.values())))
     ref = exercise.reference
-    comparisons = [paired_comparison(ref, key, loss[ref], loss[key]).to_dict()
+    comparisons = [comparison_to_dict(paired_comparison(ref, key, loss[ref], loss[key]))
                    for key in exercise.runs if key != ref and set(loss[ref]) & set(loss[key])]
     by_position = {}
     for key in exercise.runs:
