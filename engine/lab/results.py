@@ -44,6 +44,20 @@ DROPOUT_RUNS = {"dropout_0": (0.0, 0.0), "dropout_resid": (0.0, 0.1), "dropout_b
 MAX_RUNS, MAX_SEEDS, MAX_POINTS = 16, 16, 4096
 
 
+def _read_json(path: Path) -> object | None:
+    """The JSON value of ``path``, None when there is no such file.
+
+    Raises:
+        ValueError: if the file is not valid UTF-8 JSON.
+    """
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+
+
 def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
     """The raw JSON of a results file of a :data:`READABLE_FORMATS` format; None when it does not exist.
 
@@ -51,12 +65,9 @@ def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
         ValueError: if the file is not valid JSON or not a results file of those formats.
     """
     path = Path(path)
-    if not path.is_file():
+    data = _read_json(path)
+    if data is None:
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") not in READABLE_FORMATS:
         raise ValueError(f"{path}: not a results file of format {READABLE_FORMATS}")
     return data
@@ -678,12 +689,9 @@ def read_exercises(path: str | Path = EXERCISES_FILE) -> ExercisesFile | None:
             or a value is missing, of the wrong type, negative where a loss or a time is, or not finite.
     """
     path = Path(path)
-    if not path.is_file():
+    data = _read_json(path)
+    if data is None:
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != EXERCISES_FORMAT:
         raise ValueError(f"{path}: not a results file of format {EXERCISES_FORMAT}")
     try:
