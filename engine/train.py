@@ -4,6 +4,10 @@ Prints the run's settings, progress every ``--log-interval`` steps, each evaluat
 train/val loss and the wall time, then a few generated lines (greedy and sampled), and writes a
 checkpoint folder to ``--out`` (``engine.checkpoint.save_checkpoint``). Ctrl-C stops the run
 cleanly: it still evaluates, prints and saves what it has.
+
+``--resume DIR`` makes a long run survive interruptions: after every evaluation the run's whole
+state goes to DIR (``engine.training.save_train_state``), and the same command started again
+continues from there with the same schedule.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores but one)")
     p.add_argument("--out", default=None, help="checkpoint folder to write (nothing is saved without it)")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="write a resumable state to DIR after every evaluation, and continue from it if it is there")
     p.add_argument("--sample-chars", type=int, default=48, help="characters generated per sample line")
     return p
 
@@ -69,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"training {train_config.steps} steps of batch {train_config.batch_size} x {model_config.block_size} tokens "
           f"on {describe_device(device)}, peak lr {train_config.learning_rate}")
 
+    if args.resume:
+        print(f"resumable state in {args.resume} (continued from it if it holds one)")
     started = time.perf_counter()
 
     def on_step(step: int, loss: float, tokens_per_s: float) -> None:
@@ -83,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if in_main_thread else None
     try:
-        result = train(model_config, corpus, train_config, callbacks=Callbacks(on_step, on_eval), stop=stop)
+        result = train(model_config, corpus, train_config, callbacks=Callbacks(on_step, on_eval), stop=stop,
+                       state_dir=args.resume)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGINT, previous)

@@ -13,22 +13,32 @@ weights are drawn once, under ``engine.rng``'s lock, from ``torch.manual_seed(se
 chapter builds its models); the batches come from a ``torch.Generator`` seeded with ``seed``; the
 dropout masks from a second one on the training device (see :func:`private_dropout`). Checkpoints
 live in ``engine.checkpoint``.
+
+Resuming: given a ``state_dir``, :func:`train` writes a resumable state there after every
+evaluation (weights, AdamW's moments, both generators' states, the step, the history and every
+step's loss) and, if the folder already holds one, continues from it with the same schedule, so a
+long run survives an interruption and N steps in one go equal N/2, a restart, and N/2 more.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
+import safetensors.torch
 import torch
 from torch import nn
 
+from engine.checkpoint import _atomic_write
 from engine.corpus import Corpus
 from engine.device import pick_device
 from engine.gpt import GPT, GPTConfig, eval_mode
@@ -275,6 +285,151 @@ def private_dropout(model: GPT, generator: torch.Generator) -> Iterator[bool]:
             setattr(module, name, original)
 
 
+STATE_FORMAT = "engine-train-state/1"
+STATE_FILE = "state.json"  # names the tensors file of the same state; written last, so it never names a partial one
+MAX_STATE_JSON_BYTES = 64 * 2**20  # history and step losses of the longest run the budget allows, with room
+
+
+class ResumeError(ValueError):
+    """A resumable state that cannot be continued: unreadable, damaged, or from another run's settings."""
+
+
+def _state_tensors(model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+                   masks: torch.Generator) -> dict[str, torch.Tensor]:
+    """Everything of a run's state that is a tensor, under flat names (safetensors holds no nesting)."""
+    tensors = {f"model.{name}": t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    for index, slots in optimizer.state_dict()["state"].items():
+        for slot, value in slots.items():
+            tensors[f"optimizer.{index}.{slot}"] = torch.as_tensor(value).detach().to("cpu").contiguous()
+    tensors["rng.batches"] = batches.get_state()
+    tensors["rng.masks"] = masks.get_state()
+    return tensors
+
+
+def _resume_key(model: GPT, corpus: Corpus, config: TrainConfig) -> dict:
+    """What a state must share with the run that continues it (the device may change)."""
+    return {"model_config": model.config.to_dict(), "corpus": corpus.name, "vocab_size": corpus.vocab_size,
+            "train_config": {k: v for k, v in dataclasses.asdict(config).items() if k != "device"}}
+
+
+def save_train_state(folder: Path, *, model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+                     masks: torch.Generator, key: dict, step: int, history: list[dict],
+                     step_losses: list[float], elapsed_s: float) -> None:
+    """Writes a resumable state into ``folder``: ``state-<step>.safetensors`` then ``state.json``.
+
+    Each file is written atomically (temporary file + rename), the tensors first; ``state.json``
+    names its tensors file and their SHA-256, so a crash at any moment leaves the previous complete
+    state. Older tensors files are removed once the new JSON is in place.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"state-{step}.safetensors"
+    data = safetensors.torch.save(_state_tensors(model, optimizer, batches, masks))
+    _atomic_write(folder / name, data)
+    meta = {"format": STATE_FORMAT, **key, "step": step, "tensors": name,
+            "tensors_sha256": hashlib.sha256(data).hexdigest(), "elapsed_s": elapsed_s,
+            "history": history, "step_losses": step_losses}
+    _atomic_write(folder / STATE_FILE, json.dumps(meta).encode("utf-8"))
+    for old in folder.glob("state-*.safetensors"):
+        if old.name != name:
+            old.unlink(missing_ok=True)
+
+
+def _finite_numbers(values: object, length: int | None = None) -> bool:
+    return (isinstance(values, list) and (length is None or len(values) == length)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
+
+
+def load_train_state(folder: Path, *, model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+                     masks: torch.Generator, key: dict) -> tuple[int, list[dict], list[float], float] | None:
+    """Restores the state in ``folder`` into the model, the optimizer and both generators.
+
+    Everything is checked before a tensor is allocated: the JSON's size, format and fields (the step
+    within the run, a history of finite numbers, one loss per step), the settings against ``key``
+    (same model, corpus and schedule), the tensors file's size against what the model's state can
+    take, its SHA-256, then every tensor's name, dtype and shape.
+
+    Returns:
+        (step, history rows, step losses, elapsed seconds), or None when ``folder`` holds no state.
+
+    Raises:
+        ResumeError: for anything that does not fit, with what and where.
+    """
+    meta_path = folder / STATE_FILE
+    if not meta_path.exists():
+        return None
+    where = str(meta_path)
+    if meta_path.stat().st_size > MAX_STATE_JSON_BYTES:
+        raise ResumeError(f"{where}: larger than {MAX_STATE_JSON_BYTES} bytes")
+    try:
+        meta = json.loads(meta_path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResumeError(f"{where}: not JSON ({exc})") from exc
+    if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+        raise ResumeError(f"{where}: not a training state of format {STATE_FORMAT}")
+    for field, expected in key.items():
+        if meta.get(field) != expected:
+            raise ResumeError(f"{where}: its {field} {meta.get(field)!r} differs from this run's {expected!r}")
+    step, elapsed = meta.get("step"), meta.get("elapsed_s")
+    steps = key["train_config"]["steps"]
+    if not (isinstance(step, int) and not isinstance(step, bool) and 1 <= step <= steps):
+        raise ResumeError(f"{where}: step {step!r} is not in [1, {steps}]")
+    if not _finite_numbers([elapsed]) or elapsed < 0:
+        raise ResumeError(f"{where}: elapsed_s {elapsed!r} is not a non-negative number")
+    history, step_losses = meta.get("history"), meta.get("step_losses")
+    columns = ("step", "train_loss", "val_loss", "elapsed_s")
+    if not (isinstance(history, list) and 1 <= len(history) <= steps + 1
+            and all(isinstance(row, dict) and set(row) == set(columns) and _finite_numbers(list(row.values()))
+                    for row in history)):
+        raise ResumeError(f"{where}: its history is not a list of evaluations of finite numbers")
+    if not _finite_numbers(step_losses, step):
+        raise ResumeError(f"{where}: step_losses is not {step} finite numbers")
+    name = meta.get("tensors")
+    if not (isinstance(name, str) and name == f"state-{step}.safetensors"):
+        raise ResumeError(f"{where}: its tensors file {name!r} is not state-{step}.safetensors")
+    expected = _state_tensors(model, optimizer, batches, masks)  # the live state: names, dtypes and shapes
+    tensors_path = folder / name
+    limit = sum(t.numel() * t.element_size() for t in expected.values()) * 2 + 2**20  # moments not yet created
+    if not tensors_path.exists() or tensors_path.stat().st_size > limit:
+        raise ResumeError(f"{tensors_path}: missing or larger than the {limit} bytes this model's state can take")
+    data = tensors_path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != meta.get("tensors_sha256"):
+        raise ResumeError(f"{tensors_path}: its SHA-256 differs from the one {STATE_FILE} records")
+    try:
+        tensors = safetensors.torch.load(data)
+    except Exception as exc:  # safetensors raises its own error types for malformed files
+        raise ResumeError(f"{tensors_path}: not a safetensors file ({exc})") from exc
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    optimizer_state: dict[int, dict[str, torch.Tensor]] = {}
+    for tensor_name, tensor in tensors.items():
+        kind, _, rest = tensor_name.partition(".")
+        if kind == "optimizer":
+            index_text, _, slot = rest.partition(".")
+            if not index_text.isdigit() or int(index_text) >= len(params) or slot not in ("step", "exp_avg",
+                                                                                         "exp_avg_sq"):
+                raise ResumeError(f"{tensors_path}: unexpected tensor {tensor_name!r}")
+            shape = () if slot == "step" else tuple(params[int(index_text)].shape)
+            if tensor.dtype != torch.float32 or tuple(tensor.shape) != shape:
+                raise ResumeError(f"{tensors_path}: {tensor_name} is {tensor.dtype} {tuple(tensor.shape)}, "
+                                  f"expected torch.float32 {shape}")
+            optimizer_state.setdefault(int(index_text), {})[slot] = tensor
+        elif tensor_name not in expected or expected[tensor_name].dtype != tensor.dtype or (
+                tensor_name.startswith("model.") and expected[tensor_name].shape != tensor.shape):
+            raise ResumeError(f"{tensors_path}: unexpected tensor {tensor_name!r} {tensor.dtype} {tuple(tensor.shape)}")
+    missing = sorted(n for n in expected if not n.startswith("optimizer.") and n not in tensors)
+    if missing or len(optimizer_state) != len(params) or any(len(s) != 3 for s in optimizer_state.values()):
+        raise ResumeError(f"{tensors_path}: incomplete state (missing {missing[:3]} or optimizer slots)")
+    if not all(torch.isfinite(t).all() for n, t in tensors.items() if not n.startswith("rng.")):
+        raise ResumeError(f"{tensors_path}: a weight or a moment is NaN or infinite")
+    model.load_state_dict({n.removeprefix("model."): t for n, t in tensors.items() if n.startswith("model.")})
+    try:
+        batches.set_state(tensors["rng.batches"])
+        masks.set_state(tensors["rng.masks"])
+    except RuntimeError as exc:
+        raise ResumeError(f"{tensors_path}: a generator state that does not fit ({exc})") from exc
+    optimizer.load_state_dict({"state": optimizer_state, "param_groups": optimizer.state_dict()["param_groups"]})
+    return step, history, [float(v) for v in step_losses], float(elapsed)
+
+
 def _stop_fn(stop: threading.Event | Callable[[], bool] | None) -> Callable[[], bool]:
     if stop is None:
         return lambda: False
@@ -299,6 +454,7 @@ def train(
     config: TrainConfig = TrainConfig(),
     callbacks: Callbacks | Sequence[Callbacks] | None = None,
     stop: threading.Event | Callable[[], bool] | None = None,
+    state_dir: str | Path | None = None,
 ) -> TrainResult:
     """Trains a GPT on a corpus.
 
@@ -312,12 +468,16 @@ def train(
             attributes works); called from this thread.
         stop: a ``threading.Event`` or a callable returning True to stop; checked before each step.
             A stopped run still ends with an evaluation and returns normally.
+        state_dir: a folder for resumable states (see :func:`save_train_state`), written after
+            every evaluation but the first; if it already holds one, the run continues from its
+            step (weights, optimizer moments, generators, history), skipping the evaluation at 0.
 
     Returns:
         A ``TrainResult`` (model in eval mode, evaluation history, stopped flag, timings).
 
     Raises:
         ValueError: if the vocabularies differ or block_size is too long for the corpus.
+        ResumeError: if ``state_dir`` holds a state that is damaged or from other settings.
         TrainingDivergedError: if a training loss is NaN or infinite.
 
     The global random generator is not touched after the model is built (see the module docstring).
@@ -348,6 +508,10 @@ def train(
     history: list[dict] = []
     step_losses: list[float] = []
     tokens_per_step = config.batch_size * block_size
+    folder = None if state_dir is None else Path(state_dir)
+    key = _resume_key(model, corpus, config)
+    resumed = None if folder is None else load_train_state(folder, model=model, optimizer=optimizer,
+                                                           batches=batches, masks=masks, key=key)
     start = time.perf_counter()
 
     def evaluate(step: int) -> None:
@@ -356,12 +520,20 @@ def train(
             {"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
              "elapsed_s": time.perf_counter() - start}
         )
+        if folder is not None and step > 0:
+            save_train_state(folder, model=model, optimizer=optimizer, batches=batches, masks=masks, key=key,
+                             step=step, history=history, step_losses=step_losses, elapsed_s=history[-1]["elapsed_s"])
         for hook in hooks:
             if getattr(hook, "on_eval", None):
                 hook.on_eval(step, losses["train"], losses["val"])
 
-    evaluate(0)
-    step, stopped = 0, False
+    if resumed is None:
+        evaluate(0)
+        step = 0
+    else:
+        step, history[:], step_losses[:], elapsed = resumed
+        start -= elapsed  # elapsed_s and wall_s go on from the interrupted run's clock
+    stopped = False
     with private_dropout(model, masks) as manual_attention:
         model.train()
         while step < config.steps:

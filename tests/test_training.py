@@ -1,5 +1,6 @@
 """Training loop (callbacks, stop flag, divergence), checkpoints, and the command line."""
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -22,7 +23,7 @@ from engine.checkpoint import (
 from engine.corpus import corpus_from_bytes
 from engine.device import configure_threads, default_threads, pick_device
 from engine.gpt import GPT, preset
-from engine.training import Callbacks, TrainConfig, TrainingDivergedError, train
+from engine.training import STATE_FILE, Callbacks, ResumeError, TrainConfig, TrainingDivergedError, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -149,6 +150,63 @@ def test_stop_flag_ends_the_run(corpus, kind):
     result = train(preset("tiny"), corpus, config, callbacks=Callbacks(on_step=on_step), stop=stop)
     assert result.stopped and result.steps_done == 3
     assert list(result.history["step"]) == [0, 3]  # a stopped run still ends with an evaluation
+
+
+
+RESUMABLE = TrainConfig(steps=12, batch_size=4, learning_rate=3e-3, warmup_steps=2, eval_interval=3, eval_iters=1,
+                        device="cpu")
+
+
+def _stop_at(step_to_stop: int) -> tuple[threading.Event, Callbacks]:
+    event = threading.Event()
+    return event, Callbacks(on_step=lambda step, loss, tps: event.set() if step == step_to_stop else None)
+
+
+@pytest.mark.parametrize("stop_at", [6, 7])
+def test_a_resumed_run_equals_one_run(corpus, tmp_path, stop_at):
+    """N steps in one go equal N/2 (or a stop between evaluations), a restart from the state, and the rest."""
+    whole = train(preset("tiny", dropout=0.1), corpus, RESUMABLE)
+    event, hooks = _stop_at(stop_at)
+    first = train(preset("tiny", dropout=0.1), corpus, RESUMABLE, callbacks=hooks, stop=event, state_dir=tmp_path)
+    assert first.stopped and first.steps_done == stop_at
+    assert json.loads((tmp_path / STATE_FILE).read_text())["step"] == stop_at
+    evals = []
+    rest = train(preset("tiny", dropout=0.1), corpus, RESUMABLE, state_dir=tmp_path,
+                 callbacks=Callbacks(on_eval=lambda s, tr, va: evals.append(s)))
+    assert not rest.stopped and rest.steps_done == RESUMABLE.steps
+    assert evals == [s for s in (9, 12) if s > stop_at]  # no second evaluation at 0
+    assert rest.step_losses == whole.step_losses  # dropout masks and batches continue where they stopped
+    for name, tensor in whole.model.state_dict().items():
+        assert torch.equal(rest.model.state_dict()[name], tensor), name
+    resumed = rest.history.drop(columns="elapsed_s")
+    assert resumed[resumed["step"] != stop_at].reset_index(drop=True).equals(
+        whole.history.drop(columns="elapsed_s")[lambda h: h["step"] != stop_at].reset_index(drop=True))
+    assert rest.history["elapsed_s"].is_monotonic_increasing
+    assert {p.name for p in tmp_path.iterdir()} == {STATE_FILE, "state-12.safetensors"}
+
+
+def test_a_state_from_other_settings_or_damaged_is_refused(corpus, tmp_path):
+    event, hooks = _stop_at(3)
+    train(preset("tiny"), corpus, RESUMABLE, callbacks=hooks, stop=event, state_dir=tmp_path)
+    with pytest.raises(ResumeError, match="train_config"):
+        train(preset("tiny"), corpus, dataclasses.replace(RESUMABLE, learning_rate=1e-3), state_dir=tmp_path)
+    with pytest.raises(ResumeError, match="model_config"):
+        train(preset("tiny", n_layer=1), corpus, RESUMABLE, state_dir=tmp_path)
+    tensors = tmp_path / "state-3.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 0xFF
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(ResumeError, match="SHA-256"):
+        train(preset("tiny"), corpus, RESUMABLE, state_dir=tmp_path)
+    meta = json.loads((tmp_path / STATE_FILE).read_text())
+    for field, value, message in [("step", 99, "step 99"), ("step_losses", [1.0], "step_losses"),
+                                  ("history", [{"step": "x"}], "history"), ("format", "other", "format")]:
+        (tmp_path / STATE_FILE).write_text(json.dumps({**meta, field: value}))
+        with pytest.raises(ResumeError, match=message):
+            train(preset("tiny"), corpus, RESUMABLE, state_dir=tmp_path)
+    (tmp_path / STATE_FILE).write_text("{not json")
+    with pytest.raises(ResumeError, match="not JSON"):
+        train(preset("tiny"), corpus, RESUMABLE, state_dir=tmp_path)
 
 
 def test_nan_loss_raises_a_clear_error(corpus):
