@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 from babel.numbers import parse_decimal
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from ui import numbers
@@ -62,6 +62,28 @@ def test_an_unknown_language_falls_back_to_english():
     assert numbers.num(1234.5, 1, lang="xx") == "1,234.5"
 
 
+@pytest.mark.parametrize(("lang", "small", "half", "large", "grouped"), [
+    ("en", "0.0003255", "0.5", "356.1", "12,346"),
+    ("fr", "0,0003255", "0,5", "356,1", "12\u202f346"),
+    ("de", "0,0003255", "0,5", "356,1", "12.346"),
+])
+def test_significant_digits_in_each_language(lang, small, half, large, grouped):
+    values = (0.000325521, 0.5, 356.077271, 12345.678)
+    assert [numbers.significant(v, 4, lang=lang) for v in values] == [small, half, large, grouped]
+    assert numbers.significant(0.0, 4, lang=lang) == "0"
+    assert numbers.significant(math.inf, 4, lang=lang) == "∞"
+
+
+@given(value=st.floats(min_value=1e-4, max_value=9e3), digits=st.integers(1, 6), negative=st.booleans())
+def test_significant_is_the_value_g_format_writes(value, digits, negative):
+    """Below 10**digits, the value is the one ``%g`` rounds to, without its exponent form."""
+    assume(value < 10**digits)
+    value = -value if negative else value
+    text = numbers.significant(value, digits, lang="en")
+    assert Decimal(text.replace(",", "")) == Decimal(f"{value:.{digits}g}")
+    assert "E" not in text and "e" not in text
+
+
 @pytest.mark.parametrize("bad", [-1, 13])
 def test_out_of_range_digits_are_refused(bad):
     with pytest.raises(ValueError):
@@ -70,6 +92,8 @@ def test_out_of_range_digits_are_refused(bad):
         numbers.percent(1.0, bad, lang="en")
     with pytest.raises(ValueError):
         numbers.sci(1.0, bad, lang="en")
+    with pytest.raises(ValueError):
+        numbers.significant(1.0, bad, lang="en")
 
 
 @pytest.mark.parametrize("lang, expected", [("en", "1.5\u00a0KiB"), ("fr", "1,5\u00a0Kio"), ("de", "1,5\u00a0KiB")])

@@ -98,6 +98,26 @@ def percent(fraction: float, decimals: int = 0, lang: str | None = None) -> str:
     return format_percent(float(fraction), format=pattern, locale=locale)
 
 
+def significant(value: float, digits: int = 4, lang: str | None = None) -> str:
+    """``value`` rounded to ``digits`` significant digits, trailing zeros dropped, never in exponent form.
+
+    What ``f"{value:.4g}"`` writes for the numbers of a table column that spans several magnitudes
+    (``0.0003255``, ``0.5``, ``356.1``), in the locale's format: ``0,0003255``, ``0,5``, ``356,1``
+    (fr). An integer part longer than ``digits`` is kept whole, with the locale's group separator
+    (``12 346``, where ``%g`` writes ``1.235e+04``).
+
+    Raises:
+        ValueError: ``digits`` outside 1 … 12.
+    """
+    if not 1 <= digits <= 12:
+        raise ValueError(f"digits must be in 1 … 12, got {digits}")
+    if not math.isfinite(value) or value == 0:
+        return num(value, 0, lang)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    pattern = "#,##0" + ("." + "#" * decimals if decimals else "")
+    return format_decimal(round(float(value), decimals), format=pattern, locale=_locale(_lang(lang)))
+
+
 def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
     """``value`` in scientific notation with ``digits`` after the decimal sign: ``1.4E-45`` (en), ``1,4E-45`` (fr).
 
