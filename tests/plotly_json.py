@@ -5,9 +5,13 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The repository root; AppTest resolves relative paths against the calling file, so pass absolute ones.
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +44,16 @@ def badges(at, colour: str) -> list[str]:
 def captions(at) -> list[str]:
     """Every caption on the page."""
     return [c.value for c in at.caption]
+
+
+def cells(dataframe) -> pd.DataFrame:
+    """An ``st.dataframe``'s cells as the reader reads them: the display values of the Styler it was given.
+
+    ``AppTest``'s ``.value`` holds the numbers behind the table; a Styler's formatting travels beside them.
+    """
+    from streamlit import dataframe_util
+
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(dataframe.proto.arrow_data.styler.display_values)
 
 
 def decode(value):

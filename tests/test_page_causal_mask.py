@@ -6,9 +6,9 @@ from engine import attention as A
 from engine import chapter
 from engine.diagrams.core import shape_text
 from engine.sections import causal_mask as sections
-from tests.plotly_json import badges, figures, open_page, texts
+from tests.plotly_json import badges, cells, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import plotly_separators
+from ui.numbers import integer, plotly_separators, sci
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
@@ -67,6 +67,15 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert figures(other)[4]["data"][0]["text"][0] == [
         cell.replace(".", decimal) for cell in figures(fresh)[4]["data"][0]["text"][0]]
     assert figures(other)[4]["layout"]["separators"] == plotly_separators(lang)
+    # the leakage table's numbers in the reader's format, the numbers behind them unchanged
+    leak = other.dataframe[TABLES["cm_leak_table"]]
+    assert leak.value.to_numpy().tolist() == table(fresh, "cm_leak_table").to_numpy().tolist()
+    index_col = msg("token index", lang)
+    assert cells(leak)[index_col].tolist() == [integer(v, lang=lang) for v in leak.value[index_col]]
+    for msgid in ("max |Δ| causal", "max |Δ| no mask"):
+        column = msg(msgid, lang)
+        assert cells(leak)[column].tolist() == [sci(v, 3, lang=lang) for v in leak.value[column]]
+        assert any(plotly_separators(lang)[0] in cell for cell in cells(leak)[column])
 
 
 def test_two_ways_figure_reads_like_the_printed_tensors(fresh):

@@ -11,9 +11,9 @@ from engine import attention as A
 from engine import chapter, palette
 from engine.diagrams.core import shape_text
 from engine.sections import trainable_weights as sections
-from tests.plotly_json import badges, captions, decode, figures, open_page, texts
+from tests.plotly_json import badges, captions, cells, decode, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import sci
+from ui.numbers import integer, num, sci, significant
 
 PAGE = "views/trainable_weights.py"
 
@@ -70,6 +70,17 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red") and not badges(other, "gray")
     assert CHAPTER_LINES[0] in texts(other)
+    # the two tables' cells in the reader's number format, the numbers behind them unchanged
+    dk, init = other.dataframe[0], other.dataframe[1]
+    assert dk.value.to_numpy().tolist() == fresh.dataframe[0].value.to_numpy().tolist()
+    assert cells(dk)["d_k"].tolist() == [integer(v, lang=lang) for v in dk.value["d_k"]]
+    for column in dk.value.columns.drop("d_k"):
+        assert cells(dk)[column].tolist() == [num(v, 4, lang=lang) for v in dk.value[column]]
+    assert cells(init)["d_in"].tolist() == [integer(v, lang=lang) for v in init.value["d_in"]]
+    assert {"fr": "1\u202f024", "de": "1.024"}[lang] in cells(init)["d_in"].tolist()
+    assert cells(init)[msg("init", lang)].tolist() == init.value[msg("init", lang)].tolist()
+    for column in init.value.columns.drop(["d_in", msg("init", lang)]):
+        assert cells(init)[column].tolist() == [significant(v, 4, lang=lang) for v in init.value[column]]
 
 
 def chart(at, key: str) -> dict:

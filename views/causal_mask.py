@@ -12,7 +12,7 @@ from engine.sections import causal_mask as sections
 from ui import page
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, ngettext
-from ui.numbers import plotly_separators, sci
+from ui.numbers import integer, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -163,10 +163,11 @@ def leakage_section() -> None:
         "max_diff_full": _("max |Δ| no mask"),
         "changed_full": _("changed (no mask)"),
     }
-    st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS), hide_index=True,
-                 key="cm_leak_table",
-                 column_config={LEAK_HEADERS[c]: st.column_config.NumberColumn(format="%.3e")
-                                for c in ("max_diff_causal", "max_diff_full")})
+    # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
+    st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS).style.format(
+        {LEAK_HEADERS["token_index"]: integer}
+        | {LEAK_HEADERS[c]: lambda v: sci(v, 3) for c in ("max_diff_causal", "max_diff_full")}),
+        hide_index=True, key="cm_leak_table")
     if not leak.changed_rows:
         st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
     else:

@@ -12,7 +12,7 @@ from engine.sections import trainable_weights as sections
 from ui import page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
-from ui.numbers import integer, plotly_separators, sci
+from ui.numbers import integer, num, plotly_separators, sci, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -155,9 +155,11 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         "var_xw": _("var(x·W) measured"),
         "var_xw_theory": _("var(x·W) theory"),
     }
-    st.dataframe(init_table.rename(columns=INIT_HEADERS), hide_index=True, key="tw_init_table",
-                 column_config={INIT_HEADERS[c]: st.column_config.NumberColumn(format="%.4g")
-                                for c in sections.INIT_COLUMNS if c not in ("d_in", "init")})
+    # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
+    st.dataframe(init_table.rename(columns=INIT_HEADERS).style.format(
+        {INIT_HEADERS["d_in"]: integer} | {INIT_HEADERS[c]: lambda v: significant(v, 4)
+                                          for c in sections.INIT_COLUMNS if c not in ("d_in", "init")}),
+        hide_index=True, key="tw_init_table")
     page.show_code(sections.init_comparison)
 
     # --- 5. exercise 3.1 ----------------------------------------------------------------------------------
@@ -225,9 +227,9 @@ def projections_to_exercise() -> None:
         "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
         "grad_scaled": _("mean w_max(1-w_max), scaled"),
     }
-    st.dataframe(sweep.stats.rename(columns=DK_HEADERS), hide_index=True, key="tw_dk_table",
-                 column_config={DK_HEADERS[c]: st.column_config.NumberColumn(format="%.4f")
-                                for c in sections.DK_COLUMNS if c != "d_k"})
+    st.dataframe(sweep.stats.rename(columns=DK_HEADERS).style.format(
+        {DK_HEADERS["d_k"]: integer} | {DK_HEADERS[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
+        hide_index=True, key="tw_dk_table")
     page.show_code(sections.dk_sweep)
 
     # --- 3. the two classes -----------------------------------------------------------------------------
