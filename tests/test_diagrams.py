@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -35,6 +35,7 @@ from engine.diagrams.self_attention import SelfAttentionLabels, SelfAttentionSha
 from engine.diagrams.trainable_weights import TrainableWeightsLabels, TrainableWeightsShapes, trainable_weights
 from engine.gpt import GPT, POS_ENCODINGS, config_params, count_params, preset
 from ui.diagram import svg_of
+from ui.numbers import significant
 
 # --------------------------------------------------------------------------------------------------
 # A small DOT reader
@@ -341,13 +342,17 @@ def test_home_collapses_long_sentences():
 
 
 @pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.9])
-def test_dropout_writes_p_and_the_survivors_scale(p):
-    labels = make_labels(DropoutLabels)
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_dropout_writes_p_and_the_survivors_scale_as_the_caller_formats_them(p, lang):
+    labels = replace(make_labels(DropoutLabels), number=lambda v: significant(v, 4, lang=lang))
     shapes = DropoutShapes(attn_weights=(4, 4), dropped=(4, 4), values=(4, 2), context_vec=(4, 2), p=p)
     dot = dropout(labels, shapes)
     visible = "\n".join(parse_dot(dot).labels)
-    assert f"p = {p:.4g}" in visible
-    assert f"× {1 / (1 - p):.4g}" in visible
+    assert f"p = {significant(p, 4, lang=lang)}" in visible
+    assert f"1 − p = {significant(1 - p, 4, lang=lang)}" in visible
+    assert f"× {significant(1 / (1 - p), 4, lang=lang)}" in visible
+    if p == 0.1 and lang != "en":
+        assert "p = 0,1" in visible and "× 1,111" in visible and "0.1" not in visible
 
 
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5])

@@ -9,7 +9,7 @@ from engine.diagrams.core import shape_text
 from engine.sections import dropout as sections
 from tests.plotly_json import badges, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import num, plotly_separators
+from ui.numbers import num, plotly_separators, significant
 
 PAGE = "views/dropout.py"
 P_LABELS = [f"{0.1 * i:.1f}" for i in range(10)]
@@ -160,13 +160,17 @@ def test_diagram_follows_the_layer_rate_to_its_extremes(at, p):
     at.select_slider(key="do_layer_p").set_value(p).run()
     assert not at.exception
     spec = diagram(at)
-    assert spec != before and f"p = {p:.4g}" in spec and f"× {1 / (1 - p):.4g}" in spec
+    assert spec != before and f"p = {significant(p, 4, lang='en')}" in spec
+    assert f"× {significant(1 / (1 - p), 4, lang='en')}" in spec
     modes = sections.train_vs_eval(A.chapter_inputs(), p, chapter.DROPOUT_SEED)
     assert shape_text(tuple(modes.eval_1.shape)) in spec and shape_text(tuple(modes.train_1.shape)) in spec
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
-def test_diagram_builds_in_french_and_german(lang):
+def test_diagram_builds_in_french_and_german_with_their_numbers(lang):
     app = open_page(PAGE, 60, lang=lang)
     assert not app.exception
-    assert "p = 0.5" in diagram(app)
+    spec = diagram(app)
+    assert "p = 0,5" in spec and "1 − p = 0,5" in spec and "p = 0.5" not in spec
+    app.select_slider(key="do_layer_p").set_value(0.1).run()
+    assert "p = 0,1" in diagram(app) and "× 1,111" in diagram(app)

@@ -9,10 +9,10 @@ from engine.device import pick_device
 from engine.diagrams import dropout as diagrams
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
-from ui import page, url
+from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
-from ui.numbers import integer, num, plotly_separators, sci
+from ui.numbers import integer, num, plotly_separators, sci, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -47,7 +47,7 @@ def dropout_diagram(modes: sections.TrainVsEval, p: float) -> str:
         diagrams.DropoutLabels(
             attn_weights=_("causal attn_weights"), dropout=_("dropout (training only)"), dropped=_("dropped"),
             kept=_("kept"), training="train()", inference="eval()", values="values",
-            weighted_sum=_("weighted sum"), context_vec="context_vec",
+            weighted_sum=_("weighted sum"), context_vec="context_vec", number=lambda v: significant(v, 4),
         ),
         diagrams.DropoutShapes(attn_weights=tuple(modes.eval_1.shape), dropped=tuple(modes.train_1.shape),
                                values=(T, LAYER_D_OUT), context_vec=(T, LAYER_D_OUT), p=p),
@@ -154,3 +154,4 @@ page.show_code(sections.train_vs_eval, A.CausalAttention, A.causal_mask)
 
 page.prose("gpt")
 page.check_yourself()
+notebook.download_button()

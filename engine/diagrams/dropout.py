@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import palette as P
@@ -20,11 +21,6 @@ from engine.diagrams.core import (
 )
 
 
-def _num(x: float) -> str:
-    """A number with at most four significant digits, as the pages print them (0.5, 1.111, 10)."""
-    return f"{x:.4g}"
-
-
 @dataclass(frozen=True)
 class DropoutLabels(CheckedLabels):
     """Words of page 4's diagram.
@@ -37,6 +33,8 @@ class DropoutLabels(CheckedLabels):
         training: the arrow through dropout (model.train()).
         inference: the arrow around it (model.eval(): dropout does nothing).
         values, weighted_sum, context_vec: as on page 2.
+        number: writes p, 1 − p and 1/(1 − p) in the reader's number format (``0,5`` in French), with at
+            most four significant digits.
     """
 
     attn_weights: str
@@ -48,6 +46,7 @@ class DropoutLabels(CheckedLabels):
     values: str
     weighted_sum: str
     context_vec: str
+    number: Callable[[float], str]
 
 
 @dataclass(frozen=True)
@@ -86,9 +85,10 @@ def dropout(labels: DropoutLabels, shapes: DropoutShapes, rankdir: str = "TB") -
         raise ValueError(f"p must be in [0, 1), got {p!r}")
     dot = Dot(rankdir)
     weights = tensor_node(dot, "weights", labels.attn_weights, shape_text(shapes.attn_weights), P.ATTN_WEIGHTS)
-    dropped = f"{esc(labels.dropped)}<BR/>{esc(f'p = {_num(p)}')}<BR/>{esc('→ 0')}"
-    scale = f"× 1/(1 − p) = × {_num(1 / (1 - p))}"
-    kept = f"{esc(labels.kept)}<BR/>{esc(f'1 − p = {_num(1 - p)}')}<BR/>{esc(scale)}"
+    number = labels.number
+    dropped = f"{esc(labels.dropped)}<BR/>{esc(f'p = {number(p)}')}<BR/>{esc('→ 0')}"
+    scale = f"× 1/(1 − p) = × {number(1 / (1 - p))}"
+    kept = f"{esc(labels.kept)}<BR/>{esc(f'1 − p = {number(1 - p)}')}<BR/>{esc(scale)}"
     table = (
         '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3" CELLPADDING="3">'
         # a parenthesis on its own line ("dropout" over "(training only)"): on one line it widened the diagram
