@@ -1,8 +1,10 @@
-"""Integer inputs bound to the URL that a crafted link cannot crash."""
+"""Controls bound to the URL that a crafted link cannot crash: integer inputs, and choices whose link holds the
+option itself rather than its translated label."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -39,3 +41,39 @@ def int_input(container, label: str, *args, key: str, **options) -> int:
         del st.query_params[key]
     return int(container.number_input(label, *args, key=key, bind=None if unreadable else "query-params",
                                       **options))
+
+
+def choice(widget: Callable, label: str, options: Sequence[str], *, key: str, default: str,
+           format_func: Callable[[str], str], **kwargs) -> str:
+    """A selectbox or radio whose URL parameter ``key`` holds the chosen option (``rope``), not its label.
+
+    Streamlit's ``bind="query-params"`` writes the option's displayed text into the URL, so a link made on the
+    French page would say ``apprise`` and mean nothing on the English one. This control is bound by hand, as the
+    language selector is: on the session's first run the link's value is taken when it is one of ``options``
+    (anything else is ignored); after every run the URL holds the chosen option, or nothing for ``default``, so an
+    ignored value leaves the link too. The value outlives a page switch (``persist_state="session"``).
+
+    Args:
+        widget: ``st.selectbox``, ``st.radio`` or a column's (``c3.selectbox``).
+        label: the control's label, already translated.
+        options: the options as the program names them; the URL holds one of them.
+        key: the widget key, which is also the URL parameter's name.
+        default: the option a link without ``key`` opens on; one of ``options``.
+        format_func: an option's label in the reader's language.
+        kwargs: the widget's other arguments (``help``, ``horizontal``, ...).
+
+    Raises:
+        ValueError: ``default`` is not one of ``options``.
+    """
+    if default not in options:
+        raise ValueError(f"default {default!r} is not one of {list(options)!r}")
+    if key not in st.session_state:
+        from_link = st.query_params.get(key)
+        st.session_state[key] = from_link if from_link in options else default
+    value = widget(label, options, format_func=format_func, key=key, persist_state="session", **kwargs)
+    if value == default:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != value:
+        st.query_params[key] = value
+    return value

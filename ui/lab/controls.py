@@ -13,7 +13,7 @@ from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
-from ui.lab.words import busy_text, duration_text, fill
+from ui.lab.words import busy_text, duration_text, fill, position_name
 
 MB = budget.MB
 
@@ -126,8 +126,9 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
                             value=quick.n_layer, key="lab_n_layer", bind="query-params"))
     n_embd = int(c2.selectbox("n_embd", rules.N_EMBDS, index=rules.N_EMBDS.index(quick.n_embd),
                               key="lab_n_embd", bind="query-params"))
-    pos_encoding = c3.selectbox(_("position encoding"), gpt.POS_ENCODINGS,
-                                index=gpt.POS_ENCODINGS.index(quick.pos_encoding), key="lab_pos", bind="query-params")
+    # the link holds the encoding's own name (rope), the selector its name in the reader's language
+    pos_encoding = url.choice(c3.selectbox, _("position encoding"), gpt.POS_ENCODINGS, key="lab_pos",
+                              default=quick.pos_encoding, format_func=position_name)
     heads = rules.head_choices(n_embd, pos_encoding)
     default_heads = rules.default_heads(n_embd, pos_encoding)
     lab.keep_heads(heads, default_heads)
