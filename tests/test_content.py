@@ -9,6 +9,7 @@ number of quiz questions.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,18 @@ def test_math_delimiters_balanced(lang, page):
         text = without_code(body).replace(r"\$", "")
         assert text.count("$$") % 2 == 0, f"{lang}/{page}.md part {name}: unbalanced $$"
         assert text.replace("$$", "").count("$") % 2 == 0, f"{lang}/{page}.md part {name}: unbalanced $"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_glossary_names_the_chapters_by_their_titles_not_their_file_numbers(lang):
+    """The glossary's introduction names chapter 3 and the lesson as their texts title them
+    (``content/chapter_titles.toml``), never by the files' numbers 003, 000, 002."""
+    titles = tomllib.loads((CONTENT / "chapter_titles.toml").read_text(encoding="utf-8"))
+    intro = " ".join(dict(parts(lang, "glossary"))["intro"].split()).replace("’", "'")
+    assert not re.search(r"\b00[023]\b", intro)
+    chapter = titles["chapter"]
+    assert chapter["title"] in intro and re.search(rf"\b{chapter['number']}\b", intro)
+    assert titles["lesson"]["fr"] in intro and titles["lesson"]["de"] in intro
 
 
 def test_helpers_catch_mistakes(tmp_path):
