@@ -8,6 +8,7 @@ format (``6.56``, ``6,56``, ``6{,}56`` in math).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 
@@ -106,6 +107,9 @@ def test_page_2_scale_outcomes_are_the_sweeps(lang, sweep):
     assert unscaled[-1] > 0.9 > stats["w_max_scaled"].max() and np.all(np.diff(unscaled) > 0)
     assert stats["grad_unscaled"].iloc[-1] < stats["grad_scaled"].iloc[-1] / 4
     assert stats["grad_scaled"].min() > 0.15  # the scaled factor does not collapse
+    # "a row of eight keys": the sweep's rows, and the figure's panel title "largest of 8 softmax weights"
+    assert inspect.signature(tw.dk_sweep).parameters["num_keys"].default == 8
+    assert {"en": "eight", "fr": "huit", "de": "acht"}[lang] in body
 
 
 @pytest.mark.parametrize("lang", LANGS)
