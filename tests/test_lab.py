@@ -910,8 +910,8 @@ def test_dropout_loss_reads_the_noise_rules_verdict(tmp_path):
 
 
 def test_the_shipped_results_are_read_into_dataclasses_with_the_files_values():
-    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
-    results = RS.read_results()
+    data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
+    results = RS.read_results(RS.DROPOUT_RESULTS_FILE)
     assert results is not None and data["format"] in RS.READABLE_FORMATS
     assert (results.command, results.steps, results.batch_size, results.block_size, results.corpus) == (
         data["command"], data["settings"]["steps"], data["settings"]["batch_size"],
@@ -943,7 +943,7 @@ def _format_2(data: dict) -> dict:
 
 
 def test_a_format_2_file_and_a_live_rerun_read_as_one_seed(tmp_path):
-    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
+    data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
     path = tmp_path / "old.json"
     path.write_text(json.dumps(_format_2(data)), encoding="utf-8")
     old = RS.read_results(path)
@@ -953,27 +953,27 @@ def test_a_format_2_file_and_a_live_rerun_read_as_one_seed(tmp_path):
         assert [r.val_loss for r in exp.runs] == [r["final_val_loss"] for r in raw]  # no fixed windows in /2
         assert [r.train_loss for r in exp.runs] == [r["final_train_loss"] for r in raw]
         assert all(r.val_std is None and r.step_tokens_per_s is None for r in exp.runs)
-    live = {"name": "causal", "steps": 10, "batch_size": 8, "corpus": "tang300", "stopped": False,
+    live = {"name": "dropout", "steps": 10, "batch_size": 8, "corpus": "tang300", "stopped": False,
             "runs": [{k: v for k, v in r.items() if not k.endswith(("_mean", "_std")) and k not in (
-                "seeds", "n_seeds", "seed_results")} for r in data["experiments"]["causal"]["runs"]]}
+                "seeds", "n_seeds", "seed_results")} for r in data["experiments"]["dropout"]["runs"]]}
     rerun = RS.experiment_result(live)
     assert [r.val_loss for r in rerun.runs] == [r["fixed_val_loss"] for r in live["runs"]]
-    assert rerun.run("no_mask").key == "no_mask" and rerun.same_params == (
+    assert rerun.run("dropout_both").key == "dropout_both" and rerun.same_params == (
         len({r["params"] for r in live["runs"]}) == 1)
 
 
 @pytest.mark.parametrize("change", [
-    _set(("experiments", "heads", "runs"), []),
-    _set(("experiments", "heads", "runs", 0, "fixed_val_loss_mean"), -1.0),
-    _set(("experiments", "heads", "runs", 0, "params"), "many"),
-    _set(("experiments", "heads", "runs", 0, "history", "step"), [0]),
-    _set(("experiments", "heads", "runs", 0, "loss_by_position"), list(range(RS.MAX_POINTS + 1))),
-    _set(("experiments", "heads", "comparisons", 0, "exceeds_noise"), "yes"),
+    _set(("experiments", "dropout", "runs"), []),
+    _set(("experiments", "dropout", "runs", 0, "fixed_val_loss_mean"), -1.0),
+    _set(("experiments", "dropout", "runs", 0, "params"), "many"),
+    _set(("experiments", "dropout", "runs", 0, "history", "step"), [0]),
+    _set(("experiments", "dropout", "runs", 0, "loss_by_position"), list(range(RS.MAX_POINTS + 1))),
+    _set(("experiments", "dropout", "comparisons", 0, "exceeds_noise"), "yes"),
     _set(("settings", "base_model"), None),
-    _set(("experiments", "heads", "runs", 0, "config", "n_head"), 0),
+    _set(("experiments", "dropout", "runs", 0, "config", "n_head"), 0),
 ], ids=["no runs", "negative loss", "text params", "short curve", "too long", "verdict", "no model", "bad config"])
 def test_read_results_refuses_a_malformed_file(tmp_path, change):
-    data = json.loads(RS.RESULTS_FILE.read_text(encoding="utf-8"))
+    data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
     change(data)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data), encoding="utf-8")
@@ -997,7 +997,7 @@ def test_dropout_price_reads_the_benchmark_and_refuses_a_broken_one(tmp_path):
 def test_experiment_figures_take_the_runs_results_and_their_labels():
     from engine.figures import lab as LF
 
-    results = RS.read_results()
+    results = RS.read_results(RS.DROPOUT_RESULTS_FILE)
     exp = results.experiments[0]
     names = tuple(r.key for r in exp.runs)
     labels = LF.CurvesLabels(title="T", val="V", train="R", step="s", loss="l", separators=",\u202f")

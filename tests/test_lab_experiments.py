@@ -324,7 +324,7 @@ def test_the_command_runs_as_a_module():
     assert done.returncode == 0 and "python -m engine.lab.experiments" in done.stdout and "--jobs" in done.stdout
 
 
-# --- the older sets (shipped lab_experiments.json, lab_dropout.json; the page's reruns) ------------------------------
+# --- the older sets (shipped lab_dropout.json; the page's reruns) ----------------------------------------------
 
 def test_experiments_are_the_lessons_exercises():
     heads = [run.config() for run in X.EXPERIMENTS["heads"].runs]
@@ -432,21 +432,124 @@ def test_seeds_are_summarised_per_run(random_corpus):
         X.summarize_seeds([])
 
 
-def test_shipped_results_file_is_complete_and_labelled():
-    data = X.load_results()
-    assert data is not None, "assets/lab_experiments.json is missing"
+def test_shipped_dropout_file_is_complete_and_labelled():
+    data = X.load_results(X.DROPOUT_RESULTS_FILE)
+    assert data is not None, "assets/lab_dropout.json is missing"
     assert data["complete"] is True and data["format"] == X.RESULTS_FORMAT and data["noise_rule"] == X.NOISE_RULE
     steps, seeds = data["settings"]["steps"], data["settings"]["seeds"]
     assert len(seeds) >= 2, "the shipped results give a spread over seeds"
-    for name, experiment in X.EXPERIMENTS.items():
+    assert list(data["experiments"]) == list(X.PRESET_EXPERIMENTS)
+    for name, experiment in X.PRESET_EXPERIMENTS.items():
         shipped = data["experiments"][name]
         assert [r["key"] for r in shipped["runs"]] == [run.key for run in experiment.runs]
         for r in shipped["runs"]:
-            assert r["steps_done"] == steps and len(r["loss_by_position"]) == 128 and r["n_seeds"] == len(seeds)
+            assert r["steps_done"] == steps and r["n_seeds"] == len(seeds)
             mean, std = X.mean_std([s["fixed_val_loss"] for s in r["seed_results"]])
             assert math.isclose(r["fixed_val_loss_mean"], mean, abs_tol=1e-4)
             assert math.isclose(r["fixed_val_loss_std"], std, abs_tol=1e-4)
         assert shipped["comparisons"] == X.compare_runs(shipped["runs"])
+
+
+def test_the_earlier_experiments_file_is_gone():
+    """The exercises file answers what lab_experiments.json (300 steps of batch 8) showed; nothing reads it."""
+    assert not (R.ASSETS / "lab_experiments.json").exists() and not hasattr(R, "RESULTS_FILE")
+
+
+# --- the shipped exercises file, as the Lab shows it -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shipped_exercises():
+    data = R.read_exercises()
+    assert data is not None, "assets/lab_exercises.json is missing"
+    return data
+
+
+def test_the_shipped_exercises_hold_every_run_and_their_paired_comparisons(shipped_exercises):
+    data = shipped_exercises
+    assert data.complete and data.planned == len(data.runs) == len(X.plan(data.seeds)) and len(data.seeds) >= 3
+    assert (data.steps, data.batch_size, data.learning_rate) == (X.EXERCISE_BUDGET.steps, X.EXERCISE_BUDGET.batch_size,
+                                                                 X.EXERCISE_BUDGET.learning_rate)
+    assert [e.name for e in data.exercises] == list(X.EXERCISES)
+    for exercise in data.exercises:
+        spec = X.EXERCISES[exercise.name]
+        assert exercise.runs == spec.runs and exercise.reference == spec.reference
+        assert exercise.seeds_complete == data.seeds
+        assert [c.b for c in exercise.comparisons] == [k for k in spec.runs if k != spec.reference]
+        for c in exercise.comparisons:
+            loss = {key: {r.seed: r.val_loss for r in data.runs_of(key)} for key in (c.a, c.b)}
+            again = stats.paired_comparison(c.a, c.b, loss[c.a], loss[c.b])  # the file's numbers, from its runs
+            assert c.verdict == again.verdict == R.interval_verdict(c.t_interval)
+            assert c.seeds == again.seeds and c.differences == pytest.approx(again.differences, abs=1e-5)
+            assert c.mean == pytest.approx(again.mean, abs=1e-5) and c.detectable == pytest.approx(again.detectable,
+                                                                                                     abs=1e-5)
+        for curve in exercise.by_position:
+            runs = data.runs_of(curve.key)
+            mean = [sum(r.val_loss_by_position[i] for r in runs) / len(runs) for i in range(data.block_size)]
+            assert curve.mean == pytest.approx(mean, abs=1e-4)
+            assert (curve.difference is None) == (curve.key == exercise.reference)
+
+
+def test_the_shipped_samples_use_todays_vocabulary(shipped_exercises):
+    from engine.tokenizer import UNK
+
+    for r in shipped_exercises.runs:
+        assert r.samples.prompt == chapter.LESSON_PROMPT and r.samples.greedy.startswith(chapter.LESSON_PROMPT)
+        assert UNK not in r.samples.greedy + r.samples.sampled, r.run_id
+
+
+def _exercises_json() -> dict:
+    return json.loads(R.EXERCISES_FILE.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("verdict", ["b_beats_a", "a_beats_b", "too_few_seeds"])
+def test_a_verdict_its_interval_does_not_support_is_refused(tmp_path, verdict):
+    data = _exercises_json()
+    comparison = next(c for c in data["exercises"]["heads"]["comparisons"] if c["b"] == "heads_8")
+    assert comparison["verdict"] == "no_detectable_difference" and comparison["t_interval"][0] < 0
+    comparison["verdict"] = verdict
+    (tmp_path / "x.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match="does not follow"):
+        R.read_exercises(tmp_path / "x.json")
+    comparison["verdict"], comparison["t_interval"] = "b_beats_a", [-0.2, -0.0]  # -0.000004 rounded to 5 decimals
+    (tmp_path / "x.json").write_text(json.dumps(data), encoding="utf-8")
+    assert R.read_exercises(tmp_path / "x.json").exercise("heads").comparison("heads_8").verdict == "b_beats_a"
+
+
+@given(low=st.floats(-5, 5), width=st.floats(0, 5))
+def test_interval_verdict_says_which_side_of_zero(low, width):
+    high = low + width
+    verdict = R.interval_verdict((low, high))
+    assert verdict == ("b_beats_a" if high < 0 else "a_beats_b" if low > 0 else "no_detectable_difference")
+    assert R.interval_verdict(None) == "too_few_seeds"
+
+
+def test_mean_difference_averages_a_range_of_positions():
+    curve = R.PositionCurve("pos_rope", (1, 2), (5.0, 4.0, 3.0, 2.0), (0.0, -0.1, -0.2, -0.3))
+    assert curve.mean_difference(0, 2) == pytest.approx(-0.05) and curve.mean_difference(2) == pytest.approx(-0.25)
+    assert curve.mean_difference(4) is None
+    assert R.PositionCurve("course", (1,), (5.0,), None).mean_difference(0) is None
+
+
+def test_the_position_curves_figure_draws_the_file_under_its_labels(shipped_exercises):
+    from engine.figures import lab as LF
+
+    exercise = shipped_exercises.exercise("positions")
+    curves = exercise.by_position
+    labels = LF.PositionCurvesLabels(loss_title="L " * 30, difference_title="D", position="p", loss="l",
+                                     difference="d", separators=",\u202f")
+    fig = LF.position_curves_figure([c.mean for c in curves], [c.difference for c in curves],
+                                    [c.key for c in curves], labels, baselines={"bigram": 5.17})
+    compared = [c for c in curves if c.difference is not None]
+    assert len(fig.data) == len(curves) + len(compared)
+    assert [t.name for t in fig.data] == [c.key for c in curves] + [c.key for c in compared]
+    assert list(fig.data[0].y) == list(curves[0].mean) and list(fig.data[len(curves)].y) == list(compared[0].difference)
+    assert {t.yaxis for t in fig.data[len(curves):]} == {"y2"} and not any(t.showlegend for t in fig.data[len(curves):])
+    titles = [a.text for a in fig.layout.annotations if a.text in ("D",) or a.text.startswith("L")]
+    assert len(titles) == 2 and "<br>" in titles[0]  # a long title wraps instead of running off a phone's width
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # the panels stack, the loss above
+    assert [s.y0 for s in fig.layout.shapes] == [5.17] and fig.layout.separators == ",\u202f"
+    with pytest.raises(ValueError):
+        LF.position_curves_figure([c.mean for c in curves], [c.difference for c in curves], ["a"], labels)
 
 
 #: What the dropout experiment's runs claim: {key: (attention-weight dropout, residual dropout)}.

@@ -4,6 +4,8 @@ The page's words are compared through the message catalog (:func:`msg`, :func:`p
 assertion names the message id the page passes to ``_()`` and the values it fills in.
 """
 
+import dataclasses
+import json
 import math
 import re
 import string
@@ -21,10 +23,10 @@ from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
 from engine.corpus import DEFAULT_CORPUS, TANG_MIN_COUNT, TANG_RECORDS, VAL_EVERY, corpus_from_bytes, load_corpus
 from engine.device import describe_device, pick_device
 from engine.gpt import GPT, PRESETS, preset
-from engine.lab import experiments as X
 from engine.lab import models
 from engine.lab import results as lab_results
 from engine.lab import settings as rules
+from engine.lab.experiments import stats as STATS
 from tests.plotly_json import ROOT, captions, figures, open_page, texts
 from ui import numbers, page
 from ui.i18n import translations
@@ -60,7 +62,6 @@ NEXT_CHAR_TITLE = "What the model predicts after your prompt"
 LOOKED_TITLE = "Where attention looked from the last character"
 LAST_EVAL = "last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"
 UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {chars}"
-CURVES_TITLE = "val loss (solid) and train loss (dotted)"
 LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
 BY_POSITION = "{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
 DROPOUT_CELL = "{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s"
@@ -74,6 +75,49 @@ DROPOUT_DOES_NOT_HELP = ("No dropout setting lowers the validation loss by more 
                          "budget, so the course preset trains with attention dropout {attn:g} and residual dropout "
                          "{resid:g}: {speedup:.2f}× the tokens/s of dropout {both:g} everywhere.")
 DROPOUT_UNREADABLE = "The shipped measurements of dropout's effect on the validation loss cannot be read."
+SHIPPED_EXERCISES = ("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, "
+                     "peak learning rate {lr:g} after {warmup} warm-up steps, dropout {dropout} · {corpus}, validation "
+                     "over the whole split ({val_tokens:,} characters) · seeds {seeds} · {runs} runs on {devices} "
+                     "({cpu}; threads per run: {threads}) · {hours:.1f} h of run time added up")
+INCOMPLETE = " · INCOMPLETE: {done} of {planned} runs so far"
+EXERCISE_TITLES = ("The lesson's exercise 2 · 1, 4 or 8 heads at n_embd 128",
+                   "The lesson's exercise 3 · position information: none, learned, sinusoidal, RoPE",
+                   "Beyond the lesson's exercises · training without the causal mask")
+#: The message ids of the exercises' configurations; the course model is named by what its exercise varies.
+EXERCISE_NAMES = {"heads_1": "1 head of 128", "heads_8": "8 heads of 16", ("heads", "course"): "4 heads of 32 (course)",
+                  "pos_none": "none", "pos_sinusoidal": "sinusoidal", "pos_rope": "RoPE",
+                  ("positions", "course"): "learned (course)", ("no_mask", "course"): "causal mask (course)",
+                  "no_mask_learned": "no causal mask", "no_mask_rope": "no causal mask, RoPE"}
+VERDICT_MSGIDS = {
+    "b_beats_a": ("**{run}** is better than {reference}: its validation loss is lower by {effect:.3f} nats on average "
+                  "over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … {high:+.3f})."),
+    "a_beats_b": ("**{run}** is worse than {reference}: its validation loss is higher by {effect:.3f} nats on average "
+                  "over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … {high:+.3f})."),
+    "no_detectable_difference": (
+        "**{run}** and {reference}: no difference these seeds can detect ({mean:+.3f} nats on average over the seeds "
+        "{seeds}, {level:.0%} interval {low:+.3f} … {high:+.3f}, which holds 0); the smallest difference {n} seeds "
+        "with this spread could have detected is {detectable:.3f} nats."),
+    "too_few_seeds": ("**{run}** against {reference}: {mean:+.3f} nats with the seed {seeds} only; one seed cannot "
+                      "tell a difference from the seed-to-seed spread."),
+}
+ALONG_GROWS = ("Along the window, {run}'s difference from {reference} grows: {early:+.3f} nats on average at positions "
+               "0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
+ALONG_DOES_NOT_GROW = ("Along the window, {run}'s difference from {reference} does not grow: {early:+.3f} nats on "
+                       "average at positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
+ALL_BELOW = ("Every run ends below the bigram's {bigram:.3f} nats on the whole validation split: the highest, {run} "
+             "with the seed {seed}, at {val:.3f} nats.")
+SOME_ABOVE = ("{count} of {total} runs ends at or above the bigram's {bigram:.3f} nats, so it has learned no more "
+              "than counting: {runs}.")
+NO_MASK_COPIES = ("**{run}**: {other:.3f} nats on average at positions 0 … {second_last} (with the mask: "
+                  "{masked:.3f}), {final:.3f} at the last position (with the mask: {masked_final:.3f}): it copies the "
+                  "next character wherever it can see it, and cannot at the last position, the one generation uses.")
+NO_MASK_NO_COPY = ("**{run}**: {other:.3f} nats on average at positions 0 … {second_last} (with the mask: "
+                   "{masked:.3f}), {final:.3f} at the last position (with the mask: {masked_final:.3f}): no copy "
+                   "shows at this budget.")
+LAST_WORSE = ("At the last position the runs without the mask do worse than the bigram's {bigram:.3f} nats "
+              "({finals}): for generation they are worse than counting.")
+LAST_NOT_WORSE = ("At the last position not every run without the mask does worse than the bigram's {bigram:.3f} "
+                  "nats ({finals}).")
 #: The message ids of the position encodings' names (the ones page 7 uses).
 POSITION_NAMES = {"none": "none", "learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE"}
 CORPUS_METRICS = ("characters", "records", "distinct characters", "train / val tokens", "vocabulary (tokens)",
@@ -519,52 +563,109 @@ def test_presets_and_head_choices():
     assert not at.exception
 
 
+def exercise_name(exercise: str, key: str, lang: str = "en") -> str:
+    """A configuration's name as the exercises' tables and sentences write it."""
+    return msg(EXERCISE_NAMES.get(key, EXERCISE_NAMES.get((exercise, key), key)), lang)
+
+
+def verdict_line(c, exercise: str, reference: str, lang: str = "en") -> str:
+    low, high = c.t_interval or (math.nan, math.nan)
+    return msg(VERDICT_MSGIDS[c.verdict], lang, run=exercise_name(exercise, c.b, lang), reference=reference,
+               seeds=", ".join(integer(s, lang=lang) for s in c.seeds), n=len(c.seeds), mean=c.mean,
+               effect=abs(c.mean), low=low, high=high, level=1 - STATS.ALPHA,
+               detectable=math.nan if c.detectable is None else c.detectable)
+
+
+@pytest.fixture(scope="module")
+def exercises():
+    data = lab_results.read_exercises()
+    assert data is not None, "assets/lab_exercises.json is missing"
+    return data
+
+
+@pytest.fixture(scope="module")
+def tang_bigram(exercises):
+    return corpus_baselines(load_corpus(exercises.corpus)).bigram.val_nats
+
+
 @pytest.mark.parametrize("lang", ["en", "fr"])
-def test_experiment_results_are_shown_at_once(lang):
+def test_the_exercises_are_shown_from_the_shipped_file(exercises, tang_bigram, lang):
+    data = exercises
     at = open_page(PAGE, lang=lang)
-    results = lab_results.load_results()
-    if results is None:
-        assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
-                   "below.", lang) in [i.value for i in at.info]
-        return
+    assert not at.exception
     assert {f["layout"].get("separators") for f in figures(at)} == {plotly_separators(lang)}  # every chart
-    curves = [f for f in figures(at) if title(f) == msg(CURVES_TITLE, lang)]
-    assert [len(f["data"]) for f in curves] == [2 * len(e.runs) for e in X.EXPERIMENTS.values()]
-    tables = [d.value for d in at.dataframe if msg("val, last pos.", lang) in d.value.columns]
-    assert len(tables) == 3
-    run, val = msg("run", lang), msg("val", lang)
-    assert list(tables[0][run]) == [msg(m, lang) for m in ("1 head of 128", "4 heads of 32 (course)",
-                                                           "8 heads of 16")]
-    base = corpus_baselines(load_corpus(results["corpus"]["name"]))
-    counting = msg("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}.", lang,
-                   uni=nats(base.unigram.val_nats, lang), bi=nats(base.bigram.val_nats, lang))
-    assert counting in texts(at)
-    shown = "\n".join(texts(at))
-    for table, name in zip(tables, X.EXPERIMENTS, strict=True):
-        runs = results["experiments"][name]["runs"]
-        losses = [r.get("fixed_val_loss_mean", r["final_val_loss"]) for r in runs]
-        assert list(table[val]) == [num(v, 3, lang=lang) for v in losses]  # the reader's number format
-        assert list(table[msg("val perplexity", lang)]) == [num(math.exp(v), 1, lang=lang) for v in losses]
-        assert list(table[msg("params", lang)]) == [integer(r["params"], lang=lang) for r in runs]
-        names = dict(zip((r["key"] for r in runs), table[run], strict=False))
-        for c in results["experiments"][name].get("comparisons", []):
-            if c["exceeds_noise"] is None:
-                continue
-            verdict = (msg("**more than the seed noise**", lang) if c["exceeds_noise"]
-                       else msg("within the seed noise", lang))
-            line = msg("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}", lang, b=names[c["b"]],
-                       a=names[c["a"]], delta=c["delta_mean"], noise=c["noise"], verdict=verdict)
-            assert f"- {line}" in shown.split("\n"), line
+    headings = [m.value for m in at.markdown if m.value.startswith("#### ")]
+    assert [h for h in headings if h in {"#### " + msg(t, lang) for t in EXERCISE_TITLES}] == [
+        "#### " + msg(t, lang) for t in EXERCISE_TITLES]
+    tables = [t.value for t in at.table]
+    run, val = msg("run", lang), msg("val loss (mean)", lang)
+    runs_tables = [t for t in tables if val in t.columns]
+    pairs_tables = [t for t in tables if msg("Δ per seed", lang) in t.columns]
+    assert len(runs_tables) == 3 and len(pairs_tables) == 2  # without the mask a lower loss is no "better"
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    verdicts = {"b_beats_a": "better", "a_beats_b": "worse", "no_detectable_difference": "no detectable difference",
+                "too_few_seeds": "too few seeds"}
+    for exercise, runs_table in zip(data.exercises, runs_tables, strict=True):
+        assert list(runs_table[run]) == [exercise_name(exercise.name, k, lang) for k in exercise.runs]
+        means = [sum(r.val_loss for r in data.runs_of(k)) / len(data.runs_of(k)) for k in exercise.runs]
+        assert list(runs_table[val]) == [num(v, 3, lang=lang) for v in means]  # the reader's number format
+        assert list(runs_table[msg("val loss per seed", lang)]) == [
+            " · ".join(num(r.val_loss, 3, lang=lang) for r in data.runs_of(k)) for k in exercise.runs]
+        assert list(runs_table[msg("params", lang)]) == [integer(data.runs_of(k)[0].params, lang=lang)
+                                                         for k in exercise.runs]
+    for exercise, pairs in zip(data.exercises[:2], pairs_tables, strict=True):
+        reference = exercise_name(exercise.name, exercise.reference, lang)
+        assert list(pairs[msg("Δ mean (nats)", lang)]) == [fill("{d:+.3f}", lang, d=c.mean)
+                                                           for c in exercise.comparisons]
+        assert list(pairs[msg("Δ per seed", lang)]) == [" · ".join(fill("{d:+.3f}", lang, d=d) for d in c.differences)
+                                                        for c in exercise.comparisons]
+        assert list(pairs[msg("verdict", lang)]) == [msg(verdicts[c.verdict], lang) for c in exercise.comparisons]
+        assert list(pairs[msg("smallest detectable", lang)]) == [num(c.detectable, 3, lang=lang)
+                                                                 for c in exercise.comparisons]
+        for c in exercise.comparisons:
+            assert verdict_line(c, exercise.name, reference, lang) in lines, c.b
+        shown = [(exercise_name(exercise.name, k, lang), r) for k in exercise.runs for r in data.runs_of(k)]
+        highest = max(shown, key=lambda item: item[1].val_loss)
+        if highest[1].val_loss < tang_bigram:
+            assert msg(ALL_BELOW, lang, bigram=tang_bigram, run=highest[0], seed=highest[1].seed,
+                       val=highest[1].val_loss) in lines
+    positions = data.exercise("positions")
+    chart = next(f for f in figures(at) if [t.get("name") for t in f["data"]][:len(positions.runs)] == [
+        exercise_name("positions", k, lang) for k in positions.runs])
+    curves = {c.key: c for c in positions.by_position}
+    assert [list(t["y"]) for t in chart["data"][:len(positions.runs)]] == [
+        pytest.approx(curves[k].mean) for k in positions.runs]
+    rope = chart["data"][len(positions.runs):][-1]
+    assert rope["yaxis"] == "y2" and list(rope["y"]) == pytest.approx(curves["pos_rope"].difference)
+    assert [s["y0"] for s in chart["layout"]["shapes"]] == pytest.approx([tang_bigram])  # the bigram line
     assert any(msg("same parameter count for every head count", lang) in t for t in texts(at))
-    s, machine = results["settings"], results["machine"]
-    expected = msg("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
-                   "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all",
-                   lang, command=results["command"], steps=s["steps"], batch=s["batch_size"],
-                   block=s["base_model"]["block_size"], lr=s["learning_rate"], corpus=results["corpus"]["name"],
-                   cpu=machine["cpu"], threads=machine["torch_threads"], device=machine["device"],
-                   minutes=results["total_wall_s"] / 60)
-    suffix = "" if results.get("complete") else msg(" · INCOMPLETE: the command did not finish", lang)
-    assert expected + suffix in captions(at)
+    expected = msg(SHIPPED_EXERCISES, lang, command=data.commands[-1], steps=data.steps, batch=data.batch_size,
+                   block=data.block_size, lr=data.learning_rate, warmup=data.warmup_steps, dropout="0",
+                   corpus=data.corpus, val_tokens=data.val_tokens,
+                   seeds=", ".join(integer(s, lang=lang) for s in data.seeds), runs=len(data.runs),
+                   devices=", ".join(data.devices), cpu=data.runs[0].cpu,
+                   threads=", ".join(sorted({str(r.torch_threads) for r in data.runs})), hours=data.wall_s / 3600)
+    assert expected + ("" if data.complete else msg(INCOMPLETE, lang, done=len(data.runs),
+                                                    planned=data.planned)) in captions(at)
+
+
+def test_a_changed_file_changes_the_sentences_the_page_chooses(exercises, tmp_path, monkeypatch):
+    raw = json.loads(lab_results.EXERCISES_FILE.read_text(encoding="utf-8"))
+    heads_8 = next(c for c in raw["exercises"]["heads"]["comparisons"] if c["b"] == "heads_8")
+    assert heads_8["verdict"] == "no_detectable_difference"
+    heads_8.update(mean=0.06, t_interval=[0.01, 0.11], verdict="a_beats_b")  # as if 8 heads had done worse
+    (tmp_path / "x.json").write_text(json.dumps(raw), encoding="utf-8")
+    monkeypatch.setattr(lab_results, "EXERCISES_FILE", tmp_path / "x.json")
+    at = open_page(PAGE)
+    assert not at.exception
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    changed = lab_results.read_exercises(tmp_path / "x.json").exercise("heads").comparison("heads_8")
+    original = exercises.exercise("heads").comparison("heads_8")
+    reference = exercise_name("heads", "course")
+    assert verdict_line(changed, "heads", reference) in lines
+    assert verdict_line(original, "heads", reference) not in lines
+    assert matching(lines, ALONG_GROWS, run=exercise_name("heads", "heads_8")) or matching(
+        lines, ALONG_DOES_NOT_GROW, run=exercise_name("heads", "heads_8"))  # a detected difference: where it lies
 
 
 def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
@@ -653,18 +754,18 @@ def test_a_malformed_dropout_file_gives_a_note_not_a_traceback(tmp_path, monkeyp
     assert not matching(captions(at), DROPOUT_MEASURED)
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"format": "lab-experiments/0"}'])
-def test_an_unreadable_experiments_file_gives_a_warning_not_a_traceback(tmp_path, monkeypatch, content):
-    bad = tmp_path / "lab_experiments.json"
+@pytest.mark.parametrize("content", ["{not json", '{"format": "lab-exercises/0"}'])
+def test_an_unreadable_exercises_file_gives_a_warning_not_a_traceback(tmp_path, monkeypatch, content):
+    bad = tmp_path / "lab_exercises.json"
     bad.write_text(content, encoding="utf-8")
-    monkeypatch.setattr(lab_results, "RESULTS_FILE", bad)
+    monkeypatch.setattr(lab_results, "EXERCISES_FILE", bad)
     at = open_page(PAGE)
     assert not at.exception
     assert [w.value for w in at.warning] == [msg("The shipped results file cannot be read.")]
 
 
-def test_a_missing_experiments_file_says_how_to_make_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(lab_results, "RESULTS_FILE", tmp_path / "absent.json")
+def test_a_missing_exercises_file_says_how_to_make_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab_results, "EXERCISES_FILE", tmp_path / "absent.json")
     at = open_page(PAGE)
     assert not at.exception and not at.warning
     assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
@@ -673,16 +774,6 @@ def test_a_missing_experiments_file_says_how_to_make_one(tmp_path, monkeypatch):
 
 #: The placeholders of section 1's prose, filled by the page from the code's constants.
 PROSE_VALUES = ("poems", "min_count", "upload_mb", "val_every")
-NO_MASK_LOWER = ("Without the mask, the learned-table model's training loss ends lower than the masked model's "
-                 "({free} vs {masked} nats).")
-NO_MASK_NOT_LOWER = ("Without the mask, the learned-table model's training loss ends no lower than the masked "
-                     "model's ({free} vs {masked} nats): within this budget it has not found the copy.")
-ROPE_CHEATS = ("With RoPE and no mask, the validation loss over positions 0 … {last} falls to {other} nats "
-               "(masked: {masked}) while at the last position it is {final} (masked: {masked_final}): the "
-               "copy works everywhere but where generation reads.")
-ROPE_NO_CHEAT = ("With RoPE and no mask, the validation loss over positions 0 … {last} is {other} nats "
-                 "(masked: {masked}) and {final} at the last position (masked: {masked_final}): within "
-                 "this budget the copy does not show.")
 UNK_SAMPLES = ("Where a sample shows {unk}, its model wrote the unknown token: the command that made these "
                "samples let it; generation on this page leaves it out.")
 
@@ -706,25 +797,76 @@ def _other(losses) -> float:
 
 
 @pytest.mark.parametrize("lang", ["en", "fr"])
-def test_the_no_mask_outcome_is_chosen_by_the_shipped_numbers(lang):
-    results = lab_results.read_results()
-    assert results is not None
-    exp = results.get("causal")
-    masked, free, rope = exp.run("causal"), exp.run("no_mask"), exp.run("no_mask_rope")
+def test_the_no_mask_outcome_is_chosen_by_the_shipped_numbers(exercises, tang_bigram, lang):
+    exercise = exercises.exercise("no_mask")
+    curves = {c.key: c for c in exercise.by_position}
+    masked = curves["course"]
     at = open_page(PAGE, lang=lang)
-    shown = texts(at)
-    values = {"free": num(free.train_loss, 3, lang=lang), "masked": num(masked.train_loss, 3, lang=lang)}
-    chosen, other = ((NO_MASK_LOWER, NO_MASK_NOT_LOWER) if free.train_loss < masked.train_loss
-                     else (NO_MASK_NOT_LOWER, NO_MASK_LOWER))
-    assert msg(chosen, lang, **values) in shown and msg(other, lang, **values) not in shown
-    a, b = _other(rope.loss_by_position), _other(masked.loss_by_position)
-    values = {"last": integer(len(rope.loss_by_position) - 2, lang=lang), "other": num(a, 3, lang=lang),
-              "masked": num(b, 3, lang=lang), "final": num(rope.loss_by_position[-1], 3, lang=lang),
-              "masked_final": num(masked.loss_by_position[-1], 3, lang=lang)}
-    cheats = a < b and rope.loss_by_position[-1] >= masked.loss_by_position[-1]
-    assert msg(ROPE_CHEATS if cheats else ROPE_NO_CHEAT, lang, **values) in shown
-    has_unk = any("\ufffd" in text for r in exp.runs for text in (r.samples.greedy, r.samples.sampled))
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    finals = []
+    for key in ("no_mask_learned", "no_mask_rope"):
+        free = curves[key]
+        values = {"run": exercise_name("no_mask", key, lang), "other": _other(free.mean),
+                  "masked": _other(masked.mean), "final": free.mean[-1], "masked_final": masked.mean[-1],
+                  "second_last": len(free.mean) - 2}
+        copies = values["other"] < values["masked"] and values["final"] >= values["masked_final"]
+        assert msg(NO_MASK_COPIES if copies else NO_MASK_NO_COPY, lang, **values) in lines
+        assert msg(NO_MASK_NO_COPY if copies else NO_MASK_COPIES, lang, **values) not in lines
+        finals.append(msg("{run}: {final:.3f}", lang, run=values["run"], final=free.mean[-1]))
+    worse = all(curves[k].mean[-1] > tang_bigram for k in ("no_mask_learned", "no_mask_rope"))
+    assert msg(LAST_WORSE if worse else LAST_NOT_WORSE, lang, bigram=tang_bigram, finals="; ".join(finals)) in lines
+    seed = exercise.seeds_complete[0]
+    for key in exercise.runs:
+        sample = next(r.samples for r in exercises.runs_of(key) if r.seed == seed)
+        assert any(t.startswith(f"**{exercise_name('no_mask', key, lang)}**") and sample.greedy.split("\n")[0] in t
+                   for t in texts(at)), key
+    has_unk = any("\ufffd" in r.samples.greedy + r.samples.sampled for k in exercise.runs
+                  for r in exercises.runs_of(k) if r.seed == seed)
     assert (msg(UNK_SAMPLES, lang, unk="\ufffd") in captions(at)) == has_unk
+
+
+def _pair(verdict: str, interval, mean: float, detectable: float | None = 0.05):
+    seeds = (1, 2, 3) if interval is not None else (1,)
+    return lab_results.PairedDifference("course", "heads_8", seeds, (mean,) * len(seeds), mean,
+                                        None if interval is None else 0.01, interval, interval,
+                                        detectable if interval is not None else None, verdict)
+
+
+@pytest.mark.parametrize(("verdict", "interval", "mean"), [
+    ("b_beats_a", (-0.3, -0.1), -0.2), ("a_beats_b", (0.1, 0.3), 0.2), ("no_detectable_difference", (-0.1, 0.2), 0.05),
+    ("too_few_seeds", None, 0.07)])
+def test_each_verdict_sentence_follows_the_data(verdict, interval, mean):
+    from ui.lab import experiments as E
+
+    c = _pair(verdict, interval, mean)
+    assert E.verdict_sentence(c, "8 heads", "4 heads") == verdict_line(c, "heads", "4 heads").replace(
+        exercise_name("heads", "heads_8"), "8 heads")
+    others = {E.verdict_sentence(_pair(v, i, m), "8 heads", "4 heads") for v, i, m in (
+        ("b_beats_a", (-0.3, -0.1), -0.2), ("a_beats_b", (0.1, 0.3), 0.2),
+        ("no_detectable_difference", (-0.1, 0.2), 0.05), ("too_few_seeds", None, 0.07)) if v != verdict}
+    assert E.verdict_sentence(c, "8 heads", "4 heads") not in others and len(others) == 3
+    changed = E.verdict_sentence(dataclasses.replace(c, mean=mean + 0.01), "8 heads", "4 heads")
+    assert changed != E.verdict_sentence(c, "8 heads", "4 heads")  # the number comes from the data
+
+
+def test_where_along_the_window_and_the_bigram_line_follow_the_data():
+    from ui.lab import experiments as E
+
+    c = _pair("b_beats_a", (-0.3, -0.1), -0.2)
+    growing = lab_results.PositionCurve("heads_8", (1, 2, 3), (5.0,) * 16, (-0.1, -0.1) + (-0.3,) * 14)
+    shrinking = dataclasses.replace(growing, difference=(-0.3, -0.3) + (-0.1,) * 14)
+    values = {"run": "R", "reference": "C", "split_last": 1, "split": 2, "last": 15}
+    assert E.along_window_sentence(c, growing, "R", "C") == msg(ALONG_GROWS, early=-0.1, late=-0.3, **values)
+    assert E.along_window_sentence(c, shrinking, "R", "C") == msg(ALONG_DOES_NOT_GROW, early=-0.3, late=-0.1,
+                                                                  **values)
+    assert E.along_window_sentence(_pair("no_detectable_difference", (-0.1, 0.2), 0.05), growing, "R", "C") is None
+    run = next(iter(lab_results.read_exercises().runs))
+    low, high = dataclasses.replace(run, val_loss=4.9, seed=1), dataclasses.replace(run, val_loss=5.3, seed=2)
+    assert E.bigram_sentence([("A", low), ("B", dataclasses.replace(low, val_loss=5.0))], 5.17) == msg(
+        ALL_BELOW, bigram=5.17, run="B", seed=1, val=5.0)
+    assert E.bigram_sentence([("A", low), ("B", high)], 5.17) == msg(
+        SOME_ABOVE, count=1, total=2, bigram=5.17, runs=msg("{run}, seed {seed}: {val:.3f}", run="B", seed=2,
+                                                              val=5.3))
 
 
 SPECS = ("", ",", ".3f", ",.0f", ",.1f", ".2%", "g", "+.3f", "02d")

@@ -20,8 +20,10 @@ from engine.figures.core import (
     PALETTE,
     SEPARATORS,
     SIGNED_SCALE,
+    TITLE_WIDTH,
     WEIGHTS_SCALE,
     add_step_slider,
+    app_layout,
     base_layout,
     heatmap_trace,
     matrix_axes,
@@ -101,6 +103,19 @@ class ByPositionLabels:
     title: str
     position: str
     loss: str
+    separators: str = DEFAULT_SEPARATORS
+
+
+@dataclass(frozen=True)
+class PositionCurvesLabels:
+    """Words of :func:`position_curves_figure`: the panels' titles ``loss_title`` and ``difference_title``, axis
+    titles ``position`` (shared), ``loss`` and ``difference``."""
+
+    loss_title: str
+    difference_title: str
+    position: str
+    loss: str
+    difference: str
     separators: str = DEFAULT_SEPARATORS
 
 
@@ -335,7 +350,7 @@ def experiment_curves(histories: Sequence[History], names: Sequence[str], labels
 
 
 def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[str], labels: ByPositionLabels,
-                            height: int = 340) -> go.Figure:
+                            height: int = 380, baselines: Mapping[str, float] | None = None) -> go.Figure:
     """Validation loss at each position of the window for several runs (log y axis).
 
     A causal model's loss falls a little along the window (more context); a model trained
@@ -345,10 +360,16 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
         losses: per run, the validation loss at each position (block_size floats, nats).
         names: one legend name per run.
         labels: the figure's words.
+        baselines: optional ``{label: nats}`` drawn as dashed lines (:func:`add_baselines`).
 
     Returns:
-        A figure with one line per run.
+        A figure with one line per run, its legend under the plot (a phone's width holds it there).
+
+    Raises:
+        ValueError: if ``names`` and ``losses`` differ in length.
     """
+    if len(names) != len(losses):
+        raise ValueError(f"{len(losses)} runs but {len(names)} names")
     fig = go.Figure()
     for k, (loss, name) in enumerate(zip(losses, names, strict=True)):
         y = np.maximum(np.asarray(loss, dtype=np.float64), 1e-4)
@@ -358,9 +379,72 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
     fig.update_xaxes(title_text=labels.position, gridcolor="#eee")
     fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee",
                      tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
-    fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
-                      separators=labels.separators)
-    return base_layout(fig, labels.title or None, height, top=60, separators=labels.separators)
+    fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0, yanchor="top"), separators=labels.separators)
+    add_baselines(fig, baselines)
+    base_layout(fig, labels.title or None, height, separators=labels.separators)
+    return fig.update_layout(margin=dict(b=90))
+
+
+#: Share of a position-curves figure's plotting height taken by its upper panel, and the gap between the panels.
+_UPPER, _GAP = 0.56, 0.14
+
+
+def position_curves_figure(means: Sequence[Sequence[float]], differences: Sequence[Sequence[float] | None],
+                           names: Sequence[str], labels: PositionCurvesLabels,
+                           baselines: Mapping[str, float] | None = None, height: int = 640) -> go.Figure:
+    """Validation loss by position for several configurations, above their difference from a reference.
+
+    The upper panel draws each configuration's loss at positions 0 … T-1 (nats), the lower one its difference
+    from the reference (b − reference, nats; below 0: better there), so a lead that grows along the window
+    shows as a line moving away from 0. One panel above the other, the legend under both, so that a phone's
+    width holds the figure.
+
+    Args:
+        means: per configuration, the mean over seeds at each position (T floats).
+        differences: per configuration, the difference from the reference at each position (T floats), None
+            for the reference itself (it has no line in the lower panel).
+        names: one legend name per configuration.
+        labels: the figure's words.
+        baselines: optional ``{label: nats}`` drawn as dashed lines in the upper panel (:func:`add_baselines`).
+
+    Returns:
+        A figure with one upper trace per configuration, then one lower trace per non-None difference, in
+        ``names``'s order (the lower ones share the colour and legend entry of their upper line).
+
+    Raises:
+        ValueError: if the lengths of ``means``, ``differences`` and ``names`` differ.
+    """
+    if not len(means) == len(differences) == len(names):
+        raise ValueError(f"{len(means)} curves, {len(differences)} differences and {len(names)} names")
+    colours = [PALETTE[k % len(PALETTE)] for k in range(len(names))]
+    data = [go.Scatter(x=np.arange(len(m)), y=np.asarray(m, dtype=np.float64), mode="lines", name=name,
+                       legendgroup=name, line=dict(color=colour, width=2),
+                       hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>")
+            for m, name, colour in zip(means, names, colours, strict=True)]
+    data += [go.Scatter(x=np.arange(len(d)), y=np.asarray(d, dtype=np.float64), mode="lines", name=name,
+                        legendgroup=name, showlegend=False, line=dict(color=colour, width=2), xaxis="x2",
+                        yaxis="y2", hovertemplate="%{x}: %{y:+.3f}<extra>" + name + "</extra>")
+             for d, name, colour in zip(differences, names, colours, strict=True) if d is not None]
+    lower_top = 1 - _UPPER - _GAP
+    upper, lower = wrap_text(labels.loss_title, TITLE_WIDTH), wrap_text(labels.difference_title, TITLE_WIDTH)
+    titles = [dict(text=text, x=0, xref="paper", xanchor="left", y=y, yref="paper", yanchor="bottom",
+                   showarrow=False, align="left", font=dict(size=14))
+              for text, y in ((upper, 1.0), (lower, lower_top))]
+    top = 24 + 18 * upper.count("<br>")
+    layout = app_layout(None, height + 18 * (upper.count("<br>") + lower.count("<br>")), top=top,
+                        separators=labels.separators)
+    layout.update(
+        annotations=titles, showlegend=True,
+        legend=dict(orientation="h", x=0, y=-0.1, yanchor="top"),
+        xaxis=dict(domain=[0, 1], anchor="y", gridcolor="#eee", matches="x2", showticklabels=True),
+        yaxis=dict(domain=[1 - _UPPER, 1], title_text=labels.loss, gridcolor="#eee"),
+        xaxis2=dict(domain=[0, 1], anchor="y2", gridcolor="#eee", title_text=labels.position),
+        yaxis2=dict(domain=[0, lower_top - 0.05 - 0.03 * lower.count("<br>")], title_text=labels.difference,
+                    gridcolor="#eee", zeroline=True, zerolinecolor="#777", zerolinewidth=1.5),
+    )
+    layout["margin"]["b"] = 100
+    fig = go.Figure(data=data, layout=layout)
+    return add_baselines(fig, baselines)
 
 
 SAMPLED_COLOR = PALETTE[1]

@@ -1,21 +1,20 @@
-"""The Lab's shipped measurements, read once into frozen dataclasses: experiment results and the dropout price.
+"""The Lab's shipped measurements, read once into frozen dataclasses: the exercises, dropout, its price.
 
 Three files ship with the app:
 
-* :data:`RESULTS_FILE` (``assets/lab_experiments.json``) and :data:`DROPOUT_RESULTS_FILE`
-  (``assets/lab_dropout.json``), written by ``python -m engine.lab.experiments`` in format
-  ``lab-experiments/2`` (one seed) or ``lab-experiments/3`` (several seeds, their mean and sample
-  standard deviation, and for each pair of runs the seed-noise verdict);
+* :data:`EXERCISES_FILE` (``assets/lab_exercises.json``, format ``lab-exercises/1``): the lesson's exercises 2
+  and 3 and the runs without the causal mask, at a budget that trains below the bigram, written run by run by
+  ``python -m engine.lab.experiments``, paired by seed, read by :func:`read_exercises` (section 6 of the Lab);
+* :data:`DROPOUT_RESULTS_FILE` (``assets/lab_dropout.json``), written by the command's older sets in format
+  ``lab-experiments/3`` (several seeds, their mean and sample standard deviation, and for each pair of runs
+  the seed-noise verdict; ``lab-experiments/2``: one seed), read by :func:`read_results` and :func:`dropout_loss`;
 * :data:`BENCH_TRAIN_FILE` (``assets/bench_train.json``), written by ``python -m engine.bench train``.
 
-The lesson's exercises at a budget that trains below the bigram (:data:`EXERCISES_FILE`,
-``assets/lab_exercises.json``, format ``lab-exercises/1``) are written run by run by the same command, paired by
-seed, and read by :func:`read_exercises`.
-
-A live rerun of one experiment (``engine.lab.experiments.run_experiment``'s dict, one seed) is read by
-the same :func:`experiment_result`. Every reader checks types and finiteness and raises ``ValueError``
-for a file it cannot read, so the page says "cannot be read" instead of showing a traceback; the
-page then never looks at raw JSON. Nothing here imports another module of ``engine.lab``.
+A live rerun of one of the older sets' experiments (``engine.lab.experiments.run_experiment``'s dict, one
+seed) is read by :func:`experiment_result`, the reader of one experiment of a ``lab-experiments`` file. Every
+reader checks types and finiteness and raises ``ValueError`` for a file it cannot read, so the page says
+"cannot be read" instead of showing a traceback; the page then never looks at raw JSON. Nothing here imports
+another module of ``engine.lab``.
 """
 
 from __future__ import annotations
@@ -29,13 +28,11 @@ from pathlib import Path
 from engine.gpt import GPTConfig
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-#: The lesson's experiments (section 6 of the Lab).
-RESULTS_FILE = ASSETS / "lab_experiments.json"
-#: The "dropout" experiment, the course preset's choice (same format as :data:`RESULTS_FILE`).
+#: The "dropout" experiment, the course preset's choice (format :data:`RESULTS_FORMAT`).
 DROPOUT_RESULTS_FILE = ASSETS / "lab_dropout.json"
 #: The training benchmark that measured the price of dropout (``python -m engine.bench train``).
 BENCH_TRAIN_FILE = ASSETS / "bench_train.json"
-#: The format ``python -m engine.lab.experiments`` writes, and every format read here (/2: one seed).
+#: The format of the older sets (the dropout file), and every such format read here (/2: one seed).
 RESULTS_FORMAT = "lab-experiments/3"
 READABLE_FORMATS = ("lab-experiments/2", RESULTS_FORMAT)
 #: The dropout experiment's runs in the order the page lists them: {run key: (attn_dropout, resid_dropout)}.
@@ -58,7 +55,7 @@ def _read_json(path: Path) -> object | None:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def load_results(path: str | Path = RESULTS_FILE) -> dict | None:
+def load_results(path: str | Path) -> dict | None:
     """The raw JSON of a results file of a :data:`READABLE_FORMATS` format; None when it does not exist.
 
     Raises:
@@ -305,7 +302,7 @@ class ResultsFile:
         return tuple(sorted({s for e in self.experiments for s in e.seeds}))
 
 
-def read_results(path: str | Path = RESULTS_FILE) -> ResultsFile | None:
+def read_results(path: str | Path) -> ResultsFile | None:
     """Reads a results file; None when it does not exist.
 
     Raises:
@@ -557,6 +554,14 @@ class PositionCurve:
     mean: tuple[float, ...]
     difference: tuple[float, ...] | None
 
+    def mean_difference(self, start: int, stop: int | None = None) -> float | None:
+        """The difference from the reference averaged over positions ``start`` … ``stop - 1`` (nats; None for the
+        reference, or when the range holds no position)."""
+        if self.difference is None:
+            return None
+        part = self.difference[start:stop]
+        return sum(part) / len(part) if part else None
+
 
 @dataclass(frozen=True)
 class ExerciseSummary:
@@ -610,6 +615,16 @@ class ExercisesFile:
         """Every seed's run of configuration ``key``, in the file's order."""
         return tuple(r for r in self.runs if r.key == key)
 
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The distinct devices the runs trained on ("CPU", "CUDA (NVIDIA H200)" ...), in the file's order."""
+        return tuple(dict.fromkeys(r.device for r in self.runs))
+
+    @property
+    def wall_s(self) -> float:
+        """The runs' wall times added up, in seconds (runs in parallel processes overlap in time)."""
+        return sum(r.wall_s for r in self.runs)
+
 
 def _optional(value, name: str, minimum: float = 0.0) -> float | None:
     return None if value is None else _number(value, name, minimum)
@@ -662,11 +677,39 @@ def _paired(data: Mapping) -> PairedDifference:
     differences = _signed(data["differences"], f"{name}: differences")
     if len(differences) != len(seeds) or not seeds:
         raise ValueError(f"{name}: one difference per seed")
-    return PairedDifference(str(data["a"]), str(data["b"]), seeds, differences,
-                            _number(data["mean"], f"{name}: mean", -math.inf), _optional(data["sd"], f"{name}: sd"),
-                            _interval(data["t_interval"], f"{name}: t_interval"),
-                            _interval(data["bootstrap_interval"], f"{name}: bootstrap_interval"),
-                            _optional(data["detectable"], f"{name}: detectable"), str(data["verdict"]))
+    c = PairedDifference(str(data["a"]), str(data["b"]), seeds, differences,
+                         _number(data["mean"], f"{name}: mean", -math.inf), _optional(data["sd"], f"{name}: sd"),
+                         _interval(data["t_interval"], f"{name}: t_interval"),
+                         _interval(data["bootstrap_interval"], f"{name}: bootstrap_interval"),
+                         _optional(data["detectable"], f"{name}: detectable"), str(data["verdict"]))
+    if not _follows(c.verdict, c.t_interval) or (c.t_interval is None) != (len(seeds) < 2):
+        raise ValueError(f"{name}: verdict {c.verdict!r} does not follow from its interval and seeds")
+    return c
+
+
+#: The file's rounding of nats (5 decimals): an interval's end this close to 0 may have crossed it when rounded.
+_ROUNDING = 1e-5
+
+
+def _follows(verdict: str, t_interval: tuple[float, float] | None) -> bool:
+    """Whether ``verdict`` is what :func:`interval_verdict` gives for ``t_interval`` before the file's rounding."""
+    if t_interval is None or verdict == VERDICTS[3]:
+        return t_interval is None and verdict == VERDICTS[3]
+    low, high = t_interval
+    return {VERDICTS[0]: high <= _ROUNDING, VERDICTS[1]: low >= -_ROUNDING,
+            VERDICTS[2]: low <= _ROUNDING and high >= -_ROUNDING}[verdict]
+
+
+def interval_verdict(t_interval: tuple[float, float] | None) -> str:
+    """The :data:`VERDICTS` entry a 95 % interval of b − a implies: wholly below 0, wholly above, holding 0, none.
+
+    The rule of ``engine.lab.experiments.stats.paired_comparison``; the reader refuses a file whose verdicts
+    do not follow it, so the page's sentences, chosen by the verdict, always agree with the numbers they quote.
+    """
+    if t_interval is None:
+        return VERDICTS[3]
+    low, high = t_interval
+    return VERDICTS[0] if high < 0 else VERDICTS[1] if low > 0 else VERDICTS[2]
 
 
 def _summary(name: str, data: Mapping) -> ExerciseSummary:

@@ -1,9 +1,16 @@
-"""Section 6 of the Lab: the lesson's experiments, shipped results or the reader's live reruns, and their reruns."""
+"""Section 6 of the Lab: the lesson's exercises as the shipped runs answer them, and live reruns of the older sets.
+
+The answers come from ``assets/lab_exercises.json`` (``engine.lab.results.read_exercises``): per exercise a table
+of the runs, a table of the paired differences from the course model, one sentence per comparison chosen by its
+verdict, where along the window a difference comes from, the counting baseline, and for the runs without the
+mask their losses by position and samples. A reader's live rerun (few steps, one seed) is shown under them.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -15,12 +22,23 @@ from engine.baselines import Baselines
 from engine.corpus import Corpus
 from engine.figures import lab as figures
 from engine.lab import settings as rules
-from engine.lab.experiments import EXPERIMENTS
-from engine.lab.results import ExperimentResult, ResultsFile, experiment_result
+from engine.lab.experiments.measurement import SAMPLE_TEMPERATURE, SAMPLE_TOP_K
+from engine.lab.experiments.stats import ALPHA, POWER
+from engine.lab.results import (
+    VERDICTS,
+    ExerciseRun,
+    ExercisesFile,
+    ExerciseSummary,
+    ExperimentResult,
+    PairedDifference,
+    PositionCurve,
+    Samples,
+    experiment_result,
+)
 from engine.sections import multi_head
 from engine.tokenizer import UNK
 from ui import page, url
-from ui.i18n import _
+from ui.i18n import _, ngettext
 from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
@@ -28,182 +46,280 @@ from ui.lab.train import POLL_S
 from ui.lab.words import busy_text, eta_text, fill, nats_text, queued_text, run_name
 from ui.numbers import integer, num, plotly_separators
 
+#: The exercises in the page's order, each with the older set a reader can rerun live beside it.
+RERUNS = {"heads": "heads", "positions": "positions", "no_mask": "causal"}
+#: The run every exercise compares with, as each exercise names it (``engine.lab.experiments.EXERCISES``).
+_COURSE = {"heads": "heads_4", "positions": "learned", "no_mask": "causal"}
+#: Exercise run keys (``engine.lab.experiments.EXERCISE_RUNS``) -> the older sets' keys that ``run_name`` names.
+_OLDER_KEYS = {"heads_1": "heads_1", "heads_8": "heads_8", "pos_none": "none", "pos_sinusoidal": "sinusoidal",
+               "pos_rope": "rope", "no_mask_learned": "no_mask", "no_mask_rope": "no_mask_rope"}
+#: A window's first positions, against which "along the window" compares the rest: block_size // EARLY_SHARE.
+EARLY_SHARE = 8
 
-def experiment_title(name: str) -> str:
-    """The heading of an experiment (``engine.lab.experiments.EXPERIMENTS`` key)."""
+
+def exercise_title(name: str) -> str:
+    """The heading of an exercise (``engine.lab.experiments.EXERCISES`` key)."""
     return {
-        "heads": _("Exercise 2 · 1 vs 4 vs 8 heads at n_embd 128"),
-        "positions": _("Exercise 3 · position information: none, learned, RoPE, sinusoidal"),
-        "causal": _("Beyond the lesson · training without the causal mask"),
+        "heads": _("The lesson's exercise 2 · 1, 4 or 8 heads at n_embd 128"),
+        "positions": _("The lesson's exercise 3 · position information: none, learned, sinusoidal, RoPE"),
+        "no_mask": _("Beyond the lesson's exercises · training without the causal mask"),
     }.get(name, name)
 
 
-@dataclass(frozen=True)
-class TableWords:
-    """The results table's column names and the curves' words, in the reader's language."""
-
-    run: str
-    params: str
-    train: str
-    val: str
-    std: str
-    ppl: str
-    seeds: str
-    last: str
-    s: str
-    curves: figures.CurvesLabels
+def exercise_run_name(exercise: str, key: str) -> str:
+    """The label of configuration ``key`` in ``exercise``; the course model is named by what the exercise varies."""
+    if key == "course":
+        return run_name(_COURSE.get(exercise, key))
+    return run_name(_OLDER_KEYS.get(key, key))
 
 
-def table_words() -> TableWords:
-    """The words of :func:`experiment_view`."""
-    return TableWords(
-        run=_("run"), params=_("params"), train=_("train"), val=_("val"), std=_("± std"), ppl=_("val perplexity"),
-        seeds=_("seeds"), last=_("val, last pos."), s=_("s"),
-        curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
-                                    train=_("train"), step=_("step"), loss=_("loss (nats)"),
-                                    separators=plotly_separators()))
+def seeds_text(seeds: Sequence[int]) -> str:
+    """"1, 2, 3" in the reader's number format."""
+    return ", ".join(integer(s) for s in seeds)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def experiment_view(experiment: ExperimentResult, names: tuple[str, ...], words: TableWords,
-                    baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
-    """The curves figure and the table of one experiment's results, every cell written in the reader's number format.
+def _interval_values(c: PairedDifference) -> dict:
+    low, high = c.t_interval if c.t_interval is not None else (math.nan, math.nan)
+    return {"seeds": seeds_text(c.seeds), "n": len(c.seeds), "mean": c.mean, "effect": abs(c.mean), "low": low,
+            "level": 1 - ALPHA,
+            "high": high, "detectable": c.detectable if c.detectable is not None else math.nan}
 
-    ``baselines``: (label, train, val nats) of the counting baselines, drawn as dashed lines.
+
+def verdict_sentence(c: PairedDifference, run: str, reference: str) -> str:
+    """What one paired comparison supports, the sentence chosen by its verdict (``engine.lab.results.VERDICTS``).
+
+    Args:
+        c: run ``b`` against the reference ``a``, differences b − a over the seeds.
+        run, reference: the two configurations' names in the reader's language.
     """
-    w = words
-    rows = [{w.run: name, w.params: integer(r.params), w.train: num(r.train_loss, 3), w.val: num(r.val_loss, 3),
-             w.std: "—" if r.val_std is None else num(r.val_std, 3), w.ppl: num(math.exp(r.val_loss), 1),
-             w.seeds: integer(r.n_seeds), w.last: num(r.last_position_loss, 3), w.s: num(r.wall_s, 0)}
-            for r, name in zip(experiment.runs, names, strict=True)]
-    table = pd.DataFrame(rows)
-    if not experiment.several_seeds:
-        table = table.drop(columns=[w.std, w.seeds])  # one seed: no spread to show
-    figure = figures.experiment_curves([r.history for r in experiment.runs], names, w.curves,
-                                       baselines={label: val_nats for label, _train, val_nats in baselines})
-    return figure, table
+    values = {"run": run, "reference": reference, **_interval_values(c)}
+    if c.verdict == VERDICTS[0]:
+        template = _("**{run}** is better than {reference}: its validation loss is lower by {effect:.3f} nats on "
+                     "average over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … "
+                     "{high:+.3f}).")
+    elif c.verdict == VERDICTS[1]:
+        template = _("**{run}** is worse than {reference}: its validation loss is higher by {effect:.3f} nats on "
+                     "average over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … "
+                     "{high:+.3f}).")
+    elif c.verdict == VERDICTS[2]:
+        template = _("**{run}** and {reference}: no difference these seeds can detect ({mean:+.3f} nats on average "
+                     "over the seeds {seeds}, {level:.0%} interval {low:+.3f} … {high:+.3f}, which holds 0); the "
+                     "smallest difference {n} seeds with this spread could have detected is {detectable:.3f} nats.")
+    else:
+        template = _("**{run}** against {reference}: {mean:+.3f} nats with the seed {seeds} only; one seed cannot "
+                     "tell a difference from the seed-to-seed spread.")
+    return fill(template, **values)
 
 
-def comparison_lines(experiment: ExperimentResult) -> list[str]:
-    """One line per pair of runs: the difference of mean validation losses and whether it exceeds the seed noise."""
-    lines = []
-    for c in experiment.comparisons:
-        if c.exceeds_noise is None:
-            continue
-        verdict = _("**more than the seed noise**") if c.exceeds_noise else _("within the seed noise")
-        lines.append(fill(_("{b} − {a}: {delta:+.3f} nats; noise bound {noise:.3f}: {verdict}"),
-            b=run_name(c.b), a=run_name(c.a), delta=c.delta, noise=c.noise, verdict=verdict))
-    return lines
+def along_window_sentence(c: PairedDifference, curve: PositionCurve, run: str, reference: str) -> str | None:
+    """Where along the window a detected difference comes from: its first positions against the rest.
+
+    None for a comparison without a detected difference (its by-position wiggles are noise) or without curves.
+    """
+    if c.verdict not in VERDICTS[:2] or curve.difference is None:
+        return None
+    block = len(curve.difference)
+    split = max(1, block // EARLY_SHARE)
+    early, late = curve.mean_difference(0, split), curve.mean_difference(split)
+    if early is None or late is None:
+        return None
+    values = {"run": run, "reference": reference, "early": early, "late": late, "split_last": split - 1,
+              "split": split, "last": block - 1}
+    if early * late > 0 and abs(late) > abs(early):
+        template = _("Along the window, {run}'s difference from {reference} grows: {early:+.3f} nats on average at "
+                     "positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
+    else:
+        template = _("Along the window, {run}'s difference from {reference} does not grow: {early:+.3f} nats on "
+                     "average at positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
+    return fill(template, **values)
 
 
-def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines | None = None) -> None:
-    """Curves and table of one experiment, side by side, with the counting baselines and the seed comparisons."""
-    names = tuple(run_name(r.key) for r in experiment.runs)
-    w = table_words()
-    rows = () if baselines is None else (
-        (_("unigram (counting)"), baselines.unigram.train_nats, baselines.unigram.val_nats),
-        (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
-    figure, table = experiment_view(experiment, names, w, rows)
-    left, right = st.columns([1, 1])
-    left.plotly_chart(figure, key=f"{key}_curves")
-    seeds = experiment.seeds
-    if len(seeds) > 1:
-        left.caption(fill(_("Curves of seed {seed}; the table gives the mean and standard deviation over {n} seeds "
-                       "({seeds})."), seed=seeds[0], n=len(seeds), seeds=", ".join(map(str, seeds))))
-    right.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run and seed, "
-                    "“val, last pos.” at the last position of the window only (the one generation uses); s is the "
-                    "wall time of the run. The counting baselines score the same split."))
-    column = st.column_config.TextColumn  # cells are written in the reader's number format (ui.numbers)
-    right.dataframe(table, hide_index=True, key=f"{key}_table", column_config={
-        w.params: column(help=_("parameters")),
-        w.train: column(help=_("final train loss (nats)")),
-        w.val: column(help=_("validation loss (nats), mean over seeds")),
-        w.std: column(help=_("standard deviation over seeds (nats)")),
-        w.ppl: column(help=_("exp(val): as uncertain as a uniform choice among this many characters")),
-        w.seeds: column(help=_("trainings with different seeds")),
-        w.last: column(help=_("validation loss at the last position only")),
-        w.s: column(help=_("wall time of the run in seconds")),
-    })
-    if baselines is not None:
-        right.markdown(fill(_("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}."),
-                            uni=nats_text(baselines.unigram.val_nats), bi=nats_text(baselines.bigram.val_nats)))
-    lines = comparison_lines(experiment)
-    if lines:
-        right.markdown("\n".join(f"- {line}" for line in lines))
-        right.caption(_("A difference counts as more than the seed noise when |Δ mean| > 2·√(std_a²/n_a + "
-                        "std_b²/n_b) (twice the standard error of the difference). With so few seeds the standard "
-                        "deviations are themselves uncertain: this is a rough screen, not a significance test, and "
-                        "a flagged difference of a few hundredths of a nat is weak evidence."))
+def bigram_sentence(runs: Sequence[tuple[str, ExerciseRun]], bigram: float) -> str:
+    """Whether every run ends below the counting bigram on the whole validation split, naming the closest one.
+
+    Args:
+        runs: (name in the reader's language, run) of every seed of every configuration shown.
+        bigram: the bigram's validation loss on the same split (nats).
+    """
+    above = [(name, r) for name, r in runs if r.val_loss >= bigram]
+    if not above:
+        name, highest = max(runs, key=lambda item: item[1].val_loss)
+        return fill(_("Every run ends below the bigram's {bigram:.3f} nats on the whole validation split: the highest, "
+                      "{run} with the seed {seed}, at {val:.3f} nats."), bigram=bigram, run=name, seed=highest.seed,
+                    val=highest.val_loss)
+    listed = "; ".join(fill(_("{run}, seed {seed}: {val:.3f}"), run=name, seed=r.seed, val=r.val_loss)
+                       for name, r in above)
+    return fill(ngettext("{count} of {total} runs ends at or above the bigram's {bigram:.3f} nats, so it has learned "
+                         "no more than counting: {runs}.",
+                         "{count} of {total} runs end at or above the bigram's {bigram:.3f} nats, so they have "
+                         "learned no more than counting: {runs}.", len(above)),
+                count=len(above), total=len(runs), bigram=bigram, runs=listed)
 
 
-def show_causal_details(shown: ExperimentResult) -> None:
-    """The no-mask experiment's per-position losses and samples."""
-    names = [run_name(r.key) for r in shown.runs]
-    st.plotly_chart(figures.loss_by_position_figure([r.loss_by_position for r in shown.runs], names,
-                                                    figures.ByPositionLabels(
-        title=_("Validation loss by position"),
-        position=_("position in the window (the last one is what generation uses)"),
-        loss=_("val loss (nats, log scale)"), separators=plotly_separators())), key="lab_exp_positions_loss")
-    for r, name in zip(shown.runs, names, strict=True):
-        others = r.loss_by_position[:-1] or r.loss_by_position
-        st.markdown(fill(
-            _("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
-                      ), run=name, last=len(others) - 1, mean=sum(others) / len(others),
-                               final=r.loss_by_position[-1]))
-    for line in causal_outcome(shown):
-        st.markdown(line)
-    sampled = [(r, name) for r, name in zip(shown.runs, names, strict=True) if r.samples is not None]
-    if not sampled:
-        return
-    st.caption(fill(
-        _("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature 0.8, "
-                 "top-k 20."), prompt=sampled[0][0].samples.prompt))
-    for r, name in sampled:
-        greedy, sampled_text = (re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", text)
-                                for text in (r.samples.greedy, r.samples.sampled))
-        st.markdown(fill(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}"), run=name, greedy=greedy,
-                                                                                  sampled=sampled_text))
-    if any(UNK in text for r, _name in sampled for text in (r.samples.greedy, r.samples.sampled)):
-        st.caption(fill(_("Where a sample shows {unk}, its model wrote the unknown token: the command that made these "
-                     "samples let it; generation on this page leaves it out."), unk=UNK))
-
-
-def _other_positions(losses: tuple[float, ...]) -> float:
+def _other_positions(losses: Sequence[float]) -> float:
     """Mean validation loss over every position but the last."""
     others = losses[:-1] or losses
     return sum(others) / len(others)
 
 
-def causal_outcome(shown: ExperimentResult) -> list[str]:
-    """What the runs without the mask measured beside the masked one, each sentence chosen by the numbers."""
-    keys = {r.key for r in shown.runs}
-    if not {"causal", "no_mask"} <= keys:
+def no_mask_sentences(exercise: ExerciseSummary, bigram: float | None) -> list[str]:
+    """What the runs without the mask measured beside the masked one, position by position, chosen by the numbers.
+
+    One sentence per run without the mask (whether it copies: lower than the masked model before the last
+    position, not lower at the last one), then the last position against the bigram when it is known.
+    """
+    curves = {c.key: c for c in exercise.by_position}
+    masked = curves.get(exercise.reference)
+    if masked is None:
         return []
-    masked, free = shown.run("causal"), shown.run("no_mask")
-    values = {"free": num(free.train_loss, 3), "masked": num(masked.train_loss, 3)}
-    if free.train_loss < masked.train_loss:
-        lines = [fill(_("Without the mask, the learned-table model's training loss ends lower than the masked model's "
-                   "({free} vs {masked} nats)."), **values)]
-    else:
-        lines = [fill(_("Without the mask, the learned-table model's training loss ends no lower than the masked "
-                   "model's ({free} vs {masked} nats): within this budget it has not found the copy."), **values)]
-    if "no_mask_rope" in keys:
-        rope = shown.run("no_mask_rope")
-        other, masked_other = _other_positions(rope.loss_by_position), _other_positions(masked.loss_by_position)
-        final, masked_final = rope.loss_by_position[-1], masked.loss_by_position[-1]
-        values = {"last": integer(len(rope.loss_by_position) - 2), "other": num(other, 3),
-                  "masked": num(masked_other, 3), "final": num(final, 3), "masked_final": num(masked_final, 3)}
-        cheats = other < masked_other and final >= masked_final
-        if cheats:
-            lines.append(fill(
-                _("With RoPE and no mask, the validation loss over positions 0 … {last} falls to {other} nats "
-                           "(masked: {masked}) while at the last position it is {final} (masked: {masked_final}): the "
-                           "copy works everywhere but where generation reads."), **values))
+    lines, finals = [], []
+    for key in exercise.runs:
+        curve = curves.get(key)
+        if key == exercise.reference or curve is None:
+            continue
+        name = exercise_run_name(exercise.name, key)
+        other, final = _other_positions(curve.mean), curve.mean[-1]
+        values = {"run": name, "other": other, "masked": _other_positions(masked.mean), "final": final,
+                  "masked_final": masked.mean[-1], "second_last": len(curve.mean) - 2}
+        if other < values["masked"] and final >= values["masked_final"]:
+            template = _("**{run}**: {other:.3f} nats on average at positions 0 … {second_last} (with the mask: "
+                         "{masked:.3f}), {final:.3f} at the last position (with the mask: {masked_final:.3f}): it "
+                         "copies the next character wherever it can see it, and cannot at the last position, the "
+                         "one generation uses.")
         else:
-            lines.append(fill(_("With RoPE and no mask, the validation loss over positions 0 … {last} is {other} nats "
-                           "(masked: {masked}) and {final} at the last position (masked: {masked_final}): within "
-                           "this budget the copy does not show."), **values))
+            template = _("**{run}**: {other:.3f} nats on average at positions 0 … {second_last} (with the mask: "
+                         "{masked:.3f}), {final:.3f} at the last position (with the mask: {masked_final:.3f}): no "
+                         "copy shows at this budget.")
+        lines.append(fill(template, **values))
+        finals.append(fill(_("{run}: {final:.3f}"), run=name, final=final))
+    if bigram is not None and finals:
+        worse = all(curves[k].mean[-1] > bigram for k in exercise.runs if k != exercise.reference and k in curves)
+        template = (_("At the last position the runs without the mask do worse than the bigram's {bigram:.3f} nats "
+                      "({finals}): for generation they are worse than counting.") if worse else
+                    _("At the last position not every run without the mask does worse than the bigram's {bigram:.3f} "
+                      "nats ({finals})."))
+        lines.append(fill(template, bigram=bigram, finals="; ".join(finals)))
     return lines
+
+
+@dataclass(frozen=True)
+class ExerciseWords:
+    """The words of an exercise's tables and charts, in the reader's language."""
+
+    run: str
+    params: str
+    val: str
+    per_seed: str
+    last: str
+    differences: str
+    effect: str
+    interval: str
+    detectable: str
+    verdict: str
+    verdicts: tuple[tuple[str, str], ...]
+    curves: figures.PositionCurvesLabels
+    log_curves: figures.ByPositionLabels
+
+
+def exercise_words() -> ExerciseWords:
+    """The words of :func:`exercise_tables` and the exercises' charts."""
+    return ExerciseWords(
+        run=_("run"), params=_("params"), val=_("val loss (mean)"), per_seed=_("val loss per seed"),
+        last=_("val, last pos."), differences=_("Δ per seed"), effect=_("Δ mean (nats)"),
+        interval=fill(_("{level:.0%} interval"), level=1 - ALPHA),
+        detectable=_("smallest detectable"), verdict=_("verdict"),
+        verdicts=((VERDICTS[0], _("better")), (VERDICTS[1], _("worse")), (VERDICTS[2], _("no detectable difference")),
+                  (VERDICTS[3], _("too few seeds"))),
+        curves=figures.PositionCurvesLabels(
+            loss_title=_("Validation loss by position, mean over the seeds"),
+            difference_title=_("Difference from the course model by position (below 0: lower loss there)"),
+            position=_("position in the window"), loss=_("val loss (nats)"), difference=_("Δ (nats)"),
+            separators=plotly_separators()),
+        log_curves=figures.ByPositionLabels(
+            title=_("Validation loss by position, mean over the seeds"),
+            position=_("position in the window (the last one is what generation uses)"),
+            loss=_("val loss (nats, log scale)"), separators=plotly_separators()))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def exercise_tables(data: ExercisesFile, exercise: ExerciseSummary, words: ExerciseWords
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs' table and the paired differences' table of one exercise, every cell in the reader's number format.
+
+    Runs: one row per configuration (parameters, validation loss over the whole split, mean and per seed, and at
+    the last position). Differences: one row per configuration compared with the reference (b − reference per
+    seed, their mean, the t interval, the smallest detectable difference, the verdict).
+    """
+    w = words
+    rows = []
+    for key in exercise.runs:
+        runs = data.runs_of(key)
+        if not runs:
+            continue
+        rows.append({w.run: exercise_run_name(exercise.name, key), w.params: integer(runs[0].params),
+                     w.val: num(_mean([r.val_loss for r in runs]), 3),
+                     w.per_seed: " · ".join(num(r.val_loss, 3) for r in runs),
+                     w.last: num(_mean([r.val_loss_by_position[-1] for r in runs]), 3)})
+    verdicts = dict(w.verdicts)
+    pairs = [{w.run: exercise_run_name(exercise.name, c.b),
+              w.differences: " · ".join(fill("{d:+.3f}", d=d) for d in c.differences),
+              w.effect: fill("{d:+.3f}", d=c.mean),
+              w.interval: "—" if c.t_interval is None else fill("{low:+.3f} … {high:+.3f}", low=c.t_interval[0],
+                                                                high=c.t_interval[1]),
+              w.detectable: "—" if c.detectable is None else num(c.detectable, 3),
+              w.verdict: verdicts.get(c.verdict, c.verdict)} for c in exercise.comparisons]
+    return pd.DataFrame(rows), pd.DataFrame(pairs)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def position_figure(exercise: ExerciseSummary, names: tuple[str, ...], words: ExerciseWords,
+                    bigram: tuple[tuple[str, float], ...]) -> go.Figure:
+    """The loss-by-position chart of one exercise: two panels (loss, difference) or, without the mask, a log axis."""
+    curves = {c.key: c for c in exercise.by_position}
+    keys = [k for k in exercise.runs if k in curves]
+    if exercise.name == "no_mask":
+        return figures.loss_by_position_figure([curves[k].mean for k in keys], names, words.log_curves,
+                                               baselines=dict(bigram))
+    return figures.position_curves_figure([curves[k].mean for k in keys], [curves[k].difference for k in keys],
+                                          names, words.curves, baselines=dict(bigram))
+
+
+def position_alt(exercise: ExerciseSummary) -> str:
+    """The loss-by-position chart in words: each configuration's loss at the first, middle and last position."""
+    curves = [c for key in exercise.runs for c in exercise.by_position if c.key == key]
+    if not curves:
+        return ""
+    block = len(curves[0].mean)
+    middle = block // 2
+    items = "; ".join(fill(_("{run}: {first:.3f} at position 0, {middle:.3f} at {mid}, {last:.3f} at {end}"),
+                           run=exercise_run_name(exercise.name, c.key), first=c.mean[0], middle=c.mean[middle],
+                           mid=middle, last=c.mean[-1], end=block - 1) for c in curves)
+    return fill(_("Chart of the validation loss at each position 0 … {end} of the window, mean over the seeds {seeds}, "
+                  "with the bigram as a dashed line: {items}."), end=block - 1,
+                seeds=seeds_text(exercise.seeds_complete), items=items)
+
+
+def _one_line(text: str) -> str:
+    """A sample on one line: " / " for a line break, " // " for blank lines."""
+    return re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", text)
+
+
+def show_samples(pairs: Sequence[tuple[str, Samples]]) -> None:
+    """Greedy and sampled continuations of the lesson's prompt, one paragraph per run."""
+    if not pairs:
+        return
+    st.caption(fill(_("Samples from “{prompt}” (/ a line break, // blank lines): greedy, then sampled at temperature "
+                      "{temperature:g}, top-k {top_k}."), prompt=pairs[0][1].prompt, temperature=SAMPLE_TEMPERATURE,
+                    top_k=SAMPLE_TOP_K))
+    for name, s in pairs:
+        st.markdown(fill(_("**{run}** · greedy: {greedy}  \nsampled: {sampled}"), run=name,
+                         greedy=_one_line(s.greedy), sampled=_one_line(s.sampled)))
+    if any(UNK in text for _name, s in pairs for text in (s.greedy, s.sampled)):
+        st.caption(fill(_("Where a sample shows {unk}, its model wrote the unknown token: the command that made these "
+                          "samples let it; generation on this page leaves it out."), unk=UNK))
 
 
 @st.cache_data(show_spinner=False)
@@ -212,13 +328,163 @@ def lesson_param_counts():
     return [multi_head.param_counts(chapter.LESSON_N_EMBD, n) for n in (1, 4, 8)]
 
 
-def heads_details(shown: ExperimentResult) -> None:
+def heads_details(params: Sequence[int]) -> None:
     """Exercise 2's parameter counts: the same for every head count, as the lesson's layer shows."""
-    st.markdown(fill(_("parameters: {counts}"), counts=", ".join(integer(r.params) for r in shown.runs)))
-    page.verdict(shown.same_params, _("same parameter count for every head count"), _("parameter counts differ"))
+    st.markdown(fill(_("parameters: {counts}"), counts=", ".join(integer(p) for p in params)))
+    page.verdict(len(set(params)) == 1, _("same parameter count for every head count"), _("parameter counts differ"))
     counts = lesson_param_counts()
     page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
                        [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3)
+
+
+def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Baselines | None) -> None:
+    """One exercise's answer: the tables, the verdicts, where along the window, the bigram, the chart, samples."""
+    words = exercise_words()
+    runs_table, pairs_table = exercise_tables(data, exercise, words)
+    st.caption(fill(_("Validation loss over the whole validation split, in nats; the course model is the reference, "
+                      "trained with the same seeds {seeds}."), seeds=seeds_text(exercise.seeds_complete)))
+    page.static_table(runs_table)
+    reference = exercise_run_name(exercise.name, exercise.reference)
+    if not pairs_table.empty and exercise.name != "no_mask":  # without the mask a lower loss is the copy, not better
+        st.caption(fill(_("Paired by seed: Δ is a run's validation loss minus that of {reference} with the same seed "
+                          "(negative: lower, better)."), reference=reference))
+        page.static_table(pairs_table)
+    curves = {c.key: c for c in exercise.by_position}
+    lines = []
+    for c in exercise.comparisons:
+        name = exercise_run_name(exercise.name, c.b)
+        lines.append(verdict_sentence(c, name, reference))
+        along = along_window_sentence(c, curves[c.b], name, reference) if c.b in curves else None
+        if along is not None:
+            lines.append(along)
+    bigram = None if baselines is None else baselines.bigram.val_nats
+    if exercise.name == "no_mask":
+        lines = no_mask_sentences(exercise, bigram)
+    elif bigram is not None:
+        shown = [(exercise_run_name(exercise.name, key), r) for key in exercise.runs for r in data.runs_of(key)]
+        if shown:
+            lines.append(bigram_sentence(shown, bigram))
+    st.markdown("\n".join(f"- {line}" for line in lines))
+    if exercise.name == "heads":
+        heads_details([data.runs_of(key)[0].params for key in exercise.runs if data.runs_of(key)])
+    names = tuple(exercise_run_name(exercise.name, c.key) for key in exercise.runs for c in exercise.by_position
+                  if c.key == key)
+    line = () if bigram is None else ((fill(_("bigram (val {nats:.2f})"), nats=bigram), bigram),)
+    if names:
+        st.plotly_chart(position_figure(exercise, names, words, line), key=f"lab_exercise_{exercise.name}_positions",
+                        alt=position_alt(exercise))
+    if exercise.name == "no_mask" and exercise.seeds_complete:
+        seed = exercise.seeds_complete[0]
+        st.caption(fill(_("The samples of the seed {seed}."), seed=seed))
+        show_samples([(exercise_run_name(exercise.name, r.key), r.samples) for key in exercise.runs
+                      for r in data.runs_of(key) if r.seed == seed])
+
+
+def exercises_notes(data: ExercisesFile) -> None:
+    """How the shipped runs were trained and where, and the method of the paired comparisons."""
+    threads = sorted({r.torch_threads for r in data.runs})
+    dropout = sorted({r.config.dropout for r in data.runs})
+    st.caption(fill(
+        _("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak learning "
+          "rate {lr:g} after {warmup} warm-up steps, dropout {dropout} · {corpus}, validation over the whole split "
+          "({val_tokens:,} characters) · seeds {seeds} · {runs} runs on {devices} ({cpu}; threads per run: "
+          "{threads}) · {hours:.1f} h of run time added up"),
+        command=data.commands[-1] if data.commands else "python -m engine.lab.experiments", steps=data.steps,
+        batch=data.batch_size, block=data.block_size, lr=data.learning_rate, warmup=data.warmup_steps,
+        dropout=", ".join(fill("{d:g}", d=d) for d in dropout), corpus=data.corpus, val_tokens=data.val_tokens,
+        seeds=seeds_text(data.seeds), runs=len(data.runs), devices=", ".join(data.devices),
+        cpu=", ".join(dict.fromkeys(r.cpu for r in data.runs)), threads=", ".join(integer(t) for t in threads),
+        hours=data.wall_s / 3600)
+        + ("" if data.complete else fill(_(" · INCOMPLETE: {done} of {planned} runs so far"), done=len(data.runs),
+                                         planned=data.planned)))
+    st.caption(fill(_("The runs of one seed start from the same weights where the shapes allow and see the same "
+                      "batches, so each configuration is compared with the course model seed by seed. The interval is "
+                      "Student's t {level:.0%} interval of the mean difference over the seeds; a difference counts "
+                      "when the interval leaves out 0. “Smallest detectable” is the difference a paired t test at "
+                      "{alpha:.0%} would find with probability {power:.0%}, given the spread and number of seeds."),
+                    level=1 - ALPHA, alpha=ALPHA, power=POWER))
+
+
+# --- a reader's live rerun of one of the older sets (one seed, few steps) ------------------------------------------
+
+@dataclass(frozen=True)
+class TableWords:
+    """The live rerun table's column names and the curves' words, in the reader's language."""
+
+    run: str
+    params: str
+    train: str
+    val: str
+    ppl: str
+    last: str
+    s: str
+    curves: figures.CurvesLabels
+
+
+def table_words() -> TableWords:
+    """The words of :func:`experiment_view`."""
+    return TableWords(
+        run=_("run"), params=_("params"), train=_("train"), val=_("val"), ppl=_("val perplexity"),
+        last=_("val, last pos."), s=_("s"),
+        curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
+                                    train=_("train"), step=_("step"), loss=_("loss (nats)"),
+                                    separators=plotly_separators()))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def experiment_view(experiment: ExperimentResult, names: tuple[str, ...], words: TableWords,
+                    baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
+    """The curves figure and the table of one live rerun, every cell written in the reader's number format.
+
+    ``baselines``: (label, train, val nats) of the counting baselines, drawn as dashed lines.
+    """
+    w = words
+    table = pd.DataFrame([{w.run: name, w.params: integer(r.params), w.train: num(r.train_loss, 3),
+                           w.val: num(r.val_loss, 3), w.ppl: num(math.exp(r.val_loss), 1),
+                           w.last: num(r.last_position_loss, 3), w.s: num(r.wall_s, 0)}
+                          for r, name in zip(experiment.runs, names, strict=True)])
+    figure = figures.experiment_curves([r.history for r in experiment.runs], names, w.curves,
+                                       baselines={label: val_nats for label, _train, val_nats in baselines})
+    return figure, table
+
+
+def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines | None = None) -> None:
+    """Curves and table of one live rerun, one above the other, with the counting baselines."""
+    names = tuple(run_name(r.key) for r in experiment.runs)
+    w = table_words()
+    rows = () if baselines is None else (
+        (_("unigram (counting)"), baselines.unigram.train_nats, baselines.unigram.val_nats),
+        (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
+    figure, table = experiment_view(experiment, names, w, rows)
+    st.plotly_chart(figure, key=f"{key}_curves", alt=fill(
+        _("Chart of the loss against the step for each run of your rerun: {items}."), items="; ".join(
+            fill(_("{run}: val {val:.3f} at step {step}"), run=name, val=r.history.val_loss[-1],
+                 step=r.history.step[-1]) for name, r in zip(names, experiment.runs, strict=True)
+            if r.history.step)))
+    st.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run, “val, last "
+                 "pos.” at the last position of the window only (the one generation uses); s is the wall time of "
+                 "the run. The counting baselines score the same split."))
+    page.static_table(table)
+    if baselines is not None:
+        st.markdown(fill(_("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}."),
+                         uni=nats_text(baselines.unigram.val_nats), bi=nats_text(baselines.bigram.val_nats)))
+
+
+def show_causal_details(shown: ExperimentResult) -> None:
+    """The live no-mask rerun's per-position losses and samples."""
+    names = [run_name(r.key) for r in shown.runs]
+    st.plotly_chart(figures.loss_by_position_figure([r.loss_by_position for r in shown.runs], names,
+                                                    exercise_words().log_curves), key="lab_exp_positions_loss",
+                    alt=fill(_("Chart of the validation loss at each position of the window for each run of your "
+                               "rerun: {items}."), items="; ".join(
+                        fill(_("{run}: {final:.3f}"), run=name, final=r.loss_by_position[-1])
+                        for name, r in zip(names, shown.runs, strict=True))))
+    for r, name in zip(shown.runs, names, strict=True):
+        st.markdown(fill(
+            _("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"),
+            run=name, last=max(0, len(r.loss_by_position) - 2), mean=_other_positions(r.loss_by_position),
+            final=r.loss_by_position[-1]))
+    show_samples([(name, r.samples) for r, name in zip(shown.runs, names, strict=True) if r.samples is not None])
 
 
 def rerun_panel(lab: LabSession, name: str) -> None:
@@ -242,68 +508,59 @@ def rerun_panel(lab: LabSession, name: str) -> None:
         st.rerun()
 
 
-def results_notes(results: ResultsFile) -> None:
-    """Where the shipped results come from, and the seeds they were trained with."""
-    st.caption(fill(
-        _("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak "
-                 "learning rate {lr:g} · {corpus} · {cpu} ({threads} threads, {device}) · {minutes:.1f} min in all"
-                 ), command=results.command, steps=results.steps, batch=results.batch_size,
-                          block=results.block_size, lr=results.learning_rate, corpus=results.corpus,
-                          cpu=results.cpu, threads=results.threads, device=results.device,
-                          minutes=results.total_wall_s / 60)
-               + ("" if results.complete else _(" · INCOMPLETE: the command did not finish")))
-    if results.seeds:
-        st.caption(fill(
-            _("Every run was trained with the seeds {seeds}; the table gives the mean ± standard deviation over "
-                     "them, and a difference between two runs counts as real when it exceeds the seed noise (rule "
-                     "below each table)."), seeds=", ".join(map(str, results.seeds))))
+def rerun(lab: LabSession, name: str, corpus: Corpus | None, seed: int, steps: int) -> None:
+    """The live rerun of the older set ``name``: its result when there is one, its button and its progress."""
+    live = lab.live_result(name)
+    if live is not None:
+        shown = experiment_result(live)
+        st.caption(fill(_("Your live rerun: {steps} steps of batch {batch} on {corpus}."), steps=shown.steps,
+                        batch=shown.batch_size, corpus=shown.corpus))
+        show_experiment(shown, f"lab_exp_{name}", baselines_for(shipped_corpus(shown.corpus, corpus)))
+        if name == "heads":
+            heads_details([r.params for r in shown.runs])
+        if name == "causal":
+            show_causal_details(shown)
+    running = lab.rerunning(name)
+    if st.button(fill(_("Rerun live with {steps} steps per run (batch {batch})"), steps=steps,
+                      batch=rules.RERUN_BATCH),
+                 key=f"lab_rerun_experiment_{name}", disabled=running or corpus is None,
+                 icon=":material/replay:") and not running:
+        if corpus is not None and corpus.max_block_size >= rules.RERUN_BLOCK_SIZE:
+            lab.start_rerun(name, corpus, steps, seed)
+            st.rerun()  # redraw with the button disabled and the progress polling
+        else:
+            st.error(fill(_("This text is too short for the course model's block_size of {block}."),
+                          block=integer(rules.RERUN_BLOCK_SIZE)))
+    with page.slot():  # a note that comes and goes keeps the fragment below in its place
+        if lab.pop_busy_notice(name):
+            st.warning(busy_text(), icon=":material/tab:")
+    st.fragment(run_every=POLL_S if running else None)(rerun_panel)(lab, name)
 
 
 def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> None:
-    """Every experiment: its shipped or live results, its details, its rerun button and the rerun's progress.
+    """Every exercise: the shipped runs' answer, then a live rerun of the matching older set and its progress.
 
     Args:
         lab: this reader's state (live reruns).
         corpus: the training text chosen in section 1 (reruns train on it), or None.
         seed: the seed of section 2's controls (the reruns' seed).
     """
-    results, unreadable = shipped.experiment_results()
+    data, unreadable = shipped.exercises()
     if unreadable:
         st.warning(_("The shipped results file cannot be read."))
-    if results is None:
+    if data is None:
         st.info(_("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
                   "below."))
     else:
-        results_notes(results)
+        exercises_notes(data)
+    baselines = None if data is None else baselines_for(shipped_corpus(data.corpus, corpus))
     rerun_steps = url.int_input(st, _("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10, value=100,
                                 key="lab_rerun_steps")
-    for name in EXPERIMENTS:
-        st.markdown(f"#### {experiment_title(name)}")
-        if name == "causal":
+    for name, older in RERUNS.items():
+        st.markdown(f"#### {exercise_title(name)}")
+        if name == "no_mask":
             page.prose("causal")
-        live = lab.live_result(name)
-        shown = experiment_result(live) if live is not None else (results.get(name) if results else None)
-        if shown is not None:
-            if live is not None:
-                st.caption(fill(_("Your live rerun: {steps} steps of batch {batch} on {corpus}."),
-                    steps=shown.steps, batch=shown.batch_size, corpus=shown.corpus))
-            show_experiment(shown, f"lab_exp_{name}", baselines_for(shipped_corpus(shown.corpus, corpus)))
-            if name == "heads":
-                heads_details(shown)
-            if name == "causal":
-                show_causal_details(shown)
-        running = lab.rerunning(name)
-        if st.button(fill(_("Rerun live with {steps} steps per run (batch {batch})"), steps=rerun_steps,
-                                                                                       batch=rules.RERUN_BATCH),
-                     key=f"lab_rerun_experiment_{name}", disabled=running or corpus is None,
-                     icon=":material/replay:") and not running:
-            if corpus is not None and corpus.max_block_size >= rules.RERUN_BLOCK_SIZE:
-                lab.start_rerun(name, corpus, rerun_steps, seed)
-                st.rerun()  # redraw with the button disabled and the progress polling
-            else:
-                st.error(fill(_("This text is too short for the course model's block_size of {block}."),
-                    block=integer(rules.RERUN_BLOCK_SIZE)))
-        with page.slot():  # a note that comes and goes keeps the fragment below in its place
-            if lab.pop_busy_notice(name):
-                st.warning(busy_text(), icon=":material/tab:")
-        st.fragment(run_every=POLL_S if running else None)(rerun_panel)(lab, name)
+        exercise = None if data is None else data.exercise(name)
+        if exercise is not None:
+            show_exercise(data, exercise, baselines)
+        rerun(lab, older, corpus, seed, rerun_steps)

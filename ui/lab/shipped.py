@@ -25,8 +25,8 @@ def _read(reader: Callable, path: Path) -> tuple[object | None, bool]:
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _results(path: str, mtime: float) -> results.ResultsFile | None:
-    return results.read_results(path)
+def _exercises(path: str, mtime: float) -> results.ExercisesFile | None:
+    return results.read_exercises(path)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -39,9 +39,9 @@ def _dropout_price(path: str, mtime: float) -> results.DropoutPrice | None:
     return results.dropout_price(path)
 
 
-def experiment_results() -> tuple[results.ResultsFile | None, bool]:
-    """The lesson's experiments (:data:`engine.lab.results.RESULTS_FILE`) and whether the file is unreadable."""
-    return _read(_results, Path(results.RESULTS_FILE))
+def exercises() -> tuple[results.ExercisesFile | None, bool]:
+    """The lesson's exercises (:data:`engine.lab.results.EXERCISES_FILE`) and whether the file is unreadable."""
+    return _read(_exercises, Path(results.EXERCISES_FILE))
 
 
 def dropout_loss() -> tuple[results.DropoutLoss | None, bool]:

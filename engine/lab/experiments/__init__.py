@@ -21,9 +21,9 @@ Each module imports only those listed before it. The exercises (:data:`EXERCISES
   at the last position, the only one generation uses.
 
 The files' names and formats, and their readers, are ``engine.lab.results``'s (re-exported here for the
-callers of the older sets). The older sets (:data:`EXPERIMENTS`, the dropout runs) behind the shipped
-``lab_experiments.json`` and ``lab_dropout.json`` are trained by :func:`run_experiment`, which the Lab page
-reruns in the background.
+callers of the older sets). The older sets (:data:`EXPERIMENTS`, the dropout runs) are trained by
+:func:`run_experiment`: the Lab page reruns :data:`EXPERIMENTS` in the background, and the dropout runs are
+shipped in ``lab_dropout.json``.
 Nothing here holds a sentence for the reader: results are data and stable keys.
 """
 
@@ -61,12 +61,12 @@ from engine.lab.experiments.stats import (
     summarize_seeds,
 )
 from engine.lab.experiments.store import EXERCISES_FILE, EXERCISES_FORMAT
-from engine.lab.results import DROPOUT_RESULTS_FILE, READABLE_FORMATS, RESULTS_FILE, RESULTS_FORMAT, load_results
+from engine.lab.results import DROPOUT_RESULTS_FILE, READABLE_FORMATS, RESULTS_FORMAT, load_results
 
 __all__ = [
     "ALL_EXPERIMENTS", "DROPOUT_RESULTS_FILE", "EXERCISES", "EXERCISES_FILE", "EXERCISES_FORMAT", "EXERCISE_BUDGET",
     "EXERCISE_RUNS", "EXPERIMENTS", "FIXED_EVAL_BATCHES", "NOISE_RULE", "PRESET_EXPERIMENTS", "READABLE_FORMATS",
-    "RESULTS_FILE", "RESULTS_FORMAT", "SAMPLE_CHARS", "Budget", "Exercise", "Experiment", "comparison_to_dict", "Run",
+    "RESULTS_FORMAT", "SAMPLE_CHARS", "Budget", "Exercise", "Experiment", "comparison_to_dict", "Run",
     "SplitLoss", "Task", "compare_runs", "load_results", "loss_by_position", "mean_std", "measure_task",
     "paired_comparison", "paired_model", "plan", "run_experiment", "split_loss", "summarize_seeds", "train_run",
 ]

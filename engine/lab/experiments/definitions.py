@@ -2,9 +2,9 @@
 
 Two sets live here:
 
-* :data:`EXPERIMENTS` (and :data:`PRESET_EXPERIMENTS`): the sets behind the shipped files
-  ``assets/lab_experiments.json`` and ``assets/lab_dropout.json`` (format ``lab-experiments/3``), which the
-  Lab's page reruns in the background (``engine.lab.jobs``);
+* :data:`EXPERIMENTS` (and :data:`PRESET_EXPERIMENTS`): the older sets, which the Lab's page reruns in the
+  background (``engine.lab.jobs``), and the dropout runs behind the shipped ``assets/lab_dropout.json``
+  (format ``lab-experiments/3``);
 * :data:`EXERCISES`: the lesson's exercises 2 and 3 at the budget :data:`EXERCISE_BUDGET`, plus the runs
   without the causal mask, trained by ``python -m engine.lab.experiments`` into
   ``assets/lab_exercises.json`` (format ``lab-exercises/1``).

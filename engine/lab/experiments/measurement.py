@@ -30,6 +30,8 @@ from engine.training import Callbacks, TrainConfig, seeded_model, train
 FIXED_EVAL_BATCHES = 40
 #: Characters generated for each run's samples, from the lesson's prompt (engine.chapter.LESSON_PROMPT).
 SAMPLE_CHARS = 40
+#: The sampling rule of each run's second sample (the first is greedy).
+SAMPLE_TEMPERATURE, SAMPLE_TOP_K = 0.8, 20
 #: Windows per forward pass in :func:`split_loss`.
 SPLIT_EVAL_BATCH = 32
 
@@ -112,14 +114,16 @@ def paired_model(config: GPTConfig, seed: int, reference: GPTConfig) -> tuple[GP
 
 
 def samples(lab_model: LabModel, seed: int, chars: int = SAMPLE_CHARS) -> dict:
-    """Greedy and sampled (temperature 0.8, top_k 20, ``seed``) continuations of ``engine.chapter.LESSON_PROMPT``.
+    """Greedy and sampled (:data:`SAMPLE_TEMPERATURE`, :data:`SAMPLE_TOP_K`, ``seed``) continuations of
+    ``engine.chapter.LESSON_PROMPT``.
 
     Generation never emits the unknown token (``engine.lab.models.generate``).
     """
     return {
         "prompt": LESSON_PROMPT,
         "greedy": generate(lab_model, LESSON_PROMPT, chars, temperature=0).text,
-        "sampled": generate(lab_model, LESSON_PROMPT, chars, temperature=0.8, top_k=20, seed=seed).text,
+        "sampled": generate(lab_model, LESSON_PROMPT, chars, temperature=SAMPLE_TEMPERATURE,
+                            top_k=SAMPLE_TOP_K, seed=seed).text,
     }
 
 

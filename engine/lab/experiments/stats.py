@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from engine.lab.results import VERDICTS, PairedDifference
+from engine.lab.results import VERDICTS, PairedDifference, interval_verdict
 
 #: Two-sided level of the t interval and of the detection rule.
 ALPHA = 0.05
@@ -114,13 +114,8 @@ def paired_comparison(a: str, b: str, loss_a: dict[int, float], loss_b: dict[int
     means = diffs[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)  # (R, n) -> (R,)
     bootstrap = (float(np.quantile(means, ALPHA / 2)), float(np.quantile(means, 1 - ALPHA / 2)))
     detectable = (t_crit + t_quantile(POWER, n - 1)) * se
-    if t_interval[1] < 0:
-        verdict = VERDICTS[0]  # b_beats_a
-    elif t_interval[0] > 0:
-        verdict = VERDICTS[1]  # a_beats_b
-    else:
-        verdict = VERDICTS[2]  # no_detectable_difference
-    return PairedDifference(a, b, seeds, tuple(diffs.tolist()), mean, sd, t_interval, bootstrap, detectable, verdict)
+    return PairedDifference(a, b, seeds, tuple(diffs.tolist()), mean, sd, t_interval, bootstrap, detectable,
+                            interval_verdict(t_interval))
 
 
 #: Key and formula of the older sets' rule for whether two runs differ by more than the seed noise.
