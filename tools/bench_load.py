@@ -1,0 +1,659 @@
+"""A class at once: N readers on one server, its resident memory and the time of their control moves.
+
+Started by ``python -m engine.bench load`` (``engine`` never imports Streamlit; this client speaks Streamlit's
+protocol, so it lives here). For each reader count of ``--readers``, a fresh ``streamlit run serve.py`` (from
+``--app-root``) is started, every page is opened once (a class arrives at an app that is already up), and
+then the readers arrive over ``--arrival-s`` seconds and work for ``--minutes``:
+
+- **essay readers** are websocket clients that send what a browser sends (Streamlit's ``BackMsg`` protobufs
+  on ``/_stcore/stream``, with the XSRF cookie the health check sets): a first run of a page in their
+  language, then, after a pause of ``--think-s`` seconds (uniform from half to one and a half times it), a
+  move of one of the page's sliders or number inputs by one step (``rerun_script`` with every widget state
+  the reader has set, scoped to the widget's fragment as the browser scopes it), and now and then
+  (``--switch-every`` moves) a switch to another essay page by its script hash. They report the cache hashes
+  of the large messages they hold (``cached_message_hashes``, dropped after the server's
+  ``max_cached_message_age`` runs, as the browser's cache drops them), so the server sends references, and they
+  rerun a fragment that asks to be rerun (``auto_rerun``).
+- **trainers** (``--trainers``, default 2) open the Lab with a seed of their own, press Train (the quick
+  preset, the page's defaults) and follow the polled progress until it is full; then they train again with
+  the next seed until the time is up.
+- one **Chromium reader** (``--browser``) moves every control of one essay page after another, timed as
+  ``tools.bench_pages_browser`` times it (from the key press to the last change of a chart).
+
+A move's time runs from sending its ``BackMsg`` to the ``script_finished`` of the run it started (a run that
+ends early for a newer rerun does not count). The server's resident memory (``VmRSS``) is sampled every
+0.2 s: the peak, and the peak and last value of every minute (memory that stays flat while the class works,
+or climbs). Every reader's first session id and any exception element or failed run are kept.
+
+Prints one table row per reader count and writes ``--json`` (default ``runs/bench_load.json``) with
+``engine.bench.machine.machine_info()`` and the load average before and after each count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from engine.bench import machine
+from tools.bench_pages_browser import CONTROLS_JS, LAUNCH_ARGS, free_port, redraw_times, wait_idle
+from ui.nav import PAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGS = ("fr", "de", "en")
+#: Essay pages a reader opens and switches between (url paths; Home is "").
+ESSAY_PATHS = tuple(p.url_path for p in PAGES if p.group == "essay")
+#: Seconds a single run may take before the reader gives up on it (a busy two-core machine is slow).
+RUN_TIMEOUT_S = 180.0
+#: Seconds between two samples of the server's resident memory.
+SAMPLE_S = 0.2
+_EARLY = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
+_COMPILE_ERROR = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_WITH_COMPILE_ERROR")
+
+
+def say(line: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+# --- one reader's websocket session ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Control:
+    """A widget of the page as the server described it: enough to move it one step as the browser would."""
+
+    id: str
+    kind: str  # "slider", "select_slider" or "number"
+    fragment_id: str
+    value: float  # the number, or the option's index for a select slider
+    low: float
+    high: float
+    step: float
+    options: tuple[str, ...] = ()
+    url_key: str = ""
+
+
+def _control(element, fragment_id: str) -> Control | None:
+    """The movable control an element describes, or None (another element, a disabled or a range widget)."""
+    kind = element.WhichOneof("type")
+    if kind == "slider":
+        s = element.slider
+        values = list(s.value) if s.set_value else list(s.default)
+        if s.disabled or len(values) != 1:
+            return None
+        if s.options:
+            return Control(s.id, "select_slider", fragment_id, values[0], 0, len(s.options) - 1, 1,
+                           tuple(s.options), s.query_param_key)
+        return Control(s.id, "slider", fragment_id, values[0], s.min, s.max, s.step, url_key=s.query_param_key)
+    if kind == "number_input":
+        n = element.number_input
+        if n.disabled or not (n.has_min and n.has_max):
+            return None
+        return Control(n.id, "number", fragment_id, n.value if n.set_value else n.default, n.min, n.max,
+                       n.step or 1, url_key=n.query_param_key)
+    return None
+
+
+class Session:
+    """One reader's websocket session, speaking Streamlit's protocol as the browser's client does.
+
+    ``errors`` collects every exception element, failed run or protocol problem; ``session_id`` is the id of the
+    server's session (the first one, kept to check that readers stay apart).
+    """
+
+    def __init__(self, base: str, name: str):
+        self.base, self.name = base, name
+        self.session_id: str | None = None
+        self.errors: list[str] = []
+        self.query_string = ""
+        self.page_hashes: dict[str, str] = {}  # url path -> page script hash, from the navigation message
+        self.page_hash = ""
+        self.controls: dict[str, Control] = {}
+        self.buttons: dict[str, str] = {}  # user key -> widget id
+        self.progress: int | None = None  # the last progress bar's value (0-100)
+        self.set_values: dict[str, WidgetState] = {}  # widget id -> the state this reader set
+        self._cached: dict[str, int] = {}  # message hash -> the run it was last seen in
+        self._max_age = 2
+        self._runs = 0
+        self._finished = 0
+        self._changed = asyncio.Condition()
+        self._ws = None
+        self._tasks: list[asyncio.Task] = []
+        self._auto: dict[str, asyncio.Task] = {}
+
+    async def open(self, path: str, query: str) -> float:
+        """Connect (cookie, websocket) and run the page at ``path`` with ``query``; returns the run's seconds."""
+        def cookie() -> str:
+            with urllib.request.urlopen(f"{self.base}/_stcore/health", timeout=RUN_TIMEOUT_S) as r:
+                header = next(v for k, v in r.headers.items() if k.lower() == "set-cookie" and "_streamlit_xsrf" in v)
+            return header.split(";")[0].split("=", 1)[1]
+
+        xsrf = await asyncio.to_thread(cookie)
+        self._ws = await connect(self.base.replace("http://", "ws://") + "/_stcore/stream",
+                                 subprotocols=["streamlit"], origin=self.base, max_size=None,
+                                 additional_headers={"Cookie": f"_streamlit_xsrf={xsrf}"},
+                                 open_timeout=RUN_TIMEOUT_S, ping_interval=None)  # no keepalive: a busy server is slow
+        self._tasks.append(asyncio.create_task(self._receive()))
+        self.query_string = query
+        return await self.rerun(page_name=path)
+
+    async def close(self) -> None:
+        for task in [*self._auto.values(), *self._tasks]:
+            task.cancel()
+        if self._ws is not None:
+            await self._ws.close()
+
+    async def rerun(self, *, page_name: str = "", page_hash: str | None = None, fragment_id: str = "",
+                    extra: WidgetState | None = None, auto: bool = False) -> float:
+        """Send one ``rerun_script`` and wait for the end of the run it starts; returns its seconds."""
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = self.query_string
+        state.page_name = page_name
+        state.page_script_hash = self.page_hash if page_hash is None else page_hash
+        state.fragment_id = fragment_id
+        state.is_auto_rerun = auto
+        for widget in self.set_values.values():
+            state.widget_states.widgets.append(widget)
+        if extra is not None:
+            state.widget_states.widgets.append(extra)
+        state.cached_message_hashes.extend(self._cached)
+        async with self._changed:
+            seen = self._finished
+        start = time.perf_counter()
+        await self._ws.send(msg.SerializeToString())
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self._finished > seen), RUN_TIMEOUT_S)
+        return time.perf_counter() - start
+
+    async def move(self, rng: random.Random) -> tuple[float, str] | None:
+        """Move one of the page's controls by a step; ``(seconds, control id)``, or None on a page without one."""
+        if not self.controls:
+            return None
+        control = rng.choice(sorted(self.controls.values(), key=lambda c: c.id))
+        up = rng.random() < 0.5
+        value = control.value + (control.step if up else -control.step)
+        if not control.low <= value <= control.high:
+            value = control.value - (control.step if up else -control.step)
+        value = min(max(value, control.low), control.high)
+        state = WidgetState(id=control.id)
+        if control.kind == "select_slider":
+            state.string_array_value.data.append(control.options[round(value)])
+        elif control.kind == "slider":
+            state.double_array_value.data.append(value)
+        else:
+            state.double_value = value
+        control.value = value
+        self.set_values[control.id] = state
+        return await self.rerun(fragment_id=control.fragment_id), control.id
+
+    async def set_value(self, url_key: str, value: float) -> float:
+        """Set the number input or slider bound to ``url_key`` to ``value`` (one rerun)."""
+        control = next((c for c in self.controls.values() if c.url_key == url_key and c.kind != "select_slider"),
+                       None)
+        if control is None:
+            raise LookupError(f"{self.name}: no control bound to {url_key!r}")
+        state = WidgetState(id=control.id)
+        if control.kind == "slider":
+            state.double_array_value.data.append(value)
+        else:
+            state.double_value = value
+        control.value = value
+        self.set_values[control.id] = state
+        return await self.rerun(fragment_id=control.fragment_id)
+
+    async def switch(self, path: str) -> float:
+        """Open another page of the app as the navigation does (its script hash, no widget states)."""
+        self.set_values.clear()
+        return await self.rerun(page_hash=self.page_hashes.get(path, ""), page_name=path)
+
+    async def click(self, user_key: str) -> float:
+        """Press the button whose key is ``user_key``."""
+        widget_id = self.buttons.get(user_key)
+        if widget_id is None:
+            raise LookupError(f"{self.name}: no button {user_key!r} on the page")
+        return await self.rerun(extra=WidgetState(id=widget_id, trigger_value=True))
+
+    def url_values(self) -> dict[str, str]:
+        """The query string the server last gave this reader's page, as a dict of single values."""
+        return {k: v[-1] for k, v in urllib.parse.parse_qs(self.query_string).items()}
+
+    async def _receive(self) -> None:
+        try:
+            async for data in self._ws:
+                msg = ForwardMsg()
+                msg.ParseFromString(data)
+                await self._handle(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a dropped connection ends this reader; it is reported, not raised
+            self.errors.append(f"connection: {error!r}"[:300])
+            async with self._changed:
+                self._finished += 1
+                self._changed.notify_all()
+
+    async def _handle(self, msg: ForwardMsg) -> None:
+        if msg.hash and msg.metadata.cacheable:
+            self._cached[msg.hash] = self._runs
+        elif msg.ref_hash:
+            self._cached[msg.ref_hash] = self._runs
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            self.session_id = self.session_id or msg.new_session.initialize.session_id
+            self.page_hash = msg.new_session.page_script_hash
+            self._max_age = msg.new_session.config.max_cached_message_age or self._max_age
+            if not msg.metadata.run.fragment_ids:  # a full run: the page is drawn anew
+                self.controls.clear()
+                self.buttons.clear()
+                self._stop_auto(self._auto)  # it registers its polling fragments again
+        elif kind == "navigation":
+            self.page_hash = msg.navigation.page_script_hash or self.page_hash
+            self.page_hashes = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
+        elif kind == "page_info_changed":
+            self.query_string = msg.page_info_changed.query_string
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            element = msg.delta.new_element
+            which = element.WhichOneof("type")
+            if which == "exception":
+                self.errors.append(f"exception: {element.exception.type}: {element.exception.message}"[:300])
+            elif which == "progress":
+                self.progress = element.progress.value
+            elif which == "button" and "-" in element.button.id:
+                self.buttons[element.button.id.rsplit("-", 1)[1]] = element.button.id
+            control = _control(element, msg.delta.fragment_id)
+            if control is not None:
+                self.controls[control.id] = control
+        elif kind == "auto_rerun":
+            self._start_auto(msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
+        elif kind == "stop_auto_rerun":
+            self._stop_auto(msg.stop_auto_rerun.fragment_ids)
+        elif kind == "script_finished":
+            if msg.script_finished == _COMPILE_ERROR:
+                self.errors.append("the script did not compile")
+            if msg.script_finished != _EARLY:
+                self._runs += 1
+                self._cached = {h: run for h, run in self._cached.items() if self._runs - run <= self._max_age}
+                async with self._changed:
+                    self._finished += 1
+                    self._changed.notify_all()
+
+    def _start_auto(self, fragment_id: str, interval: float) -> None:
+        """Rerun ``fragment_id`` every ``interval`` s, each time after the previous rerun ended."""
+        self._stop_auto([fragment_id])
+
+        async def poll():
+            while self._ws is not None and self._ws.state is State.OPEN:
+                await asyncio.sleep(max(interval, 0.1))
+                with contextlib.suppress(ConnectionClosed):  # the reader left; _receive reports a dropped socket
+                    await self.rerun(fragment_id=fragment_id, auto=True)
+
+        self._auto[fragment_id] = asyncio.create_task(poll())
+
+    def _stop_auto(self, fragment_ids) -> None:
+        for fragment_id in list(fragment_ids):
+            task = self._auto.pop(fragment_id, None)
+            if task is not None:
+                task.cancel()
+
+
+# --- what the readers do ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReaderLog:
+    """What one reader did and saw."""
+
+    name: str
+    role: str
+    lang: str
+    session_id: str | None = None
+    opens_s: list[float] = field(default_factory=list)
+    moves_s: list[float] = field(default_factory=list)
+    switches_s: list[float] = field(default_factory=list)
+    trainings_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    last_set: dict[str, float] = field(default_factory=dict)  # url key -> value this reader set last
+    url_values: dict[str, str] = field(default_factory=dict)
+
+
+async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: float, think_s: float,
+                       switch_every: int) -> None:
+    """Open an essay page, then move its controls and switch pages until ``until`` (monotonic seconds)."""
+    session = Session(base, log.name)
+    path = rng.choice([p for p in ESSAY_PATHS if p])  # Home has no control: a reader starts on a chapter page
+    try:
+        log.opens_s.append(await session.open(path, f"lang={log.lang}"))
+        log.session_id = session.session_id
+        moves = 0
+        while time.monotonic() < until and not session.errors:
+            await asyncio.sleep(think_s * rng.uniform(0.5, 1.5))
+            if time.monotonic() >= until:
+                break
+            if moves and moves % switch_every == 0 or not session.controls:
+                path = rng.choice([p for p in ESSAY_PATHS if p != path])
+                log.switches_s.append(await session.switch(path))
+                moves += 1
+                continue
+            moved = await session.move(rng)
+            if moved is not None:
+                seconds, widget_id = moved
+                log.moves_s.append(seconds)
+                control = session.controls.get(widget_id)
+                if control is not None and control.url_key and control.kind != "select_slider":
+                    log.last_set[control.url_key] = control.value
+            moves += 1
+        log.url_values = session.url_values()
+    except Exception as error:  # a reader that fails is reported with the others, never ends the benchmark
+        log.errors.append(f"{type(error).__name__}: {error}"[:300])
+    finally:
+        log.errors += session.errors
+        await session.close()
+
+
+async def trainer(base: str, log: ReaderLog, seed: int, until: float) -> None:
+    """Open the Lab with ``seed``, press Train, follow the progress to the end; again with the next seed."""
+    session = Session(base, log.name)
+    try:
+        log.opens_s.append(await session.open("lab", f"lang={log.lang}&lab_seed={seed}"))
+        log.session_id = session.session_id
+        while time.monotonic() < until and not session.errors:
+            session.progress = None
+            start = time.monotonic()
+            await session.click("lab_train")
+            while (session.progress is None or session.progress < 100) and not session.errors:
+                if time.monotonic() > until + RUN_TIMEOUT_S:
+                    raise TimeoutError("the training did not end")
+                await asyncio.sleep(0.5)
+            log.trainings_s.append(time.monotonic() - start)
+            say(f"{log.name}: trained seed {seed} in {log.trainings_s[-1]:.0f} s")
+            seed += 1
+            await session.set_value("lab_seed", seed)
+    except Exception as error:
+        log.errors.append(f"{type(error).__name__}: {error}"[:300])
+    finally:
+        log.errors += session.errors
+        await session.close()
+
+
+def browser_reader(base: str, until: float, out: dict, stop: threading.Event) -> None:
+    """One Chromium reader (a thread): every control of one essay page after another, until ``until``."""
+    from playwright.sync_api import sync_playwright
+
+    times, errors = [], []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=LAUNCH_ARGS)
+            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            paths = [p for p in ESSAY_PATHS if p]
+            i = 0
+            while time.monotonic() < until and not stop.is_set():
+                page.goto(f"{base}/{paths[i % len(paths)]}?lang=en")
+                wait_idle(page)
+                for control in page.evaluate(CONTROLS_JS):
+                    if time.monotonic() >= until or stop.is_set():
+                        break
+                    try:
+                        moved, _chart = redraw_times(page, control, 2)
+                        times += [t / 1000 for t in moved]
+                    except Exception as error:  # one control's failure is reported, the reader goes on
+                        errors.append(f"/{paths[i % len(paths)]} {control.get('key')}: {error}"[:300])
+                i += 1
+            browser.close()
+    except Exception as error:
+        errors.append(f"{type(error).__name__}: {error}"[:300])
+    out.update(moves_s=times, errors=errors)
+
+
+# --- the server and its memory ---------------------------------------------------------------------------------------
+
+
+class RSSSampler:
+    """The resident memory (MB) of one process, sampled every :data:`SAMPLE_S` seconds in a thread."""
+
+    def __init__(self, pid: int):
+        self.pid, self.samples = pid, []  # (seconds since start, MB)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._start = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+                self.samples.append((time.monotonic() - self._start, kb / 1024))
+            except (OSError, StopIteration):
+                pass
+            self._stop.wait(SAMPLE_S)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def mark(self) -> float:
+        return time.monotonic() - self._start
+
+    def summary(self, since: float) -> dict:
+        """Peak, and per minute from ``since`` (the class's arrival) the peak and last value, MB."""
+        work = [(t - since, mb) for t, mb in self.samples if t >= since]
+        minutes: dict[int, list[float]] = {}
+        for t, mb in work:
+            minutes.setdefault(int(t // 60), []).append(mb)
+        return {"peak_mb": round(max((mb for _t, mb in self.samples), default=0.0), 1),
+                "before_class_mb": round(next((mb for t, mb in reversed(self.samples) if t < since), 0.0), 1),
+                "per_minute_peak_mb": [round(max(v), 1) for _m, v in sorted(minutes.items())],
+                "per_minute_last_mb": [round(v[-1], 1) for _m, v in sorted(minutes.items())]}
+
+
+def start_server(app_root: Path, port: int, log: Path) -> subprocess.Popen:
+    """``streamlit run serve.py`` in ``app_root`` on ``port``, its output in ``log``; returns once it is healthy."""
+    entry = "serve.py" if (app_root / "serve.py").exists() else "app.py"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", entry, "--server.port", str(port), "--server.headless",
+             "true", "--server.address", "127.0.0.1"],
+            cwd=app_root, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(app_root), "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"the server did not become healthy within {RUN_TIMEOUT_S:.0f} s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+# --- one class, and the command --------------------------------------------------------------------------------------
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (0-1) of ``values``, by linear interpolation between order statistics; None if empty."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+async def warm(base: str) -> None:
+    """Open every page once, one after another (the server has been up before the class arrives)."""
+    session = Session(base, "warm-up")
+    try:
+        await session.open("", "lang=en")
+        for info in PAGES:
+            await session.switch(info.url_path)
+    finally:
+        await session.close()
+
+
+async def run_class(base: str, readers: int, trainers: int, minutes: float, think_s: float, switch_every: int,
+                    arrival_s: float, seed: int) -> list[ReaderLog]:
+    """``readers`` readers (of them ``trainers`` in the Lab) arriving over ``arrival_s`` s, for ``minutes``."""
+    rng = random.Random(seed)
+    trainers = min(trainers, readers)
+    logs = [ReaderLog(f"reader-{i:02d}", "trainer" if i < trainers else "essay", LANGS[i % len(LANGS)])
+            for i in range(readers)]
+    until = time.monotonic() + arrival_s + minutes * 60
+
+    async def arrive(i: int, log: ReaderLog) -> None:
+        await asyncio.sleep(arrival_s * i / max(1, readers))
+        if log.role == "trainer":
+            await trainer(base, log, seed=seed * 100 + i * 10, until=until)
+        else:
+            await essay_reader(base, log, random.Random(rng.random()), until, think_s, switch_every)
+
+    await asyncio.gather(*(arrive(i, log) for i, log in enumerate(logs)))
+    return logs
+
+
+def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None, load: dict, wall_s: float) -> dict:
+    moves = [t for log in logs for t in log.moves_s]
+    switches = [t for log in logs for t in log.switches_s]
+    trainings = [t for log in logs for t in log.trainings_s]
+
+    def rounded(v):
+        return None if v is None else round(v, 3)
+
+    row = {"readers": count, "wall_s": round(wall_s, 1), **rss, "load_average": load,
+           "moves": len(moves), "move_p50_s": rounded(quantile(moves, 0.5)),
+           "move_p95_s": rounded(quantile(moves, 0.95)),
+           "move_max_s": rounded(max(moves, default=None) if moves else None),
+           "moves_over_1s": sum(t > 1 for t in moves), "moves_over_2s": sum(t > 2 for t in moves),
+           "switches": len(switches), "switch_p50_s": rounded(quantile(switches, 0.5)),
+           "switch_p95_s": rounded(quantile(switches, 0.95)), "trainings_s": [round(t, 1) for t in trainings],
+           "sessions": len({log.session_id for log in logs if log.session_id}),
+           "errors": [f"{log.name}: {e}" for log in logs for e in log.errors],
+           "readers_log": [{"name": log.name, "role": log.role, "lang": log.lang, "session_id": log.session_id,
+                            "moves": len(log.moves_s), "last_set": log.last_set, "url_values": log.url_values,
+                            "errors": log.errors} for log in logs]}
+    if browser is not None:
+        row["browser"] = {"moves": len(browser.get("moves_s", [])),
+                          "move_p50_s": rounded(quantile(browser.get("moves_s", []), 0.5)),
+                          "move_p95_s": rounded(quantile(browser.get("moves_s", []), 0.95)),
+                          "errors": browser.get("errors", [])}
+    return row
+
+
+def measure(app_root: Path, count: int, args, progress=say) -> dict:
+    """One class of ``count`` readers on a fresh server; the summary row."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = ROOT / "runs" / f"bench_load_server_{count}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    server = start_server(app_root, port, log_path)
+    try:
+        with RSSSampler(server.pid) as sampler:
+            progress(f"{count} readers: server up, opening every page once")
+            asyncio.run(warm(base))
+            load_before = [round(x, 2) for x in os.getloadavg()]
+            since, start = sampler.mark(), time.monotonic()
+            progress(f"{count} readers arriving over {args.arrival_s:.0f} s, then {args.minutes} min "
+                     f"(load {load_before[0]})")
+            browser, stop, thread = None, threading.Event(), None
+            if args.browser:
+                browser = {}
+                thread = threading.Thread(target=browser_reader, daemon=True,
+                                          args=(base, time.monotonic() + args.arrival_s + args.minutes * 60,
+                                                browser, stop))
+                thread.start()
+            try:
+                logs = asyncio.run(run_class(base, count, args.trainers, args.minutes, args.think_s,
+                                             args.switch_every, args.arrival_s, args.seed))
+            finally:
+                stop.set()
+                if thread is not None:
+                    thread.join(timeout=RUN_TIMEOUT_S)
+            wall = time.monotonic() - start
+            load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
+        return summarise(count, logs, sampler.summary(since), browser, load, wall)
+    finally:
+        stop_server(server)
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'readers':>7} {'peak MB':>8} {'per-minute peak MB':<36} {'moves':>6} {'p50 s':>6} {'p95 s':>6} "
+          f"{'>1 s':>5} {'switch p95':>10} {'trainings s':<16} {'load':>11} errors")
+    for r in rows:
+        minutes = " ".join(f"{mb:.0f}" for mb in r["per_minute_peak_mb"])
+        load = f"{r['load_average']['before'][0]}-{r['load_average']['after'][0]}"
+        trainings = " ".join(f"{t:.0f}" for t in r["trainings_s"]) or "-"
+        print(f"{r['readers']:>7} {r['peak_mb']:>8.0f} {minutes:<36} {r['moves']:>6} {r['move_p50_s'] or 0:>6.2f} "
+              f"{r['move_p95_s'] or 0:>6.2f} {r['moves_over_1s']:>5} {r['switch_p95_s'] or 0:>10.2f} "
+              f"{trainings:<16} {load:>11} {len(r['errors'])}")
+        if "browser" in r:
+            b = r["browser"]
+            print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
+                  f"{len(b['errors'])} errors")
+    for r in rows:
+        for error in r["errors"][:10]:
+            print(f"  {r['readers']} readers: {error}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench load", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--readers", type=int, nargs="+", default=[10, 20, 30], help="reader counts, one class each")
+    parser.add_argument("--minutes", type=float, default=2.0, help="how long each class works after arriving")
+    parser.add_argument("--trainers", type=int, default=2, help="readers of each class training in the Lab")
+    parser.add_argument("--browser", action="store_true", help="one Chromium reader besides (needs chromium)")
+    parser.add_argument("--think-s", type=float, default=4.0, help="a reader's mean pause between two moves (s)")
+    parser.add_argument("--switch-every", type=int, default=8, help="a page switch every this many moves")
+    parser.add_argument("--arrival-s", type=float, default=20.0, help="the readers arrive over this many seconds")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the readers' choices")
+    parser.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
+    parser.add_argument("--json", default="runs/bench_load.json", help="where to write the results")
+    args = parser.parse_args(argv)
+    if min(args.readers) < 1 or args.minutes <= 0 or args.think_s <= 0 or args.switch_every < 1:
+        parser.error("reader counts, minutes, think time and switch interval must be positive")
+    info = machine.machine_info()
+    rows = [measure(Path(args.app_root).resolve(), count, args) for count in args.readers]
+    result = {"machine": info, "app_root": str(Path(args.app_root).resolve()), "minutes": args.minutes,
+              "trainers": args.trainers, "think_s": args.think_s, "switch_every": args.switch_every,
+              "arrival_s": args.arrival_s, "seed": args.seed, "classes": rows}
+    print_table(rows)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return 0 if not any(r["errors"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
