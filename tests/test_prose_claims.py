@@ -177,6 +177,14 @@ def test_page_3_rows_before_the_perturbed_token_are_unchanged_bit_for_bit(token)
     assert (diffs[:token] == 0.0).all() and (diffs[token:] > 0).all()
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_page_3_a_dtype_change_casts_the_weights_not_the_boolean_mask(lang):
+    """§4: `.to(torch.float64)` casts floating-point tensors only; the page's mask stays bool (and stays put)."""
+    assert "torch.float64" in load_parts("causal_mask", lang)["buffer_meta"]
+    layer = A.CausalAttention(3, 2, 6, 0.0).to(torch.float64)
+    assert layer.W_query.weight.dtype == torch.float64 and layer.mask.dtype == torch.bool
+
+
 # --- page 4 --------------------------------------------------------------------------------------------------
 
 
