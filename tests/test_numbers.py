@@ -58,6 +58,11 @@ def test_plotly_separators_follow_the_language():
     assert numbers.plotly_separators("fr")[0] == ","
 
 
+def test_the_colon_follows_each_languages_typography():
+    assert numbers.colon("fr") == "\u202f: " and numbers.colon("de") == numbers.colon("en") == ": "
+    assert numbers.colon("xx") == ": "
+
+
 def test_an_unknown_language_falls_back_to_english():
     assert numbers.num(1234.5, 1, lang="xx") == "1,234.5"
 

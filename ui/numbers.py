@@ -132,6 +132,19 @@ def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
     return format_scientific(float(value), format=pattern, locale=_locale(_lang(lang)))
 
 
+#: What joins a label to its value (``"head 0: 0.58"``): French puts a narrow no-break space before the colon.
+_COLONS = {"en": ": ", "fr": "\u202f: ", "de": ": "}
+
+
+def colon(lang: str | None = None) -> str:
+    """The colon and space that join a label to its value in the language's typography (``"\u202f: "`` in French).
+
+    For texts built from parts rather than from a translated sentence, such as a chart's hover template
+    (``"%{x}" + colon() + "%{y:.3f}"``), where the catalog's typography cannot reach.
+    """
+    return _COLONS[_lang(lang)]
+
+
 def plotly_separators(lang: str | None = None) -> str:
     """Plotly's ``layout.separators`` for the language (decimal sign, then group separator)."""
     return _PLOTLY_SEPARATORS[_lang(lang)]
