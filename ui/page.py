@@ -10,7 +10,6 @@ frame in ``views/``), so a view never repeats its own name.
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 import streamlit as st
 
 from engine import chapter
+from engine.notebook import listing
 from ui.diagram import diagram
 from ui.i18n import DEFAULT_LANGUAGE, _, current_language
 from ui.nav import PageInfo, page_info
@@ -78,6 +78,7 @@ def _markdown(body: str, fell_back: bool) -> None:
 
 def prose(part: str) -> None:
     """Render one named part of the current page's prose in the reader's language."""
+    _record(("prose", part, current().slug))
     _markdown(*part_text(current().slug, part, current_language()))
 
 
@@ -137,6 +138,7 @@ def header() -> None:
     """The current page's title, the chapter section it accompanies, and the ``intro`` part of its prose."""
     st.html(_PAGE_CSS)
     info = current()
+    _recorded.items = [("prose", "intro", info.slug)]
     st.title(info.page_heading())
     st.caption(_("Accompanies: {section}").format(section=_(info.section)))
     _markdown(*part_text(info.slug, "intro", current_language()))
@@ -180,21 +182,31 @@ def verdict(ok: bool, passed: str, failed: str) -> bool:
     return ok
 
 
+#: What the page being drawn has shown so far, for its notebook (ui.notebook): per script thread, since readers
+#: are threads of one process; :func:`header` starts the list, :func:`prose`, :func:`show_code` and
+#: :func:`check_yourself` add to it.
+_recorded = threading.local()
+
+
+def _record(item: tuple) -> None:
+    """Add ``("prose", part, slug)`` or ``("code", objects)`` to the current page's record."""
+    items = getattr(_recorded, "items", None)
+    if items is not None:
+        items.append(item)
+
+
+def recorded() -> tuple[tuple, ...]:
+    """What the page being drawn has shown since its :func:`header`, in order: ``("prose", part, slug)`` and
+    ``("code", objects)`` items (its notebook's content, ``ui.notebook``)."""
+    return tuple(getattr(_recorded, "items", ()))
+
+
 _source_lock = threading.Lock()
 
 
 @functools.cache
 def _source(obj: Callable | type, docstring: bool) -> str:
-    source = textwrap.dedent(inspect.getsource(obj))
-    if docstring:
-        return source
-    drop: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and ast.get_docstring(node):
-            doc = node.body[0]
-            drop.update(range(doc.lineno - 1, doc.end_lineno))
-    lines = source.splitlines(keepends=True)
-    return "".join(line for i, line in enumerate(lines) if i not in drop)
+    return textwrap.dedent(inspect.getsource(obj)) if docstring else listing(obj)
 
 
 def source_of(obj: Callable | type, docstring: bool = False) -> str:
@@ -218,6 +230,7 @@ def show_code(*objects: Callable | type, label: str | None = None, docstring: bo
         label: the expander's title (default: "Code that ran", translated).
         docstring: show docstrings too (default False: the chapter's listing length).
     """
+    _record(("code", objects))
     with st.expander(label or _("Code that ran"), icon=":material/code:"):
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
@@ -227,6 +240,7 @@ def show_code(*objects: Callable | type, label: str | None = None, docstring: bo
 def check_yourself() -> None:
     """The "check yourself" block: each question of the current page's ``quiz`` part in its own expander."""
     st.subheader(_("Check yourself"))
+    _record(("prose", "quiz", current().slug))
     body, fell_back = part_text(current().slug, "quiz", current_language())
     if fell_back:
         st.caption(_("This part is not translated yet: it is shown in English."))

@@ -9,7 +9,7 @@ from engine.device import pick_device
 from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
-from ui import page
+from ui import notebook, page
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, ngettext
 from ui.numbers import integer, plotly_separators, sci
@@ -267,3 +267,4 @@ fully_masked_row()
 page.show_code(sections.masked_row_demo)
 
 page.check_yourself()
+notebook.download_button()

@@ -6,7 +6,7 @@ from engine import attention as A
 from engine.diagrams import home as diagrams
 from engine.figures import vectors_3d
 from engine.sections import self_attention as sections
-from ui import page
+from ui import notebook, page
 from ui.diagram import colour_legend
 from ui.i18n import _
 from ui.nav import PAGES
@@ -62,3 +62,4 @@ for info in PAGES[1:]:
         st.page_link(info.script, label=info.nav_title(), icon=info.icon)
         st.caption(_(info.section))
 page.prose("howto")
+notebook.download_button()

@@ -12,7 +12,7 @@ from engine.lab import models
 from engine.lab.jobs import TrainingJob
 from engine.lab.runner import LabRunner
 from engine.training import train
-from ui import page
+from ui import notebook, page
 from ui.lab import controls, corpus, experiments, generate, inside, model
 from ui.lab import train as training
 from ui.lab.session import LabSession, lab_runner
@@ -56,3 +56,4 @@ experiments.experiments_section(lab, text, seed)
 page.show_code(lab_experiments.run_experiment, lab_experiments.train_run, lab_experiments.loss_by_position)
 
 page.check_yourself()
+notebook.download_button(plan=plan, corpus=text)

@@ -7,7 +7,7 @@ import streamlit as st
 from engine import chapter, layout
 from engine.figures import memory_layout as figures
 from engine.sections import memory_layout as sections
-from ui import page, url
+from ui import notebook, page, url
 from ui.i18n import N_, _, current_language
 from ui.numbers import byte_size, integer, num, plotly_separators
 
@@ -237,3 +237,4 @@ cost_section()
 page.show_code(sections.score_cost, sections.score_cost_table, sections.score_tensor_bytes)
 
 page.check_yourself()
+notebook.download_button()

@@ -17,7 +17,7 @@ from engine.diagrams import multi_head as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap
 from engine.figures import multi_head as figures
 from engine.sections import multi_head as sections
-from ui import page, url
+from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, current_language
 from ui.numbers import byte_size, integer, num, plotly_separators, sci
@@ -421,3 +421,4 @@ if st.session_state.get("mh_bench_live"):
 page.show_code(bench.build_variants, bench.bench_size)
 
 page.check_yourself()
+notebook.download_button(max_line=MAX_LINE)

@@ -12,7 +12,7 @@ from engine.diagrams import positional_encodings as diagrams
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from ui import page
+from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
 from ui.numbers import integer, num, plotly_separators, sci
@@ -447,3 +447,4 @@ st.markdown(_("The lesson's exercise 1 · 3 layers, no position embedding (n_emb
               "max |Δ logits| = **{diff}**").format(n_embd=n_embd, seed=seed, diff=sci(sweep.diff(3, "none"))))
 
 page.check_yourself()
+notebook.download_button()

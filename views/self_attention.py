@@ -7,7 +7,7 @@ from engine import chapter, palette
 from engine.diagrams import self_attention as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, step_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
-from ui import page
+from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
 from ui.numbers import num, plotly_separators, sci
@@ -231,3 +231,4 @@ page.chapter_check(_("all context vectors"), every.context_vec, chapter.SIMPLE_A
 page.show_code(sections.loop_vs_matmul, A.simplified_self_attention, A.all_dot_scores, A.all_context_vectors)
 
 page.check_yourself()
+notebook.download_button(inputs=edit.inputs.tolist())

@@ -9,7 +9,7 @@ from engine.diagrams import trainable_weights as diagrams
 from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
-from ui import page, url
+from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
 from ui.numbers import integer, num, plotly_separators, sci, significant
@@ -241,3 +241,4 @@ projections_to_exercise()
 
 page.prose("two_weights")
 page.check_yourself()
+notebook.download_button()

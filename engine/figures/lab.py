@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.figures.core import (
     PALETTE,
@@ -39,6 +38,12 @@ BATCH_COLOR = "#bbbbbb"
 MAX_BATCH_POINTS = 400
 #: Cells (layers x heads x T x T) the attention figure may hold; the page shortens the line to stay under it.
 MAX_ATTENTION_CELLS = 16_000
+#: Longest line whose attention weights are written in the cells: 10 px numbers of two decimals fit its cells on a
+#: phone; a longer line's weights stay in the colours and the hover.
+ATTENTION_VALUE_POSITIONS = 12
+#: Most columns of the attention maps named one by one: past them a phone has under 9 px a column for the names,
+#: and every second column is named.
+ATTENTION_NAMED_COLUMNS = 16
 #: Plotly's own separators (decimal point, comma groups), the default of every ``*Labels``.
 DEFAULT_SEPARATORS = SEPARATORS
 
@@ -71,7 +76,7 @@ class AttentionLabels:
 
 @dataclass(frozen=True)
 class PositionLabels:
-    """Words of :func:`position_tables_figure`: panel titles ``trained``, ``untrained``, ``sim_trained``,
+    """Words of :func:`position_tables_figures`: the panels' titles ``trained``, ``untrained``, ``sim_trained``,
     ``sim_untrained``, axis titles ``position``, ``dimension``."""
 
     trained: str
@@ -241,7 +246,9 @@ def attention_slider(attn_weights, tokens: Sequence[str], labels: AttentionLabel
 
     Returns:
         A figure with n_layer * n_head heatmap traces in (layer, head) order, colour range [0, 1]
-        for every head, row 0 on top, and ``layout.sliders[0]`` with one step per (layer, head).
+        for every head, row 0 on top, the weights written in the cells for at most
+        :data:`ATTENTION_VALUE_POSITIONS` characters, every column named up to :data:`ATTENTION_NAMED_COLUMNS`
+        (every second past it), and ``layout.sliders[0]`` with one step per (layer, head).
 
     Raises:
         ValueError: if the weights are not 4-d or T does not match the tokens.
@@ -254,65 +261,70 @@ def attention_slider(attn_weights, tokens: Sequence[str], labels: AttentionLabel
     fig = go.Figure()
     step_labels, layouts = [], []
     title = labels.title
+    show_values = T <= ATTENTION_VALUE_POSITIONS
     for layer in range(n_layer):
         for head in range(n_head):
             step = labels.step.format(layer=layer, head=head)
-            fig.add_trace(heatmap_trace(w[layer, head], ticks, ticks, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
-                                        decimals=2, name=step, separators=labels.separators))
+            trace = heatmap_trace(w[layer, head], ticks, ticks, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
+                                  decimals=2, name=step, separators=labels.separators, show_values=show_values)
+            # the colour bar lies under the matrix, so that the cells take the whole width of a phone
+            trace.update(colorbar=dict(orientation="h", thickness=12, len=0.6, x=0, xanchor="left", y=-0.04,
+                                       yanchor="top"),
+                         textfont=dict(size=10) if show_values else None)
+            fig.add_trace(trace)
             step_labels.append(step)
             layouts.append({"title.text": f"{title} — {step}"})
     matrix_axes(fig, ticks, ticks, labels.query, labels.key)
+    if T > ATTENTION_NAMED_COLUMNS:  # every second column named; each row keeps its name (and the hover both)
+        fig.update_xaxes(tickvals=list(range(0, T, 2)), ticktext=ticks[::2])
     fig.update_layout(separators=labels.separators)
-    base_layout(fig, f"{title} — {step_labels[0]}", max(360, 30 * T + 200), top=110, separators=labels.separators)
-    return add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
+    base_layout(fig, f"{title} — {step_labels[0]}", max(400, 30 * T + 240), top=110, separators=labels.separators)
+    add_step_slider(fig, step_labels, 1, "", step_layouts=layouts)
+    # under the colour bar, its last label clear of the figure's right edge (the plot area runs to it now)
+    fig.layout.sliders[0].update(pad_t=70, len=0.9)
+    return fig
 
 
-def position_tables_figure(trained, untrained, labels: PositionLabels, similarity: bool = True) -> go.Figure:
-    """The learned position table after training next to the table it started from.
+def position_tables_figures(trained, untrained, labels: PositionLabels, similarity: bool = True
+                            ) -> tuple[go.Figure, ...]:
+    """The learned position table after training and the table it started from, one figure per panel.
+
+    One panel per figure, so that the page lays them out two by two in columns on a wide screen and one under
+    the other on a phone, each at the width of the screen, instead of four panels squeezed into one figure.
 
     Args:
         trained, untrained: (block_size, n_embd) tables.
-        labels: the figure's words (the similarity titles are used with ``similarity`` only).
-        similarity: add a second row with each table's cosine similarity between positions
-            (block_size x block_size): a trained table makes nearby positions alike (a bright band
-            along the diagonal), a random one does not.
+        labels: the figures' words (the similarity titles are used with ``similarity`` only).
+        similarity: add each table's cosine similarity between positions (block_size x block_size): a trained
+            table makes nearby positions alike (a bright band along the diagonal), a random one does not.
 
     Returns:
-        A 1x2 (or 2x2) subplot figure; tables on a shared signed colour scale, rows = positions
-        (row 0 on top).
+        (trained, untrained) or (trained, untrained, trained similarity, untrained similarity) figures, each
+        with one heatmap trace, rows = positions (row 0 on top); both tables on one signed colour scale, both
+        similarities on [-1, 1].
 
     Raises:
-        ValueError: if the two tables differ in shape.
+        ValueError: if the two tables differ in shape or are not 2-d.
     """
     a, b = to_numpy(trained), to_numpy(untrained)
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"both tables must be (block_size, n_embd) of one shape, got {a.shape} and {b.shape}")
-    rows = 2 if similarity else 1
-    titles = [labels.trained, labels.untrained]
-    if similarity:
-        titles += [labels.sim_trained, labels.sim_untrained]
-    # two panels side by side: short title lines, so that on a phone the right one clears Plotly's toolbar
-    titles = [wrap_text(t, 18) for t in titles]
-    lines = max(t.count("<br>") for t in titles)
-    fig = make_subplots(rows=rows, cols=2, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     bound = float(max(np.abs(a).max(), np.abs(b).max(), 1e-6))
-    for col, table in ((1, a), (2, b)):
-        fig.add_trace(go.Heatmap(z=table.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-bound, zmax=bound,
-                                 showscale=col == 1, colorbar=dict(len=0.45 if similarity else 1, y=1, yanchor="top"),
-                                 hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(autorange="reversed", title_text=labels.position if col == 1 else None, row=1, col=col)
-        fig.update_xaxes(title_text=labels.dimension, row=1, col=col)
-        if similarity:
+    panels = [(a, labels.trained, labels.dimension, bound), (b, labels.untrained, labels.dimension, bound)]
+    if similarity:
+        for table, title in ((a, labels.sim_trained), (b, labels.sim_untrained)):
             unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # rows of length 1
             sim = unit @ unit.T  # (block_size, n_embd) @ (n_embd, block_size) -> (block_size, block_size)
-            fig.add_trace(go.Heatmap(z=sim.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-1, zmax=1,
-                                     showscale=col == 1, colorbar=dict(len=0.45, y=0, yanchor="bottom"),
-                                     hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"), row=2, col=col)
-            fig.update_yaxes(autorange="reversed", title_text=labels.position if col == 1 else None, row=2, col=col)
-            fig.update_xaxes(title_text=labels.position, row=2, col=col)
-    fig.update_layout(separators=labels.separators)
-    return base_layout(fig, None, (820 if similarity else 420) + 18 * lines, top=40 + 18 * lines,
-                       separators=labels.separators)
+            panels.append((sim, title, labels.position, 1.0))
+    figures = []
+    for z, title, x_title, limit in panels:
+        trace = go.Heatmap(z=z.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
+                           colorbar=dict(thickness=12), hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>")
+        layout = app_layout(title, 380, separators=labels.separators)
+        layout.update(xaxis=dict(title=dict(text=x_title)),
+                      yaxis=dict(title=dict(text=labels.position), autorange="reversed"))
+        figures.append(go.Figure(data=[trace], layout=layout))
+    return tuple(figures)
 
 
 def experiment_curves(histories: Sequence[History], names: Sequence[str], labels: CurvesLabels, height: int = 420,

@@ -1,0 +1,271 @@
+"""Every page's notebook, built as its button builds it and run on a Jupyter kernel of its own.
+
+Each page runs once under AppTest (English, default controls); its real ``ui.notebook.download_button`` is
+wrapped to keep what the page recorded (prose parts, listings) and its settings. The notebooks are then built in
+French, German and English, with those settings and with non-default ones, and executed with nbclient on one
+fresh ipykernel kernel started for this module (a kernel start costs more than most notebooks): before each
+notebook the kernel's namespace is cleared and every ``engine`` module dropped, so a notebook has only what it
+carries. The numbers its cells print must equal the page's, computed here by the same engine calls, and the
+chapter's printed values at 4 decimals where the page checks them with the chapter's settings.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+
+import nbformat
+import pytest
+import streamlit as st
+import torch
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from streamlit.testing.v1 import AppTest
+
+from engine import attention as A
+from engine import chapter, notebook
+from engine.corpus import RECORD_SEPARATOR, corpus_from_text
+from engine.gpt import GPTConfig
+from engine.sections import (
+    causal_mask,
+    dropout,
+    memory_layout,
+    multi_head,
+    positional_encodings,
+    self_attention,
+    trainable_weights,
+)
+from engine.training import TrainConfig, train
+from tests.plotly_json import ROOT
+from ui import i18n
+from ui import notebook as ui_notebook
+from ui.i18n import translations
+
+SLUGS = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "multi_head", "memory_layout",
+         "positional_encodings", "lab")
+LANGS = ("fr", "de", "en")
+#: The Lab's notebook trains this tiny model a few steps (the page's own settings would train for minutes).
+TINY_MODEL = {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "dropout": 0.0}
+TINY_TRAINING = {"steps": 4, "batch_size": 4, "warmup_steps": 1, "eval_interval": 2, "eval_iters": 2}
+#: Settings other than the page's defaults, by recipe parameter.
+OTHER = {
+    "self_attention": {"query_token": "Your", "inputs": [[0.5, 0.1, 0.9], *[list(r) for r in A.CHAPTER_INPUTS[1:]]]},
+    "trainable_weights": {"seed": 7, "d_out": 3, "query_token": "step", "seed_v2": 5},
+    "causal_mask": {"leak_token": "with", "leak_delta": -2.5},
+    "dropout": {"seed": 5, "mean_p": 0.2, "layer_p": 0.3},
+    "multi_head": {"seed": 7, "line": "床前明月光照地上", "n_embd": 32, "num_heads": 8},
+    "memory_layout": {"num_tokens": 3, "num_heads": 4, "head_dim": 1},
+    "positional_encodings": {"n_embd": 16, "seed": 1},
+    "lab": {"training": {"seed": 7}},
+}
+#: The values each page checks against the chapter, by printed name, where the chapter's settings are used.
+CHAPTER = {
+    "self_attention": {"attn_scores": chapter.SIMPLE_SCORES_JOURNEY,
+                       "attn_weights": chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY,
+                       "naive_weights": chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY,
+                       "attn_scores[:2]": chapter.SIMPLE_SCORES_FIRST_ROWS},
+    "trainable_weights": {"query": chapter.TRAINABLE_QUERY_2, "attn_scores": chapter.TRAINABLE_SCORES_2,
+                          "attn_weights": chapter.TRAINABLE_WEIGHTS_2, "context_vec": chapter.TRAINABLE_CONTEXT_2,
+                          "SelfAttention_v1": chapter.SA_V1_OUTPUT, "SelfAttention_v2": chapter.SA_V2_OUTPUT},
+    "causal_mask": {"attn_weights": chapter.SA_V2_WEIGHTS, "masked_simple_norm": chapter.CAUSAL_WEIGHTS,
+                    "masked_scores": chapter.CAUSAL_MASKED_SCORES, "attn_weights_causal": chapter.CAUSAL_WEIGHTS},
+    "dropout": {"dropout(ones)": chapter.DROPOUT_ONES, "dropout(attn_weights)": chapter.DROPOUT_CAUSAL},
+    "multi_head": {"context_vecs[0]": chapter.MHA_WRAPPER_OUTPUT},
+    "memory_layout": {"M.view(3, 2)": chapter.LAYOUT_VIEW_3_2, "M.transpose(0, 1)": chapter.LAYOUT_TRANSPOSED,
+                      "storage": chapter.LAYOUT_STORAGE, "reading_order": chapter.LAYOUT_TRANSPOSED_READING_ORDER},
+}
+
+
+def tokens() -> list[str]:
+    return list(A.CHAPTER_TOKENS)
+
+
+def page_values(slug: str, s: dict) -> dict[str, object]:
+    """What page ``slug`` shows with settings ``s`` (the recipes' parameters, defaults filled), by printed name."""
+    x = A.chapter_inputs()
+    if slug == "home":
+        return {"inputs": x}
+    if slug == "self_attention":
+        inputs = torch.tensor(s["inputs"], dtype=torch.float32)
+        steps = self_attention.query_walkthrough(inputs, tokens().index(s["query_token"]))
+        every = self_attention.loop_vs_matmul(inputs)
+        return {"attn_scores": steps.attn_scores, "naive_weights": steps.naive_weights,
+                "attn_weights": steps.attn_weights, "attn_scores[:2]": every.attn_scores[:2],
+                "context_vec": every.context_vec}
+    if slug == "trainable_weights":
+        steps = trainable_weights.trainable_walkthrough(x, s["seed"], s["d_out"], tokens().index(s["query_token"]))
+        outputs = trainable_weights.v1_v2_outputs(x, s["d_out"], s["seed"], s["seed_v2"])
+        return {"query": steps.query, "attn_scores": steps.attn_scores, "attn_weights": steps.attn_weights,
+                "context_vec": steps.context_vec, "SelfAttention_v1": outputs.v1, "SelfAttention_v2": outputs.v2}
+    if slug == "causal_mask":
+        two = causal_mask.mask_two_ways(causal_mask.v2_scores(x, seed=chapter.SA_V2_SEED, d_out=2), d_k=2)
+        leak = causal_mask.leakage_test(x, tokens().index(s["leak_token"]), s["leak_delta"])
+        return {"attn_weights": two.attn_weights, "masked_simple_norm": two.masked_simple_norm,
+                "masked_scores": two.masked_scores, "attn_weights_causal": two.attn_weights_causal,
+                "changed_rows": list(leak.changed_rows)}
+    if slug == "dropout":
+        weights = dropout.chapter_causal_weights(x)
+        pair = dropout.dropout_pair(weights, chapter.DROPOUT_P, s["seed"])
+        mean = dropout.dropout_expectation(weights, s["mean_p"], n_masks=2000, seed=0)
+        modes = dropout.train_vs_eval(x, s["layer_p"], chapter.DROPOUT_SEED)
+        return {"dropout(ones)": pair.ones, "dropout(attn_weights)": pair.weights, "final_error": mean.final_error,
+                "error_after_10": mean.error_after_10, "train_1": modes.train_1, "eval_1": modes.eval_1}
+    if slug == "multi_head":
+        used = multi_head.page_line(s["line"], s["max_line"])
+        run = multi_head.heads_on_line(used.line, s["n_embd"], s["num_heads"], multi_head.LESSON_SEED)
+        return {"context_vecs[0]": multi_head.wrapper_output(s["seed"]).context_vec[0],
+                "attn_weights": run.attn_weights}
+    if slug == "memory_layout":
+        layout = memory_layout.chapter_layout()
+        out = {"M.view(3, 2)": layout.view_3_2, "M.transpose(0, 1)": layout.transposed, "storage": layout.storage,
+               "reading_order": layout.reading}
+        for stage in memory_layout.key_head_walk(s["num_tokens"], s["num_heads"], s["head_dim"]):
+            out[f"{stage.title} shape"] = list(stage.layout.shape)
+        return out
+    if slug == "positional_encodings":
+        sweep = positional_encodings.permutation_by_layers(n_embd=s["n_embd"], n_head=4, seed=s["seed"])
+        return {f"n_layer {n}": sweep.by_layer.loc[n].tolist() for n in sweep.by_layer.index}
+    if slug == "lab":
+        corpus = corpus_from_text(RECORD_SEPARATOR.join(s["corpus_records"]), "slice")
+        model = s["model"]
+        config = GPTConfig(**{**model, "vocab_size": corpus.vocab_size,
+                              "block_size": min(model["block_size"], corpus.max_block_size)})
+        result = train(config, corpus, TrainConfig(**s["training"]))
+        return {"step_losses": result.step_losses, "train_loss": result.history["train_loss"].tolist(),
+                "val_loss": result.history["val_loss"].tolist()}
+    raise KeyError(slug)
+
+
+@pytest.fixture(scope="module")
+def pages():
+    """Each page run once under AppTest in English: ``{slug: (record, settings)}`` from its real button call."""
+    captured: dict[str, tuple] = {}
+    original = ui_notebook.download_button
+
+    def wrapped(**settings):
+        original(**settings)
+        slug = ui_notebook.page.current().slug
+        captured[slug] = (ui_notebook.page.recorded(), ui_notebook.page_settings(slug, st.session_state, settings))
+
+    ui_notebook.download_button = wrapped
+    try:
+        for slug in SLUGS:
+            script = "app.py" if slug == "home" else f"views/{slug}.py"  # Home's page links need the navigation
+            app = AppTest.from_file(str(ROOT / script), default_timeout=180)
+            app.session_state["lang"] = "en"
+            app.run()
+            assert not app.exception, [e.value for e in app.exception]
+            assert app.sidebar.get("download_button"), slug
+    finally:
+        ui_notebook.download_button = original
+    return captured
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """One ipykernel kernel of this interpreter, in an empty folder (no project file in reach)."""
+    km = KernelManager(kernel_name="python3")
+    km.kernel_spec.argv[0] = sys.executable
+    km.start_kernel(cwd=str(tmp_path_factory.mktemp("kernel")))
+    yield km
+    km.shutdown_kernel(now=True)
+
+
+RESET = ("%reset -f\nimport sys\nfor _name in [m for m in sys.modules if m == 'engine' or m.startswith('engine.')]:\n"
+         "    del sys.modules[_name]\n")
+WHERE = "import engine, engine.chapter\nprint(engine.__file__, engine.chapter.__file__)"
+
+
+def execute(km, nb) -> list[str]:
+    """Run ``nb`` (a copy, after a cell that clears the kernel) on ``km``; the output lines of its numbers cells."""
+    run = copy.deepcopy(nb)
+    run.cells.insert(0, nbformat.v4.new_code_cell(RESET))
+    run.cells.append(nbformat.v4.new_code_cell(WHERE))
+    NotebookClient(run, km=km, timeout=240).execute()
+    assert run.cells[-1].outputs[0]["text"].split() == ["engine/__init__.py", "engine/chapter.py"]
+    lines = []
+    for cell in run.cells:
+        if cell.cell_type == "code" and notebook.NUMBERS_TAG in cell.metadata.get("tags", []):
+            lines += "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout").splitlines()
+    return lines
+
+
+def printed(lines: list[str]) -> tuple[dict[str, object], list[tuple[str, bool]]]:
+    """``{name: value}`` of the ``name = value`` lines, and ``(name, ✓)`` of the chapter lines under them."""
+    values, marks, last = {}, [], None
+    for line in lines:
+        if line.lstrip().startswith("≈"):
+            marks.append((last, line.rstrip().endswith("✓")))
+        elif " = " in line:
+            last, _sep, text = line.rpartition(" = ")
+            values[last] = json.loads(text)
+    return values, marks
+
+
+def settings_for(slug: str, base: dict, variant: str) -> dict:
+    s = dict(base)
+    if slug == "lab":
+        s["model"] = {**s["model"], **TINY_MODEL}
+        s["training"] = {**s["training"], **TINY_TRAINING}
+    if variant == "other":
+        for key, value in OTHER[slug].items():
+            s[key] = {**s[key], **value} if isinstance(value, dict) and isinstance(s.get(key), dict) else value
+    return s
+
+
+def full_settings(slug: str, s: dict) -> dict:
+    """``s`` with every recipe parameter it lacks at its default (the notebook's settings cell)."""
+    ns: dict = {}
+    exec(notebook.settings_cell(list(notebook.notebook_recipes.RECIPES[slug].values()), s), ns)  # noqa: S102
+    return {k: v for k, v in ns.items() if not k.startswith("__")}
+
+
+VARIANTS = ("default", "other")
+#: (slug, variant, the language the notebook runs in): each page runs in two of the three languages, each
+#: language as often as the others; the notebooks of the other languages have the same code cells (checked).
+CASES = [(slug, variant, LANGS[(i + j) % len(LANGS)]) for i, slug in enumerate(SLUGS)
+         for j, variant in enumerate(VARIANTS) if variant == "default" or slug in OTHER]
+
+
+@pytest.mark.parametrize(("slug", "variant", "run_lang"), CASES)
+def test_notebook_prints_the_pages_numbers(pages, kernel, slug, variant, run_lang):
+    record, base = pages[slug]
+    s = settings_for(slug, base, variant)
+    built = {lang: notebook.build(slug, ui_notebook.notebook_items(record, lang), s, _labels(slug, lang))
+             for lang in LANGS}
+    for lang, nb in built.items():
+        nbformat.validate(nb)
+        prose = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        assert ui_notebook.page.part_text(slug, "intro", lang)[0] in prose
+        assert _labels(slug, lang).numbers in prose
+        assert code_cells(nb) == code_cells(built["en"])
+    assert len({built[lang].cells[0].source for lang in LANGS}) == len(LANGS)  # the title cell in each language
+    values, marks = printed(execute(kernel, built[run_lang]))
+    expected = page_values(slug, full_settings(slug, s))
+    assert set(expected) <= set(values), sorted(set(expected) - set(values))
+    for name, value in expected.items():
+        assert chapter.matches(values[name], value, 4), name
+    if variant == "default" and slug in CHAPTER:
+        for name, value in CHAPTER[slug].items():
+            assert chapter.matches(values[name], value, 4), name
+        checked = {name for name, _ok in marks}
+        assert all(ok for name, ok in marks if name in CHAPTER[slug]) and set(CHAPTER[slug]) <= checked
+    if variant == "other" and slug == "self_attention":
+        assert dict(marks)["attn_weights"] is False
+
+
+def code_cells(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def _labels(slug: str, lang: str) -> notebook.NotebookLabels:
+    """The notebook's own sentences in ``lang``, as a reader's session would translate them."""
+    before = i18n.current_language
+    i18n.current_language = lambda: lang
+    try:
+        words = ui_notebook.labels(slug, ui_notebook.page.page_info(slug).page_heading())
+    finally:
+        i18n.current_language = before
+    assert translations(lang) is not None
+    return words

@@ -1,0 +1,131 @@
+"""The "Download as notebook" button of every essay page and the Lab: the page, with the reader's settings and in
+the reader's language, as a Jupyter notebook that runs on its own (``engine.notebook`` builds it).
+
+A view calls :func:`download_button` once, as its last line, with the settings it holds outside the session's
+widget keys; the controls bound to a widget key are read from the session when the reader clicks, so a control
+inside a fragment (redrawn without the rest of the page) is taken at its current value. The file is built only
+then, by Streamlit's deferred download (a callable ``data``), on a thread of its own: every word it needs is
+translated while the page runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from engine import notebook
+from engine.corpus import Corpus
+from engine.lab.settings import TrainingPlan
+from ui import page
+from ui.i18n import _, current_language
+
+#: Per page: recipe parameter -> (widget key, conversion of the widget's value).
+SESSION_SETTINGS: dict[str, dict[str, tuple[str, Callable]]] = {
+    "self_attention": {"query_token": ("sa_query", str)},
+    "trainable_weights": {"seed": ("tw_seed", int), "d_out": ("tw_d_out", int), "query_token": ("tw_query", str),
+                          "seed_v2": ("tw_seed_v2", int)},
+    "causal_mask": {"leak_token": ("cm_leak_token", str), "leak_delta": ("cm_leak_delta", float)},
+    "dropout": {"seed": ("do_seed", int), "mean_p": ("do_mean_p", float), "layer_p": ("do_layer_p", float)},
+    "multi_head": {"seed": ("mh_seed", int), "line": ("mh_line", str), "n_embd": ("mh_n_embd", int),
+                   "num_heads": ("mh_heads", int)},
+    "memory_layout": {"num_tokens": ("ml_T", int), "num_heads": ("ml_H", int), "head_dim": ("ml_dh", int)},
+    "positional_encodings": {"n_embd": ("pe_n_embd", int), "seed": ("pe_seed", int)},
+}
+#: Records of the Lab's corpus a Lab notebook carries (a slice: the notebook must stay a file one downloads).
+LAB_RECORDS = 300
+
+
+def notebook_items(record: tuple[tuple, ...], lang: str) -> list[notebook.Prose | notebook.Listing]:
+    """A page's record (``ui.page.recorded``) as notebook items: each prose part in ``lang`` (English where
+    ``lang`` lacks it), each listing with its objects."""
+    return [notebook.Prose(page.part_text(item[2], item[1], lang)[0]) if item[0] == "prose"
+            else notebook.Listing(tuple(item[1])) for item in record]
+
+
+def session_settings(slug: str, state: Mapping) -> dict[str, object]:
+    """The recipe settings of page ``slug`` found in ``state`` (the session's widget values); a key missing or
+    None, or a value its conversion refuses, is left to the recipe's default (the page's)."""
+    out: dict[str, object] = {}
+    for name, (key, convert) in SESSION_SETTINGS.get(slug, {}).items():
+        try:
+            value = state[key] if key in state else None
+            if value is not None:
+                out[name] = convert(value)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def lab_settings(plan: TrainingPlan, corpus: Corpus | None) -> dict[str, object]:
+    """The Lab notebook's settings: the model's and the training's configs, and the first
+    :data:`LAB_RECORDS` records of the reader's corpus (none: the recipe's two lines)."""
+    out: dict[str, object] = {"model": dataclasses.asdict(plan.model), "training": dataclasses.asdict(plan.train)}
+    if corpus is not None:
+        out["corpus_records"] = [corpus.records[i].body for i in range(min(LAB_RECORDS, len(corpus.records)))]
+    return out
+
+
+def page_settings(slug: str, state: Mapping, given: Mapping[str, object]) -> dict[str, object]:
+    """The notebook settings of page ``slug``: the widget values in ``state``, then what the view ``given``
+    (the Lab's ``plan`` and ``corpus`` turned into its settings by :func:`lab_settings`)."""
+    given = dict(given)
+    if slug == "lab":
+        given = lab_settings(given.pop("plan"), given.pop("corpus", None)) | given
+    return session_settings(slug, state) | given
+
+
+def labels(slug: str, title: str) -> notebook.NotebookLabels:
+    """The notebook's own sentences in the reader's language."""
+    about = _("This notebook is the page “{title}” of the essay *Attention, step by step*, with your settings. It "
+              "runs on its own: it needs Python 3.11 or newer and `pip install {packages}`. Run all cells in order; "
+              "edit a listing and rerun the cells below it to see what your change does.").format(
+        title=title, packages=" ".join(notebook.REQUIREMENTS))
+    if slug == "lab":
+        about += "\n\n" + _("The training text is a slice of the page's corpus: its first {n} records, in "
+                            "`corpus_records`. To train on a whole corpus, set `corpus_records` to a list of its "
+                            "records (for the full Tang poetry: the file `assets/corpus/tang.jsonl.xz` of the "
+                            "project, one JSON record a line, its `body` fields).").format(n=LAB_RECORDS)
+    return notebook.NotebookLabels(
+        title=title, about=about,
+        engine=_("The engine's modules this notebook uses, as the app ran them: the next cell registers them, so "
+                 "`from engine import ...` works without installing the project."),
+        settings=_("Your settings on the page when you downloaded this notebook: change them and run the cells "
+                   "below again."),
+        numbers=_("The numbers the page shows. A line starting with ≈ is the chapter's printed value: ✓ when the "
+                  "two agree at 4 decimals, ✗ when they do not (expected when your settings differ from the "
+                  "chapter's)."),
+        method_note=_("A method, shown as text: it runs inside its class, which the engine cell defines."),
+    )
+
+
+def download_button(**settings: object) -> None:
+    """The sidebar's "Download as notebook" button for the page being drawn.
+
+    Args:
+        settings: the page's settings that are not read from a widget key, by recipe parameter name (see
+            ``engine.notebook_recipes``): e.g. page 1's edited ``inputs``; the Lab passes ``plan`` and
+            ``corpus``, turned into its settings by :func:`lab_settings`.
+    """
+    info = page.current()
+    lang = current_language()
+    items = notebook_items(page.recorded(), lang)
+    words = labels(info.slug, info.page_heading())
+    given = dict(settings)
+    ctx = get_script_run_ctx()
+    state = ctx.session_state if ctx is not None else {}
+    now = page_settings(info.slug, st.session_state, given)
+
+    def build() -> bytes:
+        try:
+            current = page_settings(info.slug, state, given)
+        except RuntimeError:
+            current = now
+        return notebook.to_bytes(notebook.build(info.slug, items, current, words))
+
+    st.sidebar.download_button(
+        _("Download as notebook"), data=build, file_name=f"{info.slug}.ipynb", mime="application/x-ipynb+json",
+        on_click="ignore", icon=":material/download:", key="notebook_download",
+        help=_("This page as a Jupyter notebook with your settings, in your language, that runs on its own."))
