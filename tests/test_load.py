@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from engine.lab.settings import PRESET_TRAINING
 from tests.plotly_json import ROOT
 from tests.test_browser import CHROMIUM, free_port, say, start_server
 
@@ -104,11 +105,13 @@ async def train_in_lab(browser, base: str, seed: int, steps: int, timeout_s: flo
     say(f"lab reader seed {seed}: training done")
     await page.wait_for_timeout(1500)
     val = await page.get_by_text(re.compile(r"last evaluation \(step \d+\)")).first.inner_text()
+    crossed = page.get_by_text(re.compile(r"Below the bigram line from step"))
+    crossing = await crossed.first.inner_text() if await crossed.count() else ""
     seed_shown = await page.get_by_label("seed").first.input_value()
     url = page.url
     await no_exception(page)
     await context.close()
-    return {"seed": seed, "seed_shown": seed_shown, "last_eval": val, "url": url}
+    return {"seed": seed, "seed_shown": seed_shown, "last_eval": val, "crossing": crossing, "url": url}
 
 
 async def move_slider_reader(browser, base: str, path: str, query: str) -> dict:
@@ -162,7 +165,7 @@ def need_chromium():
 
 
 def test_quick_preset_fits_community_cloud():
-    steps = 400  # the quick preset's own step count
+    steps = PRESET_TRAINING["quick"]["steps"]  # the page's defaults are the rest of the quick preset
 
     async def scenario(base):
         return await _with_browser(lambda b: train_in_lab(b, base, seed=1337, steps=steps, timeout_s=600))
@@ -170,6 +173,7 @@ def test_quick_preset_fits_community_cloud():
     seen, peak_mb, wall = run_with_server(scenario)
     record("quick_preset_one_reader", {"peak_rss_mb": round(peak_mb, 1), "wall_s": round(wall, 1), **seen})
     assert seen["seed_shown"] == "1337"
+    assert seen["crossing"], "the quick preset must end below the bigram line, and the page must say when"
     assert peak_mb < 690, f"peak RSS {peak_mb:.0f} MB"
 
 

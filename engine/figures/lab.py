@@ -51,7 +51,8 @@ DEFAULT_SEPARATORS = SEPARATORS
 @dataclass(frozen=True)
 class LossLabels:
     """Words of :func:`loss_chart`: ``title`` (may be ""), trace names ``batch``, ``train``, ``val``, axis
-    titles ``step``, ``loss``; ``separators``: Plotly's decimal sign and group separator for the reader."""
+    titles ``step``, ``loss``; ``crossed``: the name of the marker at the first evaluation below the bigram line;
+    ``separators``: Plotly's decimal sign and group separator for the reader."""
 
     title: str
     batch: str
@@ -59,6 +60,7 @@ class LossLabels:
     val: str
     step: str
     loss: str
+    crossed: str = ""
     separators: str = DEFAULT_SEPARATORS
 
 
@@ -177,6 +179,7 @@ def loss_chart(
     labels: LossLabels,
     height: int = 340,
     baselines: Mapping[str, float] | None = None,
+    crossing: tuple[int, float] | None = None,
 ) -> go.Figure:
     """Train and validation loss (nats) against the step, with the noisy batch loss behind them.
 
@@ -189,10 +192,13 @@ def loss_chart(
             from left to right.
         baselines: optional ``{label: nats}`` (e.g. the unigram and bigram validation losses of
             ``engine.baselines``), each drawn as a dashed horizontal line labelled at the right.
+        crossing: optional ``(step, val_loss)`` of the first evaluation below the bigram line, marked
+            with a star named ``labels.crossed`` (the moment the model beats counting pairs).
 
     Returns:
         A figure with three traces, named labels.batch, labels.train, labels.val (in that order),
-        and one horizontal line shape per baseline.
+        a fourth named labels.crossed when ``crossing`` is given, and one horizontal line shape per
+        baseline.
     """
     fig = go.Figure()
     losses = np.asarray(step_losses, dtype=np.float64)
@@ -204,6 +210,10 @@ def loss_chart(
     for col, name, color in ((1, labels.train, TRAIN_COLOR), (2, labels.val, VAL_COLOR)):
         fig.add_scatter(x=h[:, 0], y=h[:, col], mode="lines+markers", name=name, line=dict(color=color, width=2),
                         marker=dict(size=6), hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+    if crossing is not None:
+        fig.add_scatter(x=[crossing[0]], y=[crossing[1]], mode="markers", name=labels.crossed,
+                        marker=dict(symbol="star", size=16, color=VAL_COLOR, line=dict(color="#000", width=1)),
+                        hovertemplate="%{x}: %{y:.4f}<extra>" + labels.crossed + "</extra>")
     fig.update_xaxes(title_text=labels.step, range=[0, max(1, steps)], gridcolor="#eee")
     fig.update_yaxes(title_text=labels.loss, gridcolor="#eee", rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),

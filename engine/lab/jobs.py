@@ -88,6 +88,7 @@ class Snapshot:
         state: one of :data:`STATES`.
         step, steps: optimizer steps done and planned (in the current run of an experiment).
         history: evaluations so far, ``(step, train_loss, val_loss)`` in nats.
+        eval_elapsed_s: for each evaluation of ``history``, the seconds since its run's training started.
         step_losses: training-batch loss of every step so far (nats).
         tokens_per_s: recent training throughput (exponential average), 0 before the first step.
         elapsed_s: seconds since training started (queue time excluded).
@@ -103,6 +104,7 @@ class Snapshot:
     step: int
     steps: int
     history: tuple[tuple[int, float, float], ...] = ()
+    eval_elapsed_s: tuple[float, ...] = ()
     step_losses: tuple[float, ...] = ()
     tokens_per_s: float = 0.0
     elapsed_s: float = 0.0
@@ -139,6 +141,7 @@ class _Progress:
         self.step = 0
         self.steps = steps
         self.history: list[tuple[int, float, float]] = []
+        self.eval_elapsed_s: list[float] = []
         self.step_losses: list[float] = []
         self.tokens_per_s = 0.0
         self.started: float | None = None
@@ -154,6 +157,7 @@ class _Progress:
         with self.lock:
             self.run_index, self.run_key, self.steps = index, key, steps
             self.step, self.history, self.step_losses, self.tokens_per_s = 0, [], [], 0.0
+            self.eval_elapsed_s = []
             self.run_started = time.perf_counter()
 
     def on_step(self, step: int, loss: float, tokens_per_s: float) -> None:
@@ -165,6 +169,7 @@ class _Progress:
     def on_eval(self, step: int, train_loss: float, val_loss: float) -> None:
         with self.lock:
             self.history.append((step, train_loss, val_loss))
+            self.eval_elapsed_s.append(time.perf_counter() - (self.run_started or time.perf_counter()))
 
     def callbacks(self) -> Callbacks:
         return Callbacks(self.on_step, self.on_eval)
@@ -180,7 +185,8 @@ class _Progress:
                 eta = left_in_run + per_step * self.steps * (self.run_count - self.run_index - 1)
             return Snapshot(
                 state=self.state, step=self.step, steps=self.steps, history=tuple(self.history),
-                step_losses=tuple(self.step_losses), tokens_per_s=self.tokens_per_s, elapsed_s=elapsed,
+                eval_elapsed_s=tuple(self.eval_elapsed_s), step_losses=tuple(self.step_losses),
+                tokens_per_s=self.tokens_per_s, elapsed_s=elapsed,
                 eta_s=eta, stop_reason=self.stop_reason, error=self.error, run_index=self.run_index,
                 run_count=self.run_count, run_key=self.run_key,
             )

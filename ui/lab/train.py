@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from engine import budget
@@ -32,7 +34,28 @@ def loss_labels() -> figures.LossLabels:
     """The live loss chart's words."""
     return figures.LossLabels(title=_("Loss while training"), batch=_("batch loss"), train=_("train loss"),
                               val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"),
-                              separators=plotly_separators())
+                              crossed=_("below the bigram line"), separators=plotly_separators())
+
+
+def first_below(history: Sequence[tuple[int, float, float]], eval_elapsed_s: Sequence[float],
+                line: float) -> tuple[int, float, float] | None:
+    """The first evaluation whose validation loss is below ``line`` (nats), as (step, val_loss, seconds).
+
+    ``eval_elapsed_s`` holds, for each evaluation of ``history``, the seconds since the training started
+    (``Snapshot.eval_elapsed_s``); an evaluation without its time is not counted. Returns None while no
+    evaluation is below the line.
+    """
+    for (step, _train, val), seconds in zip(history, eval_elapsed_s, strict=False):
+        if val < line:
+            return step, val, seconds
+    return None
+
+
+def crossing_text(step: int, seconds: float) -> str:
+    """The moment the validation loss went below the bigram line: its step and the training's time then."""
+    return fill(_("Below the bigram line from step {step:,} on, after {time} of training: from there the model "
+                  "predicts the next character better than counting which character follows which."),
+                step=step, time=duration_text(seconds))
 
 
 def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None) -> None:
@@ -56,9 +79,15 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
     st.progress(snap.step / max(1, snap.steps), text=label)
     if snap.state == "error":
         st.error(fill(_("Training failed: {error}"), error=snap.error))
+    crossing = None if baselines is None else first_below(snap.history, snap.eval_elapsed_s,
+                                                          baselines.bigram.val_nats)
     if snap.history or snap.step_losses:
         st.plotly_chart(figures.loss_chart(snap.history, snap.step_losses, snap.steps, loss_labels(),
-                                           baselines=baseline_lines(baselines)), key="lab_live_chart")
+                                           baselines=baseline_lines(baselines),
+                                           crossing=None if crossing is None else crossing[:2]),
+                        key="lab_live_chart")
+    if crossing is not None:
+        st.success(crossing_text(crossing[0], crossing[2]), icon=":material/trending_down:")
     if snap.history:
         step, train_loss, val_loss = snap.history[-1]
         st.markdown(fill(_("last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"),

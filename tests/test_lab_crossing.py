@@ -1,0 +1,100 @@
+"""The moment a Lab training beats counting: the first evaluation below the bigram line, its time, its marker."""
+
+import ast
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from engine.figures import lab as LF
+from engine.lab.jobs import _Progress
+from tests.plotly_json import ROOT, figures
+from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, translations
+from ui.lab.train import first_below
+from ui.numbers import integer
+
+losses = st.floats(min_value=0.0, max_value=10.0, allow_nan=False)
+
+
+@given(st.lists(losses, max_size=30), losses)
+def test_first_below_is_the_first_evaluation_under_the_line(vals, line):
+    history = [(10 * i, v + 0.1, v) for i, v in enumerate(vals)]
+    times = [2.0 * i for i in range(len(vals))]
+    found = first_below(history, times, line)
+    if found is None:
+        assert all(v >= line for v in vals)
+    else:
+        step, val, seconds = found
+        index = step // 10
+        assert val < line and val == vals[index] and seconds == times[index]
+        assert all(v >= line for v in vals[:index])
+
+
+def test_an_evaluation_without_its_time_is_not_counted():
+    assert first_below([(0, 8.0, 8.0), (5, 4.0, 4.0)], [0.1], 5.0) is None
+    assert first_below([(0, 8.0, 8.0), (5, 4.0, 4.0)], [0.1, 3.0], 5.0) == (5, 4.0, 3.0)
+
+
+def test_each_evaluation_keeps_its_time_and_a_new_run_starts_afresh():
+    progress = _Progress(steps=10)
+    progress.new_run(0, "a", 10)
+    for step in (0, 5, 10):
+        progress.on_eval(step, 6.0, 6.0)
+    snap = progress.snapshot()
+    assert len(snap.eval_elapsed_s) == len(snap.history) == 3
+    assert all(0 <= a <= b for a, b in zip(snap.eval_elapsed_s, snap.eval_elapsed_s[1:], strict=False))
+    progress.new_run(1, "b", 10)
+    assert progress.snapshot().eval_elapsed_s == ()
+
+
+def test_the_loss_chart_marks_the_crossing_only_when_given():
+    labels = LF.LossLabels(title="", batch="b", train="t", val="v", step="s", loss="l", crossed="x")
+    plain = LF.loss_chart([(0, 6.0, 6.1), (10, 5.0, 5.1)], [5.0] * 10, 10, labels)
+    marked = LF.loss_chart([(0, 6.0, 6.1), (10, 5.0, 5.1)], [5.0] * 10, 10, labels, crossing=(10, 5.1))
+    assert [t.name for t in plain.data] == ["b", "t", "v"]
+    assert [t.name for t in marked.data] == ["b", "t", "v", "x"]
+    assert list(marked.data[3].x) == [10] and list(marked.data[3].y) == [5.1]
+
+
+#: The crossing sentence's message id, read from ui/lab/train.py (tests assert on ids, not on the English text).
+_CROSSING_ID = next(node.args[0].value for node in ast.walk(ast.parse((ROOT / "ui/lab/train.py").read_text("utf-8")))
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_"
+                    and node.args and isinstance(node.args[0], ast.Constant) and "{step:,}" in node.args[0].value)
+
+
+def _panel_page():
+    from engine.baselines import BaselineLoss, Baselines
+    from engine.lab.jobs import Snapshot
+    from ui.lab.train import training_panel
+
+    class FinishedJob:
+        result = None
+
+        def snapshot(self):
+            return Snapshot(state="done", step=1500, steps=1500, elapsed_s=101.0, step_losses=(5.0,) * 1500,
+                            history=((0, 8.0, 8.0), (600, 5.3, 5.2), (1200, 5.1, 5.15), (1500, 5.0, 5.05)),
+                            eval_elapsed_s=(0.5, 40.0, 80.0, 100.0))
+
+        def stop(self):
+            raise AssertionError("a finished job has no Stop button")
+
+    baselines = Baselines(unigram=BaselineLoss("unigram", 6.0, 6.1), bigram=BaselineLoss("bigram", 5.1, 5.173),
+                          vocab_size=100, train_tokens=1000, val_tokens=100)
+    training_panel(FinishedJob(), True, baselines)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_page_says_when_the_training_went_below_the_bigram_line(lang):
+    at = AppTest.from_function(_panel_page)
+    at.session_state[LANG_KEY] = lang
+    at.run()
+    assert not at.exception
+    catalog = translations(lang)
+    assert (catalog.gettext(_CROSSING_ID) != _CROSSING_ID) == (lang != DEFAULT_LANGUAGE)
+    head = catalog.gettext(_CROSSING_ID).split("{step:,}")[0]
+    (message,) = [s.value for s in at.success]
+    assert message.startswith(head) and integer(1200, lang=lang) in message and "80" in message
+    (chart,) = figures(at)
+    (star,) = [t for t in chart["data"] if t.get("name") == catalog.gettext("below the bigram line")]
+    assert star["x"] == [1200] and star["y"] == [5.15]
