@@ -365,8 +365,7 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
         np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=5e-4)  # cells are sent with 4 decimals
         assert np.all(np.triu(z, 1) == 0)
     assert list(attention["layout"]["yaxis"]["ticktext"])[:2] == ["0:白", "1:日"]
-    positions = next(f for f in figures(at) if any(msg("pos_emb after training") in a["text"].replace("<br>", " ")
-                                                   for a in f["layout"].get("annotations", [])))
+    positions = next(f for f in figures(at) if title(f) == msg("pos_emb after training"))  # one figure a panel
     assert np.asarray(positions["data"][0]["z"]).shape == (16, 32)
     assert matching(texts(at), "mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, "
                                "before training **{untrained:.3f}** (seed {seed})")

@@ -14,7 +14,8 @@ SVG ``ui.diagram`` draws as an image: laid over the image at its drawn size to b
   clientWidth`` where it cannot scroll, or an ellipsis), a heading or badge that breaks inside a word, or a
   table wider than its place that does not scroll inside itself.
 
-``check()`` is what ``tests/test_legibility.py`` calls with one shared server and browser; the command starts
+``visit()`` is what ``tests/test_legibility.py`` calls with one shared server and browser: one load of a page
+serves both widths (measured at 1400 px, then at 390 px after the viewport narrows). The command starts
 its own server (``serve.py``) unless ``--url`` names a running one. Prints one line per fault with the page,
 language, width, figure and texts; exits 1 when there is any.
 """
@@ -31,7 +32,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,37 +316,62 @@ def settle(page, timeout_ms: float, width: int, min_charts: int = 0) -> None:
 
 def check(browser, base_url: str, slug: str, lang: str, width: int, query: Mapping[str, str] | None = None,
           timeout_ms: float = 120_000, label: str | None = None, audit: bool = False, min_charts: int = 0) -> Report:
-    """The legibility faults of one page in one language at one width.
+    """The legibility faults of one page in one language at one width: :func:`visit` at that width alone."""
+    return visit(browser, base_url, slug, lang, (width,), query, timeout_ms, label, width if audit else None,
+                 min_charts)[0]
+
+
+def visit(browser, base_url: str, slug: str, lang: str, widths: Sequence[int] = (1400, 390),
+          query: Mapping[str, str] | None = None, timeout_ms: float = 120_000, label: str | None = None,
+          audit_width: int | None = None, min_charts: int = 0) -> tuple[Report, ...]:
+    """The legibility faults of one page in one language at each of ``widths``, from one load of the page.
+
+    The page is loaded at the first width, measured, then the viewport takes the next width, the page settles
+    again and is measured again: nothing the server sends depends on the width (the page's CSS and Plotly lay
+    it out in the browser; below 640 px Streamlit folds its sidebar as on a first visit at that width), so one
+    run of the page's script serves every width.
 
     Args:
         browser: a Playwright ``Browser`` (one shared by the caller).
         base_url: the running app (``http://127.0.0.1:8501``).
         slug: the page (``self_attention``).
         lang: ``fr``, ``de`` or ``en``.
-        width: the viewport width in CSS px (390: a phone).
+        widths: viewport widths in CSS px (390: a phone), in the order measured; the widest first.
         query: more URL parameters (controls at their extremes, e.g. ``{"tw_d_out": "8"}``).
         timeout_ms: how long to wait for the page to draw.
         label: the page's name in the faults (default: the slug, with the query).
-        audit: also run axe-core (``axe-playwright-python``, which bundles it) on the settled page.
+        audit_width: also run axe-core (``axe-playwright-python``, which bundles it) on the page settled at
+            this width (one of ``widths``); None: no audit.
         min_charts: the page is measured only once it shows at least this many Plotly charts.
 
     Returns:
-        Every fault found, in page order (none when everything is legible), and the counts measured.
+        One report per width, in the order of ``widths``: every fault found, in page order (none when
+        everything is legible), the counts measured, and axe-core's findings at ``audit_width``.
+
+    Raises:
+        ValueError: no width, or an ``audit_width`` that is not one of them.
     """
+    if not widths or (audit_width is not None and audit_width not in widths):
+        raise ValueError(f"widths {tuple(widths)} must be given and hold the audit width {audit_width}")
     params = {"lang": lang, **(query or {})}
     url = f"{base_url.rstrip('/')}/{page_path(slug)}?{urllib.parse.urlencode(params)}"
     name = label or (slug + ("" if not query else " " + " ".join(f"{k}={v}" for k, v in query.items())))
-    page = browser.new_page(viewport={"width": width, "height": 1000})
+    reports = []
+    page = browser.new_page(viewport={"width": widths[0], "height": 1000})
     try:
         page.goto(url, wait_until="domcontentloaded", timeout=timeout_ms)
-        settle(page, timeout_ms, width, min_charts)
-        found = page.evaluate(_COLLECT_JS, {"minFont": MIN_FONT_PX, "overlapPx": OVERLAP_PX, "edgePx": EDGE_PX})
-        findings = accessibility(page) if audit else ()
+        for k, width in enumerate(widths):
+            if k:
+                page.set_viewport_size({"width": width, "height": 1000})
+            settle(page, timeout_ms, width, min_charts)
+            found = page.evaluate(_COLLECT_JS, {"minFont": MIN_FONT_PX, "overlapPx": OVERLAP_PX, "edgePx": EDGE_PX})
+            findings = accessibility(page) if width == audit_width else ()
+            faults = tuple(Fault(name, lang, width, f["figure"], f["kind"], tuple(f["texts"]), f.get("detail", ""))
+                           for f in found["faults"])
+            reports.append(Report(faults, found["figures"], found["texts"], findings))
     finally:
         page.close()
-    faults = tuple(Fault(name, lang, width, f["figure"], f["kind"], tuple(f["texts"]), f.get("detail", ""))
-                   for f in found["faults"])
-    return Report(faults, found["figures"], found["texts"], findings)
+    return tuple(reports)
 
 
 def _short_target(target: list) -> str:
@@ -436,17 +462,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--width", action="append", type=int, help="viewport width in px (repeatable; 390, 1400)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a URL parameter")
     parser.add_argument("--url", help="a running app (default: start one)")
-    parser.add_argument("--axe", action="store_true", help="also run axe-core and print its findings")
+    parser.add_argument("--axe", action="store_true", help="also run axe-core (widest width), print its findings")
+    parser.add_argument("--min-charts", type=int, default=1, help="wait for this many charts (0: a page without)")
     args = parser.parse_args(argv)
     query = dict(item.split("=", 1) for item in args.set)
     count = 0
     with contextlib.ExitStack() as stack:
         base = args.url or stack.enter_context(serve())
         browser = stack.enter_context(chromium())
+        widths = sorted(args.width or [390, 1400], reverse=True)
         for slug in args.page:
             for lang in args.lang or ["fr", "de", "en"]:
-                for width in args.width or [390, 1400]:
-                    report = check(browser, base, slug, lang, width, query, audit=args.axe)
+                reports = visit(browser, base, slug, lang, widths, query, audit_width=widths[0] if args.axe else None,
+                                min_charts=args.min_charts)
+                for width, report in zip(widths, reports, strict=True):
                     for line in (*report.faults, *report.findings):
                         print(line, flush=True)
                     print(f"# {slug} [{lang}, {width}px]: {len(report.faults)} faults in {report.figures} figures "

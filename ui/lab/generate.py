@@ -16,8 +16,8 @@ from engine.lab.models import LabModel
 from ui import url
 from ui.i18n import _, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
-from ui.lab.words import fill, plain, prose
-from ui.numbers import integer, percent, plotly_separators
+from ui.lab.words import fill, plain, prose, strongest_keys
+from ui.numbers import integer, num, percent, plotly_separators
 
 #: The line lengths the reader may ask for (0: free, the model ends its lines) and the numbers of lines (0: free).
 LINE_LENGTHS = (0, *rules.POEM_LINE_LENGTHS)
@@ -44,8 +44,9 @@ def generated(model_id: str, prompt: str, length: int, temperature: float, top_k
 def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, top_p: float, seed: int,
                    form: models.PoemForm | None, _model: LabModel,
                    bar_labels: figures.NextCharLabels, attn_labels: figures.LastAttentionLabels
-                   ) -> tuple[models.NextCharProbs, go.Figure, go.Figure] | None:
-    """The next character's distribution and the last position's attention, and their figures; None if not finite.
+                   ) -> tuple[models.NextCharProbs, go.Figure, models.LastPositionAttention, go.Figure] | None:
+    """The next character's distribution and its figure, the last position's attention and its figure; None if not
+    finite.
 
     The distribution follows ``form`` as the generation does; a form the generation refused is left out.
     """
@@ -62,7 +63,12 @@ def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, t
                                     probs.by_temperature, probs.top_ks, probs.by_top_k,
                                     dataclasses.replace(bar_labels, temperatures=steps))
     attention = figures.last_attention_figure(looked.attn_weights, looked.tokens, attn_labels)
-    return probs, bars, attention
+    return probs, bars, looked, attention
+
+
+def shown(char: str) -> str:
+    """A candidate character as the bars name it: a newline or another invisible one escaped (``\\n``)."""
+    return repr(char)[1:-1] if not char.isprintable() or char.isspace() else char
 
 
 def not_finite_text() -> str:
@@ -211,13 +217,16 @@ def kv_cache(model: LabModel, sampling: Sampling) -> None:
     prompt_len = len(models.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
     cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
     st.markdown("#### " + _("The KV cache while these characters were written"))
+    reused = sum(r.reused for r in cache_steps)
+    total = sum(r.reused + r.computed for r in cache_steps)
     st.plotly_chart(figures.kv_cache_figure(cache_steps, figures.KvCacheLabels(
         title="", reused=_("keys/values reused from the cache"), computed=_("computed at this step"),
         step=_("generation step"), keys=_("keys per layer and head"), slide=_("the window slides"),
         separators=plotly_separators())),
-        key="lab_kv_cache")
-    reused = sum(r.reused for r in cache_steps)
-    total = sum(r.reused + r.computed for r in cache_steps)
+        key="lab_kv_cache", alt=fill(
+            _("Stacked bar chart of the keys per layer and head at each generation step ({steps} steps): reused from "
+              "the cache or computed at that step; {reused:,} reused and {computed:,} computed in all."),
+            steps=len(cache_steps), reused=reused, computed=total - reused))
     st.caption(fill(
         _("To predict a character the model needs a key and a value for every character in its window. With "
                  "the KV cache it computes them for the newest character only and reuses the others ({reused:,} of "
@@ -250,14 +259,21 @@ def next_character(model: LabModel, sampling: Sampling) -> dict[str, tuple[int, 
     if view is None:
         st.error(not_finite_text())
         return None
-    probs, bars, looked = view
+    probs, bars, looked, attention = view
     n1, n2 = st.columns([1, 1])
-    n1.plotly_chart(bars, key="lab_next_char")
+    n1.plotly_chart(bars, key="lab_next_char", alt=fill(
+        _("Bar chart of the probability of each candidate next character at your settings: {values}; sampled: "
+          "{sampled}."), values=" · ".join(f"{shown(c)} {num(float(p), 3)}" for c, p in zip(
+            probs.candidates, probs.probs.tolist(), strict=True)), sampled=shown(probs.candidates[probs.sampled])))
     n1.caption(fill(_("The {n} most likely characters after the prompt, with the character sampled at your settings "
                  "(seed {seed}) highlighted: the first character of the text above. The sliders redraw the "
                  "bars for other temperatures (keeping your top-k) and other top-k (keeping your temperature). "
                  "The unknown token is never a candidate."), n=len(probs.candidates), seed=seed))
-    n2.plotly_chart(looked, key="lab_next_char_attention")
+    n2.plotly_chart(attention, key="lab_next_char_attention", alt=fill(
+        _("Heatmap of the last character's attention weights, one row per layer (the mean of the heads; the slider "
+          "shows each head), over the characters read; the one each layer weighs most: {strongest}."),
+        strongest=strongest_keys(looked.head_mean, looked.tokens, [
+            fill(_("layer {layer}"), layer=layer) for layer in range(looked.head_mean.shape[0])])))
     n2.caption(fill(_("The last character's attention weights in each layer, over the {chars} characters the model "
                  "read: where it looked to make this prediction. The slider shows each head; the first step "
                  "averages them."), chars=probs.shapes["idx"][1]))

@@ -11,7 +11,7 @@ from engine.lab import models
 from engine.lab.models import LabModel
 from ui import page
 from ui.i18n import _
-from ui.lab.words import fill, plain, position_name
+from ui.lab.words import fill, plain, position_name, strongest_keys
 from ui.numbers import plotly_separators
 
 
@@ -27,12 +27,13 @@ def attention_view(model_id: str, line: str, max_len: int, _model: LabModel, lab
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def positions_view(model_id: str, _model: LabModel, labels: figures.PositionLabels
-                   ) -> tuple[models.PositionTables, go.Figure] | None:
-    """The learned position table before and after training and its figure; None without a learned table."""
+                   ) -> tuple[models.PositionTables, tuple[go.Figure, ...]] | None:
+    """The learned position table before and after training and its four panels' figures (the tables, then
+    their similarities); None without a learned table."""
     tables = models.position_tables(_model)
     if tables is None:
         return None
-    return tables, figures.position_tables_figure(tables.trained, tables.untrained, labels)
+    return tables, figures.position_tables_figures(tables.trained, tables.untrained, labels)
 
 
 def attention_on_a_line(model: LabModel | None) -> None:
@@ -56,8 +57,12 @@ def attention_on_a_line(model: LabModel | None) -> None:
     if attn_figure is None:
         st.warning(_("No character of this line is in the model's vocabulary: nothing to draw."))
     else:
-        st.plotly_chart(attn_figure, key="lab_attention")
         w = maps.attn_weights
+        st.plotly_chart(attn_figure, key="lab_attention", alt=fill(
+            _("Heatmaps of attn_weights on the line, one for each layer and head ({layers} × {heads}, chosen with the "
+              "slider), queries in rows and keys in columns; in layer 0 · head 0 the key each query weighs most: "
+              "{strongest}."),
+            layers=w.shape[0], heads=w.shape[1], strongest=strongest_keys(w[0, 0], maps.tokens)))
         st.markdown(fill(_("{layers} layers × {heads} heads on {chars} characters · every row sums to {row:.4f} · mean "
                       "weight a query puts on itself: {diag:.3f}"),
             layers=w.shape[0], heads=w.shape[1], chars=w.shape[2], row=maps.row_sum, diag=maps.self_weight))
@@ -77,8 +82,19 @@ def position_table(model: LabModel) -> None:
         st.info(fill(_("This model uses pos_encoding “{pos}”: it has no learned position table."),
             pos=position_name(model.config.pos_encoding)))
         return
-    stats, pos_figure = tables
-    st.plotly_chart(pos_figure, key="lab_positions")
+    stats, panels = tables
+    block_size, n_embd = stats.trained.shape
+    alts = [fill(_("Heatmap “{title}”: {rows} positions × {cols} dimensions, values from {low:.2f} to {high:.2f}."),
+                 title=title, rows=block_size, cols=n_embd, low=float(table.min()), high=float(table.max()))
+            for title, table in ((labels.trained, stats.trained), (labels.untrained, stats.untrained))]
+    alts += [fill(_("Heatmap “{title}”: the cosine similarity of each pair of the {rows} positions; neighbouring "
+                    "positions {sim:.3f} on average."), title=title, rows=block_size, sim=sim)
+             for title, sim in ((labels.sim_trained, stats.neighbour_sim_trained),
+                                (labels.sim_untrained, stats.neighbour_sim_untrained))]
+    # two panels a row on a wide screen; Streamlit's columns stack them on a phone, each at the screen's width
+    for row in range(0, len(panels), 2):
+        for column, k in zip(st.columns(2), range(row, row + 2), strict=True):
+            column.plotly_chart(panels[k], key=f"lab_positions_{k}", alt=alts[k])
     st.markdown(fill(_("mean cosine similarity of neighbouring positions: trained **{trained:.3f}**, before training "
                   "**{untrained:.3f}** (seed {seed})"), trained=stats.neighbour_sim_trained,
                                                               untrained=stats.neighbour_sim_untrained,

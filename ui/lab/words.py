@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import string
+from collections.abc import Sequence
 from functools import cache
 
 import streamlit as st
@@ -69,6 +70,22 @@ def fill(template: str, lang: str | None = None, **values) -> str:
         is_number = isinstance(value, int | float) and not isinstance(value, bool)
         out.append(_number(value, spec or "", code) if is_number else format(value, spec or ""))
     return "".join(out)
+
+
+def strongest_keys(weights, tokens: Sequence[str], row_names: Sequence[str] | None = None) -> str:
+    """Each row's most weighted key, for a chart's text alternative: "0:白 → 0:白 1,00 · 1:日 → 0:白 0,55".
+
+    Args:
+        weights: (rows, T) attention weights (a tensor or an array), each row a query's weights over T keys.
+        tokens: the T characters, named with their position as the charts' axes name them.
+        row_names: the rows' names; default: the queries named like the keys (a (T, T) matrix).
+    """
+    names = [f"{i}:{t}" for i, t in enumerate(tokens)]
+    rows = []
+    for i, row in enumerate(weights.tolist()):
+        j = max(range(len(row)), key=row.__getitem__)
+        rows.append(f"{(row_names or names)[i]} → {names[j]} {num(row[j], 2)}")
+    return " · ".join(rows)
 
 
 def plain(text: str) -> str:
