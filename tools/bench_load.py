@@ -9,7 +9,8 @@ then the readers arrive over ``--arrival-s`` seconds and work for ``--minutes``:
   on ``/_stcore/stream``, with the XSRF cookie the health check sets): a first run of a page in their
   language, then, after a pause of ``--think-s`` seconds (uniform from half to one and a half times it), a
   move of one of the page's sliders or number inputs by one step (``rerun_script`` with every widget state
-  the reader has set, scoped to the widget's fragment as the browser scopes it), and now and then
+  the reader has set, scoped to the widget's fragment as the browser scopes it; the browser also writes a bound
+  control's value into its address bar, which only a reload reads, and this client does not), and now and then
   (``--switch-every`` moves) a switch to another essay page by its script hash. They report the cache hashes
   of the large messages they hold (``cached_message_hashes``, dropped after the server's
   ``max_cached_message_age`` runs, as the browser's cache drops them), so the server sends references, and they
@@ -128,6 +129,7 @@ class Session:
         self.query_string = ""
         self.page_hashes: dict[str, str] = {}  # url path -> page script hash, from the navigation message
         self.page_hash = ""
+        self.page_names: set[tuple[str, ...]] = set()  # the navigation's page titles of every run (translated)
         self.controls: dict[str, Control] = {}
         self.buttons: dict[str, str] = {}  # user key -> widget id
         self.progress: int | None = None  # the last progress bar's value (0-100)
@@ -234,10 +236,6 @@ class Session:
             raise LookupError(f"{self.name}: no button {user_key!r} on the page")
         return await self.rerun(extra=WidgetState(id=widget_id, trigger_value=True))
 
-    def url_values(self) -> dict[str, str]:
-        """The query string the server last gave this reader's page, as a dict of single values."""
-        return {k: v[-1] for k, v in urllib.parse.parse_qs(self.query_string).items()}
-
     async def _receive(self) -> None:
         try:
             async for data in self._ws:
@@ -269,6 +267,7 @@ class Session:
         elif kind == "navigation":
             self.page_hash = msg.navigation.page_script_hash or self.page_hash
             self.page_hashes = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
+            self.page_names.add(tuple(p.page_name for p in msg.navigation.app_pages))
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
@@ -282,6 +281,8 @@ class Session:
                 self.buttons[element.button.id.rsplit("-", 1)[1]] = element.button.id
             control = _control(element, msg.delta.fragment_id)
             if control is not None:
+                if control.id in self.set_values and control.id in self.controls:
+                    control.value = self.controls[control.id].value  # the server re-sends the default, not ours
                 self.controls[control.id] = control
         elif kind == "auto_rerun":
             self._start_auto(msg.auto_rerun.fragment_id, msg.auto_rerun.interval)
@@ -332,8 +333,7 @@ class ReaderLog:
     switches_s: list[float] = field(default_factory=list)
     trainings_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    last_set: dict[str, float] = field(default_factory=dict)  # url key -> value this reader set last
-    url_values: dict[str, str] = field(default_factory=dict)
+    page_names: set[tuple[str, ...]] = field(default_factory=set)  # the page titles the server sent this reader
 
 
 async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: float, think_s: float,
@@ -356,17 +356,13 @@ async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: flo
                 continue
             moved = await session.move(rng)
             if moved is not None:
-                seconds, widget_id = moved
-                log.moves_s.append(seconds)
-                control = session.controls.get(widget_id)
-                if control is not None and control.url_key and control.kind != "select_slider":
-                    log.last_set[control.url_key] = control.value
+                log.moves_s.append(moved[0])
             moves += 1
-        log.url_values = session.url_values()
     except Exception as error:  # a reader that fails is reported with the others, never ends the benchmark
         log.errors.append(f"{type(error).__name__}: {error}"[:300])
     finally:
         log.errors += session.errors
+        log.page_names = session.page_names
         await session.close()
 
 
@@ -392,6 +388,7 @@ async def trainer(base: str, log: ReaderLog, seed: int, until: float) -> None:
         log.errors.append(f"{type(error).__name__}: {error}"[:300])
     finally:
         log.errors += session.errors
+        log.page_names = session.page_names
         await session.close()
 
 
@@ -561,7 +558,7 @@ def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None
            "sessions": len({log.session_id for log in logs if log.session_id}),
            "errors": [f"{log.name}: {e}" for log in logs for e in log.errors],
            "readers_log": [{"name": log.name, "role": log.role, "lang": log.lang, "session_id": log.session_id,
-                            "moves": len(log.moves_s), "last_set": log.last_set, "url_values": log.url_values,
+                            "moves": len(log.moves_s), "page_names": sorted(log.page_names),
                             "errors": log.errors} for log in logs]}
     if browser is not None:
         row["browser"] = {"moves": len(browser.get("moves_s", [])),

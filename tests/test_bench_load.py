@@ -1,0 +1,79 @@
+"""The load benchmark's client (tools/bench_load.py) against a running server, for a few readers (not timed).
+
+Three readers in three languages open essay pages, move their sliders and number inputs and switch pages for
+about 20 s, as ``python -m engine.bench load`` has a class do. Every reader's runs must finish without an
+exception element or a failed run, each reader must have a session of their own, and the navigation the server
+sends each reader must be in that reader's language in every run (the page titles the server translates per session),
+not another's: sessions stay separate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.plotly_json import ROOT
+from tools import bench_load
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    port = bench_load.free_port()
+    server = bench_load.start_server(ROOT, port, tmp_path_factory.mktemp("load") / "server.log")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        bench_load.stop_server(server)
+
+
+def test_a_few_readers_work_without_an_exception_each_in_their_own_session(base):
+    logs = asyncio.run(bench_load.run_class(base, readers=3, trainers=0, minutes=1 / 3, think_s=1.0,
+                                            switch_every=4, arrival_s=2.0, seed=7))
+    assert [log.errors for log in logs] == [[], [], []]
+    assert all(log.opens_s for log in logs), "every reader's first run finished"
+    assert all(log.moves_s for log in logs), "every reader moved a control"
+    assert sum(len(log.switches_s) for log in logs) > 0, "a reader switched pages"
+    ids = [log.session_id for log in logs]
+    assert None not in ids and len(set(ids)) == 3
+    # the page titles are translated in the server's session: each reader got their own language's, every run
+    titles = [log.page_names for log in logs]
+    assert all(len(t) == 1 for t in titles), titles
+    assert len({next(iter(t)) for t in titles}) == 3, "three languages, three sets of titles"
+
+
+def test_a_control_moves_one_step_inside_its_range():
+    """The move a reader makes: one step, turned back at the range's end, a select slider by its option."""
+    import random
+
+    from streamlit.proto.Element_pb2 import Element
+
+    element = Element()
+    element.slider.id, element.slider.min, element.slider.max, element.slider.step = "s", 0.0, 1.0, 0.5
+    element.slider.default.append(1.0)
+    control = bench_load._control(element, "frag")
+    assert (control.kind, control.value, control.fragment_id) == ("slider", 1.0, "frag")
+
+    session = bench_load.Session("http://127.0.0.1:1", "x")
+    session.controls = {"s": control}
+    sent = []
+
+    async def rerun(**fields):
+        sent.append(fields)
+        return 0.0
+
+    session.rerun = rerun
+    for seed in range(8):
+        asyncio.run(session.move(random.Random(seed)))
+        assert 0.0 <= control.value <= 1.0
+        assert list(session.set_values["s"].double_array_value.data) == [control.value]
+    assert {f["fragment_id"] for f in sent} == {"frag"}
+
+    element = Element()
+    element.slider.id = "o"
+    element.slider.options.extend(["a", "b"])
+    element.slider.default.append(0)
+    control = bench_load._control(element, "")
+    session.controls = {"o": control}
+    asyncio.run(session.move(random.Random(0)))
+    assert list(session.set_values["o"].string_array_value.data) == ["b"]
