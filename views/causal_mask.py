@@ -3,6 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+import ui.alt as alt
 from engine import attention as A
 from engine import chapter
 from engine.device import pick_device
@@ -101,18 +102,22 @@ query_title, key_title = _("query (row)"), _("key (column)")
 # --- 1. two routes ------------------------------------------------------------------------------------
 page.prose("two_ways")
 result = two_ways_cached()
-two_ways_figures = two_ways_figures_cached((
+panel_titles = (
     _("1 · softmax of all scores"),
     _("2 · × tril(ones): future weights zeroed"),
     _("3 · ÷ row sums: renormalised"),
     _("1 · scores queries @ keys.T"),
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
-), plotly_separators())
+)
+two_ways_figures = two_ways_figures_cached(panel_titles, plotly_separators())
+panel_matrices = (result.attn_weights, result.masked_simple, result.masked_simple_norm, result.attn_scores,
+                  result.masked_scores, result.attn_weights_causal)  # in the order of the panels' titles
 # one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
 for first in (0, 3):
     for i, column in enumerate(st.columns(3), start=first):
-        column.plotly_chart(two_ways_figures[i], key=f"cm_two_ways_{i}")
+        column.plotly_chart(two_ways_figures[i], key=f"cm_two_ways_{i}",
+                            alt=alt.heatmap(panel_titles[i], panel_matrices[i], TOKENS, 4))
 page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
 st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
 page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
@@ -154,7 +159,10 @@ def leakage_section() -> None:
         x_title="max |Δ context_vec|",
         y_title=_("output row (query token)"),
         separators=plotly_separators(),
-    )), key="cm_leak_chart")
+    )), key="cm_leak_chart", alt=_(
+        "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
+        "without a mask: {values}.").format(token=leak_token, values=alt.paired(
+            TOKENS, leak.table["max_diff_causal"], leak.table["max_diff_full"])))
     LEAK_HEADERS = {
         "token_index": _("token index"),
         "token": _("token"),
@@ -190,11 +198,10 @@ def triu_section() -> None:
                       value=1, key="cm_triu_k", bind="query-params"))
     triu = sections.triu_explorer(T, k)
     c1, c2 = st.columns([3, 2])
-    c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS,
-                                         title=_("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k),
-                                         row_title=query_title, col_title=key_title,
-                                         separators=plotly_separators()),
-                    key="cm_triu_chart")
+    triu_title = _("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k)
+    c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS, title=triu_title, row_title=query_title,
+                                         col_title=key_title, separators=plotly_separators()),
+                    key="cm_triu_chart", alt=alt.heatmap(triu_title, triu.mask, TOKENS, 0))
     with c2:
         st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
         if triu.kind == "causal":
@@ -247,13 +254,14 @@ def fully_masked_row() -> None:
     c1, c2 = st.columns([2, 3])
     c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
                                          row_title=query_title, col_title=key_title,
-                                         separators=plotly_separators()), key="cm_nan_mask")
+                                         separators=plotly_separators()), key="cm_nan_mask",
+                    alt=alt.heatmap(_("mask (1 = hidden)"), demo.mask.to(dtype=scores.dtype), TOKENS, 0))
     with c2:
+        weights_title = _("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard]))
         st.plotly_chart(figures.masked_row_figure(
-            demo.attn_weights, TOKENS, demo.nan_rows,
-            title=_("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard])),
+            demo.attn_weights, TOKENS, demo.nan_rows, title=weights_title,
             nan_label="0/0 = NaN", row_title=query_title, col_title=key_title, separators=plotly_separators(),
-        ), key="cm_nan_weights")
+        ), key="cm_nan_weights", alt=alt.heatmap(weights_title, demo.attn_weights, TOKENS, 4))
     if demo.nan_rows:
         st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "
                   "0/0 = NaN. The figure writes nan in its cells and leaves them uncoloured; pick a guard to fix it.")

@@ -3,6 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+import ui.alt as alt
 from engine import attention as A
 from engine import chapter
 from engine.device import pick_device
@@ -67,8 +68,12 @@ slider_labels = figures.SliderLabels(
            "({kept} of {total} kept this time)"),
     slider_prefix=_("dropout p = "), separators=plotly_separators())
 sweep, slider_figure = sweep_and_figure(seed, slider_labels)
-st.plotly_chart(slider_figure, key="do_slider_figure")
 shown = sweep[SHOWN_P]
+st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
+    "Heatmaps of dropout(ones(6, 6)) and of the causal attn_weights after dropout, beside their row sums, one p at "
+    "a time with the slider; at p = {p}, seed {seed}, the weights row by row: {weights}; row sums of "
+    "dropout(ones): {ones}.").format(p=num(SHOWN_P, 1), seed=seed, weights=alt.rows(shown.weights, TOKENS, 2),
+                                      ones=alt.vector(shown.ones_row_sums, 1)))
 applies = seed == chapter.DROPOUT_SEED
 st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
               "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
@@ -105,7 +110,11 @@ def mean_section() -> None:
         error_axis=_("largest deviation from the weights"), separators=plotly_separators())
     with st.spinner(_("Averaging {n} dropout masks …").format(n=integer(N_MASKS))):
         expectation, convergence = expectation_and_figure(float(p_mean), convergence_labels)
-    st.plotly_chart(convergence, key="do_convergence")
+    st.plotly_chart(convergence, key="do_convergence", alt=_(
+        "Line chart of max |mean − weights| against the number of dropout masks averaged, p = {p}, beside σ of the "
+        "largest weight / √n: {early} after 10 masks, {error} after {n}.").format(
+            p=num(float(p_mean), 1), early=num(expectation.error_after_10, 4), error=num(expectation.final_error, 4),
+            n=integer(expectation.masks)))
     st.markdown(_("After {n} masks: max |mean − weights| = **{error}** (σ of the largest weight / √n = "
                   "{sigma}); after 10 masks: {early}.").format(
         n=integer(expectation.masks), error=num(expectation.final_error, 4), sigma=num(expectation.final_sigma, 4),
@@ -126,7 +135,9 @@ def modes_section() -> None:
     modes = sections.train_vs_eval(inputs, float(p_layer), chapter.DROPOUT_SEED)
     mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                           row=_("{token} (Σ {sum})"), separators=plotly_separators())
-    st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval")
+    st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval",
+                    alt=alt.heatmaps({mode_labels.train_1: modes.train_1, mode_labels.train_2: modes.train_2,
+                                      mode_labels.eval: modes.eval_1}, TOKENS, 2))
     left, right = st.columns([2, 3])
     with left:
         diagram(dropout_diagram(modes, float(p_layer)), width="stretch",

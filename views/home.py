@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+import ui.alt as alt
 from engine import attention as A
 from engine.diagrams import home as diagrams
 from engine.figures import vectors_3d
@@ -49,10 +50,11 @@ with right:
                  "six 3-d vectors of the running example below."))
     colour_legend()
 page.prose("example")
+vectors_title = _("“Your journey starts with one step.” as six 3-d vectors")
 st.plotly_chart(
-    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS,
-               title=_("“Your journey starts with one step.” as six 3-d vectors")),
+    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS, title=vectors_title),
     key="home_vectors",
+    alt=alt.vectors(vectors_title, dict(zip(A.CHAPTER_TOKENS, A.chapter_inputs(), strict=True))),
 )
 page.show_code(A.chapter_inputs)
 

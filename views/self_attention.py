@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+import ui.alt as alt
 from engine import attention as A
 from engine import chapter, palette
 from engine.diagrams import self_attention as diagrams
@@ -50,7 +51,8 @@ def jacobian_panel(jac: sections.JacobianCheck, title: str, key: str, caption: s
     # 3 decimals: six signed values such as -0.0330 fit their cells on a phone (the chapter prints no Jacobian)
     st.plotly_chart(attention_heatmap(jac.closed_form, TOKENS, TOKENS, title=title, colorscale=SIGNED_SCALE,
                                       decimals=3, row_title=_("weight w_i"), col_title=_("score x_j"),
-                                      separators=plotly_separators()), key=key)
+                                      separators=plotly_separators()), key=key,
+                    alt=alt.heatmap(title, jac.closed_form, TOKENS, 3))
     st.caption(caption)
     st.markdown(_("max |closed form − autograd| = {diff}").format(diff=sci(jac.max_abs_diff, 2)))
     page.verdict(jac.max_abs_diff < 1e-12, passed, failed)
@@ -129,14 +131,13 @@ def query_sections(inputs, is_chapter: bool) -> None:
     left, right = st.columns([3, 2])
     with left:
         naive_name = _("divide by the sum")
+        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token), {"attn_scores": steps.attn_scores}),
+                  (_("Step 2 · two ways to turn scores into weights"),
+                   {naive_name: steps.naive_weights, "softmax": steps.attn_weights})]
         st.plotly_chart(
-            step_bars([(_("Step 1 · scores of “{token}”").format(token=query_token),
-                        {"attn_scores": steps.attn_scores}),
-                       (_("Step 2 · two ways to turn scores into weights"),
-                        {naive_name: steps.naive_weights, "softmax": steps.attn_weights})],
-                      TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.RESIDUAL,
-                                      "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
-            key="sa_steps_chart",
+            step_bars(panels, TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.RESIDUAL,
+                                              "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
+            key="sa_steps_chart", alt=alt.bars(panels, TOKENS, 4),
         )
     with right:
         diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
@@ -150,12 +151,14 @@ def query_sections(inputs, is_chapter: bool) -> None:
     st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
         values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
     page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+    sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
     st.plotly_chart(
-        weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS,
-                          title=_("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(
-                              token=query_token),
+        weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
                           total_name=_("context vector z"), separators=plotly_separators()),
         key="sa_context_chart",
+        alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
+              "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
+                                            dims=" / ".join(DIMS), z=alt.vector(steps.context_vec, 4)),
     )
     st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
     page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
@@ -207,19 +210,22 @@ page.prose("allpairs")
 every = sections.loop_vs_matmul(inputs)
 c1, c2 = st.columns(2)
 c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None,
-                                  separators=plotly_separators()), key="sa_all_scores")
+                                  separators=plotly_separators()), key="sa_all_scores",
+                alt=alt.heatmap("attn_scores = inputs @ inputs.T", every.attn_scores, TOKENS, 4))
 c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)",
-                                  separators=plotly_separators()), key="sa_all_weights")
+                                  separators=plotly_separators()), key="sa_all_weights",
+                alt=alt.heatmap("attn_weights = softmax(dim=-1)", every.attn_weights, TOKENS, 4))
 st.plotly_chart(
     attention_heatmap(every.context_vec, TOKENS, DIMS, title="context_vec = attn_weights @ inputs",
                       zmin=None, row_title=_("token"), col_title=_("dimension"), separators=plotly_separators()),
-    key="sa_all_context",
+    key="sa_all_context", alt=alt.heatmap("context_vec = attn_weights @ inputs", every.context_vec, TOKENS, 4),
 )
+context_vectors = {f"z ({token})": z for token, z in zip(TOKENS, every.context_vec, strict=True)}
+vectors_title = _("The inputs (solid) and their context vectors (dashed)")
 st.plotly_chart(
-    vectors_3d(inputs, TOKENS, extra={f"z ({token})": z for token, z in zip(TOKENS, every.context_vec, strict=True)},
-               title=_("The inputs (solid) and their context vectors (dashed)"), height=460, extra_text=False,
+    vectors_3d(inputs, TOKENS, extra=context_vectors, title=vectors_title, height=460, extra_text=False,
                separators=plotly_separators()),
-    key="sa_vectors",
+    key="sa_vectors", alt=alt.vectors(vectors_title, dict(zip(TOKENS, inputs, strict=True)) | context_vectors),
 )
 st.caption(_("Softmax weights are positive and sum to 1, so every context vector is a weighted average of the "
              "inputs: the six z lie between them, closer together than the inputs. Hover a dashed tip to see "

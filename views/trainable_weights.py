@@ -3,6 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+import ui.alt as alt
 from engine import attention as A
 from engine import chapter, palette
 from engine.diagrams import trainable_weights as diagrams
@@ -73,10 +74,11 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
     change them, so their chart stays as it is when the token changes."""
     left, right = st.columns(2)
     with left:
+        weights = {f"{name} ({inputs.shape[1]}×{d_out})": matrix
+                   for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))}
         st.plotly_chart(figures.matrices_stacked(
-            {f"{name} ({inputs.shape[1]}×{d_out})": matrix
-             for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))},
-            dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators()), key="tw_projections")
+            weights, dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators()),
+            key="tw_projections", alt=alt.heatmaps(weights, dims_in, 4))
     with right:
         query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
                                    bind="query-params")
@@ -93,15 +95,15 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
     left, right = st.columns([3, 2])
     with left:
         scaled, unscaled = "softmax(scores / √d_k)", _("softmax(scores), no scale")
+        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
+                   {"attn_scores = keys @ query": steps.attn_scores}),
+                  (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
+                   {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})]
         st.plotly_chart(
-            step_bars([(_("Step 1 · scores of “{token}”").format(token=query_token),
-                        {"attn_scores = keys @ query": steps.attn_scores}),
-                       (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
-                        {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})],
-                      TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
-                                      scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL},
+            step_bars(panels, TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
+                                              scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL},
                       separators=plotly_separators()),
-            key="tw_steps_chart",
+            key="tw_steps_chart", alt=alt.bars(panels, TOKENS, 4),
         )
     with right:
         st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
@@ -124,11 +126,11 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
     left, right = st.columns(2)
     with left:
+        compared = {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
+                    _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2}
         st.plotly_chart(figures.matrices_stacked(
-            {_("SelfAttention_v1 (seed {seed})").format(seed=seed): outputs.v1,
-             _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2},
-            TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"),
-            separators=plotly_separators()), key="tw_v1_v2")
+            compared, TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"),
+            separators=plotly_separators()), key="tw_v1_v2", alt=alt.heatmaps(compared, TOKENS, 4))
     with right:
         page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
@@ -138,14 +140,21 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
     # --- 4. initialisations -----------------------------------------------------------------------------
     page.prose("init")
     init_table = init_comparison_cached()
-    st.plotly_chart(init_figure_cached(figures.InitLabels(
+    init_labels = figures.InitLabels(
         weights_panel=_("variance of the weights W"),
         projection_panel=_("variance of the projection x·W"),
         measured=_("{init} (measured)"),
         theory=_("{init} (theory)"),
         theory_hover=_("theory"),
         separators=plotly_separators(),
-    )), key="tw_init_chart")
+    )
+    by_init = list(init_table.groupby("init", sort=False))
+    st.plotly_chart(init_figure_cached(init_labels), key="tw_init_chart", alt=_(
+        "Line charts against d_in ({d_ins}), measured: “{weights}”: {var_w}; “{projection}”: {var_xw}.").format(
+            d_ins=" / ".join(integer(d) for d in init_table["d_in"].unique()),
+            weights=init_labels.weights_panel, projection=init_labels.projection_panel,
+            var_w=alt.series({init: rows["var_w"] for init, rows in by_init}),
+            var_xw=alt.series({init: rows["var_xw"] for init, rows in by_init})))
     INIT_HEADERS = {
         "d_in": "d_in",
         "init": _("init"),
@@ -217,7 +226,11 @@ def projections_to_exercise() -> None:
                          "(theory 1), {n} samples"),
             separators=plotly_separators(),
         ))
-    st.plotly_chart(dk_figure, key="tw_dk_figure")
+    st.plotly_chart(dk_figure, key="tw_dk_figure", alt=_(
+        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+        "largest of 8 softmax weights on average, without / with the scale: {values}.").format(
+            values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
+                              for r in sweep.stats.itertuples())))
     DK_HEADERS = {
         "d_k": "d_k",
         "var_scores": "var(q·k)",
