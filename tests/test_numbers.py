@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from decimal import Decimal
 
 import pytest
+from babel.dates import format_date
 from babel.numbers import parse_decimal
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -106,3 +108,39 @@ def test_byte_size_in_the_reader_units(lang, expected):
     assert numbers.byte_size(1536, lang=lang) == expected
     assert numbers.byte_size(512, lang=lang).startswith("512\u00a0")
     assert numbers.byte_size(96 * 2**20, 0, lang=lang).startswith("96\u00a0")
+
+
+@given(values=st.lists(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False), min_size=1, max_size=8),
+       decimals=st.integers(0, 4), lang=st.sampled_from(LANGS))
+def test_a_row_of_numbers_splits_back_into_its_rounded_values(values, decimals, lang):
+    text = numbers.seq(values, decimals, lang=lang)
+    assert text.startswith("[") and text.endswith("]")
+    cells = text[1:-1].split({"en": ", ", "fr": "\u202f; ", "de": "; "}[lang])
+    assert len(cells) == len(values)
+    for cell, value in zip(cells, values, strict=True):
+        parsed = parse_decimal(cell.replace("\u202f", "\u00a0") if lang == "fr" else cell, locale=BABEL[lang],
+                               strict=False)
+        assert abs(parsed - Decimal(repr(value))) <= Decimal(10) ** -decimals / 2 + Decimal("1e-9")
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_difference_near_one_is_written_with_decimals_and_a_tiny_one_in_scientific_notation(lang):
+    near_one = numbers.num_or_sci(1.0199, 4, lang=lang)
+    assert near_one == numbers.num(1.0199, 4, lang=lang)
+    assert "E" not in near_one
+    tiny = numbers.num_or_sci(2.4e-8, 4, lang=lang)
+    assert tiny == numbers.sci(2.4e-8, 2, lang=lang)
+    assert numbers.num_or_sci(0.0, 4, lang=lang) == numbers.num(0.0, 4, lang=lang)
+
+
+@given(ordinal=st.integers(datetime.date(2000, 1, 1).toordinal(), datetime.date(2100, 12, 31).toordinal()),
+       lang=st.sampled_from(LANGS))
+def test_a_day_reads_in_the_long_form_with_the_french_first_of_the_month(ordinal, lang):
+    date = datetime.date.fromordinal(ordinal)
+    text = numbers.day(date, lang=lang)
+    assert str(date.year) in text
+    if lang == "fr" and date.day == 1:
+        assert text.startswith("1er ")
+        assert text.removeprefix("1er ") == format_date(date, "long", locale="fr").removeprefix("1 ")
+    else:
+        assert text == format_date(date, "long", locale=lang)

@@ -19,10 +19,13 @@ Example::
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
+from collections.abc import Iterable
 
 from babel import Locale
+from babel.dates import format_date
 from babel.numbers import format_decimal, format_percent, format_scientific
 
 from ui.i18n import DEFAULT_LANGUAGE, LANGUAGES, current_language
@@ -130,6 +133,48 @@ def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
         return num(value, digits, lang)
     pattern = "0" + ("." + "0" * digits if digits else "") + "E0"
     return format_scientific(float(value), format=pattern, locale=_locale(_lang(lang)))
+
+
+def num_or_sci(value: float, decimals: int = 4, digits: int = 2, below: float = 0.01,
+               lang: str | None = None) -> str:
+    """``value`` with ``decimals`` decimals, or in scientific notation when it is not 0 and ``|value| < below``.
+
+    A difference that may be near 1 or near float rounding (``1,0199`` and ``2,4E-8``, fr) reads in
+    the form its size calls for; scientific notation is kept for the small ones, which fixed decimals
+    would write as 0.
+
+    Raises:
+        ValueError: ``decimals`` or ``digits`` outside 0 … 12.
+    """
+    if math.isfinite(value) and value != 0 and abs(value) < below:
+        return sci(value, digits, lang)
+    return num(value, decimals, lang)
+
+
+#: What separates the numbers of a list such as ``[0,43 ; 0,15]``: a comma is the decimal sign in French and
+#: German, so they separate with a semicolon (French typography: a narrow no-break space before it).
+_LIST_SEPARATORS = {"en": ", ", "fr": "\u202f; ", "de": "; "}
+
+
+def seq(values: Iterable[float], decimals: int = 4, lang: str | None = None) -> str:
+    """A row of numbers in brackets, as prose quotes a 1-d tensor: ``[0.43, 0.15]`` (en), ``[0,43 ; 0,15]`` (fr).
+
+    Raises:
+        ValueError: ``decimals`` outside 0 … 12.
+    """
+    code = _lang(lang)
+    return "[" + _LIST_SEPARATORS[code].join(num(float(v), decimals, code) for v in values) + "]"
+
+
+def day(date: datetime.date, lang: str | None = None) -> str:
+    """A calendar day in the language's long form: ``December 1, 2026``, ``1er décembre 2026``, ``1. Dezember 2026``.
+
+    French writes the first day of a month as an ordinal (« 1er »), which Babel's long format does not.
+    """
+    code = _lang(lang)
+    if code == "fr" and date.day == 1:
+        return format_date(date, "'1er' MMMM y", locale=_locale(code))
+    return format_date(date, "long", locale=_locale(code))
 
 
 #: What joins a label to its value (``"head 0: 0.58"``): French puts a narrow no-break space before the colon.
