@@ -1,18 +1,22 @@
 """AppTest: page 3 (views/causal_mask.py) checks the chapter's matrices and drives every control."""
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine import chapter
 from engine.diagrams.core import shape_text
 from engine.sections import causal_mask as sections
-from tests.plotly_json import badges, cells, figures, open_page, texts
+from tests.plotly_json import ROOT, badges, cells, figures, open_page, texts
 from ui.i18n import translations
 from ui.numbers import integer, plotly_separators, sci
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 GUARDS = ["none", "finite_min", "nan_to_num", "keep_diagonal"]
+#: The guards' labels (message ids) as the radio shows them.
+GUARD_MSGIDS = {"none": "none (-inf)", "finite_min": "large finite negative", "nan_to_num": "nan_to_num after softmax",
+                "keep_diagonal": "keep the diagonal visible"}
 
 
 def plain(title: str | None) -> str:
@@ -166,6 +170,21 @@ def test_fully_masked_row(at, guard):
         at.selectbox(key="cm_nan_row").set_value(token).run()
         assert not at.exception
         check_masked_row(at, TOKENS.index(token), token, guard)
+
+
+@pytest.mark.parametrize("lang", ["fr", "de"])
+def test_a_link_names_the_guard_by_its_key_in_every_language(lang):
+    """The guard radio shows its labels in the reader's language; a link holds the guard's key (finite_min), so the
+    same link opens the same guard on the French and the German page."""
+    app = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
+    app.session_state["lang"] = lang
+    app.query_params["cm_nan_guard"] = "finite_min"
+    app.run()
+    assert not app.exception
+    radio = app.radio(key="cm_nan_guard")
+    assert radio.value == "finite_min" and app.query_params["cm_nan_guard"] == "finite_min"
+    assert radio.options == [translations(lang).gettext(GUARD_MSGIDS[g]) for g in GUARDS]
+    assert radio.options != [GUARD_MSGIDS[g] for g in GUARDS]
 
 
 def check_masked_row(at, row, token, guard):

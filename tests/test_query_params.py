@@ -72,7 +72,8 @@ def bound_widget_keys(path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call):
             kw = {k.arg: k.value for k in node.keywords}
-            bound = "bind" in kw or getattr(node.func, "attr", None) == "int_input"  # ui.url.int_input binds
+            # ui.url.int_input and ui.url.choice bind too
+            bound = "bind" in kw or getattr(node.func, "attr", None) in ("int_input", "choice")
             if bound and isinstance(kw.get("key"), ast.Constant):
                 keys.append(kw["key"].value)
     return keys

@@ -10,7 +10,7 @@ from engine.device import pick_device
 from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
-from ui import notebook, page
+from ui import notebook, page, url
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, ngettext
 from ui.numbers import integer, plotly_separators, sci
@@ -247,8 +247,9 @@ def fully_masked_row() -> None:
     c1, c2 = st.columns(2)
     nan_token = c1.selectbox(_("Hide every position of the row of"), TOKENS,
                              index=TOKENS.index("with"), key="cm_nan_row", bind="query-params")
-    guard = c2.radio(_("Guard"), sections.GUARDS, format_func=lambda g: _(GUARD_LABELS[g]),
-                     index=0, key="cm_nan_guard", bind="query-params")
+    # the link holds the guard's own name (finite_min), the radio its label in the reader's language
+    guard = url.choice(c2.radio, _("Guard"), sections.GUARDS, key="cm_nan_guard", default=sections.GUARDS[0],
+                       format_func=lambda g: _(GUARD_LABELS[g]))
     row = TOKENS.index(nan_token)
     demo = sections.masked_row_demo(scores, row, guard)
     c1, c2 = st.columns([2, 3])
