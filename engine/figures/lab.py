@@ -39,8 +39,8 @@ MAX_BATCH_POINTS = 400
 #: Cells (layers x heads x T x T) the attention figure may hold; the page shortens the line to stay under it.
 MAX_ATTENTION_CELLS = 16_000
 #: Longest line whose attention weights are written in the cells: 10 px numbers of two decimals fit its cells on a
-#: phone; a longer line's weights stay in the colours and the hover.
-ATTENTION_VALUE_POSITIONS = 12
+#: phone with room between them; a longer line's weights stay in the colours and the hover.
+ATTENTION_VALUE_POSITIONS = 8
 #: Most columns of the attention maps named one by one: past them a phone has under 9 px a column for the names,
 #: and every second column is named.
 ATTENTION_NAMED_COLUMNS = 16
