@@ -155,6 +155,7 @@ def heatmap_trace(
     visible: bool = True,
     showscale: bool = True,
     separators: str = SEPARATORS,
+    colon: str = ": ",
 ) -> go.Heatmap:
     """One heatmap trace for a (rows, cols) matrix, non-finite cells left blank but labelled.
 
@@ -168,6 +169,7 @@ def heatmap_trace(
         decimals: digits written in each cell.
         show_values: write values in the cells.
         separators: the reader's ``layout.separators``; the cells' decimal sign follows it.
+        colon: what joins the hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
 
     Raises:
         ValueError: if ``matrix`` is not 2-d.
@@ -195,7 +197,7 @@ def heatmap_trace(
         textfont=dict(size=11 if cols < 6 else 10) if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
-        hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}: %{text}<extra></extra>",
+        hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}" + colon + "%{text}<extra></extra>",
         colorscale=colorscale,
         zmin=zmin,
         zmax=zmax,
