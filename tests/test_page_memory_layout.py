@@ -291,3 +291,14 @@ def test_every_chart_has_a_text_alternative_with_its_values(at):
     assert "0 · 1 · 2 · 3 · 4 · 5" in walk
     cost = next(c.proto.alt for c in charts if c.proto.id.endswith("ml_cost_chart"))
     assert byte_size(sections.score_tensor_bytes(8, 12, sections.LONG_T), lang="en") in cost
+
+
+
+def test_the_integer_matrices_get_the_exact_badge(at):
+    labels = ["M.view(3, 2)", "M.transpose(0, 1)", t("memory after the transpose (unchanged)"),
+              t("reading order of the transpose")]
+    green = badges(at, "green")
+    for label in labels:
+        assert any(t("{label}: matches the chapter exactly").format(label=label) in b for b in green), label
+        assert not any(t("{label}: matches the chapter to {decimals} decimals").format(label=label, decimals=4) in b
+                       for b in green), label

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import streamlit as st
+import torch
 
 from engine import chapter
 from engine.notebook import listing
@@ -144,8 +145,17 @@ def header() -> None:
     _markdown(*part_text(info.slug, "intro", current_language()))
 
 
-def chapter_check(label: str, value, expected, applies: bool = True, decimals: int = chapter.DECIMALS) -> bool:
+def is_count(expected) -> bool:
+    """True when ``expected`` holds whole numbers only (ints, an integer tensor), which are compared exactly."""
+    return not torch.as_tensor(expected).dtype.is_floating_point
+
+
+def chapter_check(label: str, value, expected, applies: bool = True, decimals: int = chapter.DECIMALS,
+                  source: str = "chapter") -> bool:
     """A badge saying whether a live value equals the chapter's printed one at ``decimals`` decimals.
+
+    Whole numbers (a count, the chapter's 1 … 6 matrix; see :func:`is_count`) are compared exactly and their
+    badge says so, since "to 4 decimals" says nothing about an integer.
 
     Args:
         label: what is compared (e.g. "softmax weights"), already in the reader's language.
@@ -153,11 +163,34 @@ def chapter_check(label: str, value, expected, applies: bool = True, decimals: i
         expected: the chapter's value.
         applies: False when the reader changed an input (seed, embedding) so
             the chapter's number is not expected; the badge then says so.
+        source: ``"chapter"`` (chapter 3) or ``"lesson"`` (the course's lesson), whose number it is.
 
     Returns:
         True when the values match.
+
+    Raises:
+        ValueError: ``source`` is neither ``"chapter"`` nor ``"lesson"``.
     """
-    ok = chapter.matches(value, expected, decimals)
+    if source not in ("chapter", "lesson"):
+        raise ValueError(f"source must be 'chapter' or 'lesson', got {source!r}")
+    exact = is_count(expected)
+    if exact:
+        # same shape first (matches), then every element equal, not only within half a unit
+        ok = chapter.matches(value, expected, 0) and bool(
+            torch.equal(torch.as_tensor(value, dtype=torch.float64).detach().cpu(),
+                        torch.as_tensor(expected, dtype=torch.float64)))
+    else:
+        ok = chapter.matches(value, expected, decimals)
+    if exact and applies:
+        if ok:
+            text = (_("{label}: matches the chapter exactly") if source == "chapter"
+                    else _("{label}: matches the lesson exactly"))
+            st.badge(text.format(label=label), icon=":material/check_circle:", color="green")
+        else:
+            text = (_("{label}: does NOT match the chapter") if source == "chapter"
+                    else _("{label}: does NOT match the lesson"))
+            st.badge(text.format(label=label), icon=":material/error:", color="red")
+        return ok
     if not applies:
         if ok:
             st.badge(_("{label}: equals the chapter's value").format(label=label), icon=":material/check:",

@@ -334,7 +334,7 @@ def heads_details(params: Sequence[int]) -> None:
     page.verdict(len(set(params)) == 1, _("same parameter count for every head count"), _("parameter counts differ"))
     counts = lesson_param_counts()
     page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
-                       [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3)
+                       [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3, source="lesson")
 
 
 def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Baselines | None) -> None:
