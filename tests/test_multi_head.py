@@ -1,8 +1,13 @@
 """engine.sections.multi_head: the chapter's multi-head numbers, the lesson's layer, shapes and costs."""
 
+import statistics
+
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import attention as A
 from engine import chapter, gpt
@@ -214,6 +219,49 @@ def test_bench_verdict_of_the_shipped_file():
 ])
 def test_bench_verdict_of_an_unexpected_file_is_none(size):
     assert M.bench_verdict(size) is None
+
+
+def timed_size(wrapper_runs, split_runs):
+    """A benchmark entry whose wrapper and split layer recorded these forward runs (ms), medians as the file's."""
+    results = [{"variant": name, "forward_ms": statistics.median(runs), "forward_samples_ms": list(runs)}
+               for name, runs in (("wrapper", wrapper_runs), ("split", split_runs))]
+    return {"batch": 8, "seq_len": 64, "n_embd": 256, "num_heads": 4, "results": results}
+
+
+@pytest.mark.parametrize("wrapper_runs, split_runs, within_noise, wrapper_faster", [
+    ([10.0, 50.0, 100.0, 300.0, 400.0], [20.0, 60.0, 102.0, 250.0, 500.0], True, True),  # a 2 % gap, runs spread 5x
+    ([10.0, 11.0, 12.0, 13.0, 14.0], [30.0, 31.0, 32.0, 33.0, 34.0], False, True),  # no run of one near the other
+    ([30.0, 31.0, 32.0, 33.0, 34.0], [10.0, 11.0, 12.0, 13.0, 14.0], False, False),
+])
+def test_bench_verdict_within_noise(wrapper_runs, split_runs, within_noise, wrapper_faster):
+    """Page 5 section 4: the two constructions are called equal only when each median lies in the other's
+    interquartile range; otherwise the faster median wins."""
+    verdict = M.bench_verdict(timed_size(wrapper_runs, split_runs))
+    assert verdict.within_noise is within_noise and verdict.wrapper_faster is wrapper_faster
+    for runs, iqr in ((wrapper_runs, verdict.wrapper_iqr), (split_runs, verdict.split_iqr)):
+        assert iqr == pytest.approx(tuple(np.percentile(runs, [25, 75])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.01, 1e4), min_size=2, max_size=15), st.lists(st.floats(0.01, 1e4), min_size=2,
+                                                                          max_size=15))
+def test_bench_verdict_noise_is_symmetric_and_bound_to_the_quartiles(wrapper_runs, split_runs):
+    verdict = M.bench_verdict(timed_size(wrapper_runs, split_runs))
+    swapped = M.bench_verdict(timed_size(split_runs, wrapper_runs))
+    assert verdict.within_noise == swapped.within_noise
+    inside = [lo <= m <= hi for (lo, hi), m in ((verdict.wrapper_iqr, verdict.split_ms),
+                                                   (verdict.split_iqr, verdict.wrapper_ms))]
+    assert verdict.within_noise == all(inside)
+
+
+@pytest.mark.parametrize("runs", [None, [], [5.0], [1.0, float("nan")], [1.0, -2.0], [1.0, True], "12", [1.0] * 10_001])
+def test_bench_verdict_without_usable_runs_follows_the_medians(runs):
+    size = bench_size(2.0, 2.1)
+    for r in size["results"]:
+        r["forward_samples_ms"] = runs
+    verdict = M.bench_verdict(size)
+    assert verdict.wrapper_iqr is None and verdict.split_iqr is None
+    assert not verdict.within_noise and verdict.wrapper_faster
 
 
 def test_cost_table():

@@ -188,6 +188,29 @@ def test_split_that_does_not_divide_gets_a_message(at, d_out, heads, ok):
         assert at.error[0].value.endswith(format_list(["4", "8"], style="or", locale="en") + ".")
 
 
+VERDICTS = {
+    "equal": "Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
+             "(median forward). Each median lies inside the other's interquartile range, the middle half of its "
+             "runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is within this "
+             "run's noise, so the file cannot say which is faster.",
+    "wrapper": "Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median forward). "
+               "The split layer's score tensor (B, H, T, T) holds {scores}; the wrapper handles one head's {head} at "
+               "a time.",
+    "split": "Here the split layer was {ratio}× faster than the wrapper: {split} ms against {wrapper} ms (median "
+             "forward).",
+}
+
+
+def verdicts_shown(shown, lang="en"):
+    """Which of the three benchmark sentences the page shows, in its order."""
+    starts = {key: translations(lang).gettext(msgid).split("{")[0] for key, msgid in VERDICTS.items()}
+    return [key for x in shown for key, start in starts.items() if x.startswith(start)]
+
+
+def outcome(verdict: sections.BenchVerdict) -> str:
+    return "equal" if verdict.within_noise else "wrapper" if verdict.wrapper_faster else "split"
+
+
 def test_shipped_benchmark_table(at):
     data = bench.load_results(ROOT / "assets" / "bench_attention.json")
     captions = [c.value for c in at.caption]
@@ -204,15 +227,9 @@ def test_shipped_benchmark_table(at):
         np.testing.assert_allclose(table[t("forward ms")].astype(float), [r["forward_ms"] for r in size["results"]])
         assert (table[t("max |out − split|")].astype(float) < 1e-4).all()
         assert any(x.startswith(t("**Input {size}**").format(size=size_name(size))) for x in shown)
-    # under each table a sentence says whichever construction this file found faster, in the file's order
-    wrapper_wins = t("Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median "
-                     "forward). The split layer's score tensor (B, H, T, T) holds {scores}; the wrapper handles one "
-                     "head's {head} at a time.").split("{")[0]
-    split_wins = t("Here the split layer was {ratio}× faster than the wrapper: {split} ms against {wrapper} ms "
-                   "(median forward).").split("{")[0]
-    verdicts = [x for x in shown if x.startswith((wrapper_wins, split_wins))]
-    faster = [{r["variant"]: r["forward_ms"] for r in size["results"]} for size in data["sizes"]]
-    assert [v.startswith(wrapper_wins) for v in verdicts] == [f["wrapper"] < f["split"] for f in faster]
+    # under each table a sentence says whichever construction this file found faster, or that the gap is within
+    # the run's noise, in the file's order
+    assert verdicts_shown(shown) == [outcome(sections.bench_verdict(size)) for size in data["sizes"]]
     titles = [t("Time per call · {size}").format(size=size_name(size)) for size in data["sizes"]]
     bars = [f for f in figures(at) if plain(f["layout"]["title"]["text"]) in titles]
     assert len(bars) == len(data["sizes"])
@@ -232,6 +249,42 @@ def test_live_measurement(at, monkeypatch):
     assert any(tiny in x for x in texts(at))
     at.number_input(key="mh_seed").set_value(7).run()  # a later rerun keeps the live result
     assert any(tiny in x for x in texts(at))
+
+
+def timed_size(label: str, wrapper_runs, split_runs) -> dict:
+    """A crafted benchmark entry: the wrapper's and the split layer's forward runs in ms, an SDPA row faster."""
+    runs = {"wrapper": wrapper_runs, "split": split_runs, "sdpa_causal": [0.5, 0.6, 0.7]}
+    results = [{"variant": name, "description": name, "forward_ms": float(np.median(r)),
+                "forward_min_ms": min(r), "forward_samples_ms": r, "forward_backward_ms": None,
+                "max_abs_diff_vs_split": 0.0} for name, r in runs.items()]
+    return {"batch": 1, "seq_len": 7, "n_embd": 12, "num_heads": 3, "note": "", "label": label, "results": results}
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_verdict_sentence_for_each_outcome(monkeypatch, lang):
+    """Page 5 section 4: a crafted run per outcome (equal within noise, wrapper faster, split faster) gets its
+    own sentence, filled with its medians and quartiles in the reader's format."""
+    sizes = [timed_size("equal", [10.0, 50.0, 100.0, 300.0, 400.0], [20.0, 60.0, 102.0, 250.0, 500.0]),
+             timed_size("wrapper", [10.0, 11.0, 12.0, 13.0, 14.0], [30.0, 31.0, 32.0, 33.0, 34.0]),
+             timed_size("split", [30.0, 31.0, 32.0, 33.0, 34.0], [10.0, 11.0, 12.0, 13.0, 14.0])]
+    data = {"benchmark": "attention", "created": "2026-01-02", "machine": {"cpu": "test"},
+            "settings": {"repeats": 5}, "sizes": sizes}
+    monkeypatch.setattr(bench, "SMALL", bench.BenchSize(1, 7, 12, 3))  # a size no other test caches
+    monkeypatch.setattr(bench, "run_benchmark", lambda *args, **kwargs: data)
+    app = open_page(PAGE, 60, lang=lang)
+    app.button(key="mh_bench_rerun").click().run()
+    assert not app.exception
+    shown = texts(app)
+    shipped = bench.load_results(ROOT / "assets" / "bench_attention.json")["sizes"]
+    assert verdicts_shown(shown, lang)[len(shipped):] == ["equal", "wrapper", "split"]
+    gettext = translations(lang).gettext
+    equal = sections.bench_verdict(sizes[0])
+    assert gettext(VERDICTS["equal"]).format(
+        wrapper=num(100.0, 1, lang), split=num(102.0, 1, lang), wrapper_q1=num(50.0, 1, lang),
+        wrapper_q3=num(300.0, 1, lang), split_q1=num(60.0, 1, lang), split_q3=num(250.0, 1, lang)) in " ".join(shown)
+    assert equal.wrapper_iqr == (50.0, 300.0) and equal.split_iqr == (60.0, 250.0)
+    assert any(gettext(VERDICTS["split"]).format(ratio=num(32.0 / 12.0, 2, lang), split=num(12.0, 2, lang),
+                                                 wrapper=num(32.0, 2, lang)) in x for x in shown)
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])

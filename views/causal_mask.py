@@ -1,5 +1,7 @@
 """Page 3: the causal mask — two masking routes, a live leakage test, triu, register_buffer, the NaN row."""
 
+import functools
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -12,7 +14,7 @@ from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend
-from ui.i18n import N_, _, ngettext
+from ui.i18n import N_, _, current_language, ngettext
 from ui.numbers import integer, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -158,7 +160,7 @@ def leakage_section() -> None:
         perturbed=_("perturbed"),
         x_title="max |Δ context_vec|",
         y_title=_("output row (query token)"),
-        separators=plotly_separators(),
+        separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
     )), key="cm_leak_chart", alt=_(
         "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
         "without a mask: {values}.").format(token=leak_token, values=alt.paired(

@@ -13,7 +13,7 @@ from engine.sections import dropout as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
-from ui.numbers import integer, num, plotly_separators, sci, significant
+from ui.numbers import integer, num, plotly_separators, sci, seq, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -63,7 +63,7 @@ page.prose("slider")
 seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
                      value=chapter.DROPOUT_SEED, key="do_seed")
 slider_labels = figures.SliderLabels(
-    ones_panel="dropout(ones(6, 6))", weights_panel="dropout(causal attn_weights)", sum_panel=_("row sum"),
+    ones_panel="dropout(ones(6, 6))", weights_panel=_("dropout(causal attn_weights)"), sum_panel=_("row sum"),
     step=_("p = {p}: each weight is dropped with probability {p}; survivors × 1/(1−p) = {scale} "
            "({kept} of {total} kept this time)"),
     slider_prefix=_("dropout p = "), separators=plotly_separators())
@@ -78,8 +78,8 @@ applies = seed == chapter.DROPOUT_SEED
 st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
               "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
               "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
-                                               ones=page.fmt_row(shown.ones_row_sums, 1),
-                                               weights=page.fmt_row(shown.weights_row_sums, 2)))
+                                               ones=seq(shown.ones_row_sums, 1),
+                                               weights=seq(shown.weights_row_sums, 2)))
 page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
                    chapter.DROPOUT_ONES, applies)
 page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,

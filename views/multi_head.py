@@ -20,7 +20,7 @@ from engine.sections import multi_head as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, current_language
-from ui.numbers import byte_size, integer, num, plotly_separators, sci
+from ui.numbers import byte_size, integer, num, num_or_sci, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 BENCH_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_attention.json"
@@ -125,11 +125,20 @@ def machine_text(data: dict) -> str:
 
 
 def bench_verdict_text(size: dict) -> str | None:
-    """The sentence that says which of the chapter's constructions this file found faster at ``size``."""
+    """The sentence that says which of the chapter's constructions this file found faster at ``size``, or that
+    the gap between them is within the run's noise (``sections.bench_verdict``'s ``within_noise``)."""
     verdict = sections.bench_verdict(size)
     if verdict is None:
         return None
-    if verdict.wrapper_faster:
+    if verdict.within_noise:
+        text = _("Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
+                 "(median forward). Each median lies inside the other's interquartile range, the middle half of "
+                 "its runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is "
+                 "within this run's noise, so the file cannot say which is faster.").format(
+            wrapper=num(verdict.wrapper_ms, 1), split=num(verdict.split_ms, 1),
+            wrapper_q1=num(verdict.wrapper_iqr[0], 1), wrapper_q3=num(verdict.wrapper_iqr[1], 1),
+            split_q1=num(verdict.split_iqr[0], 1), split_q3=num(verdict.split_iqr[1], 1))
+    elif verdict.wrapper_faster:
         text = _("Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median "
                  "forward). The split layer's score tensor (B, H, T, T) holds {scores}; the wrapper handles one "
                  "head's {head} at a time.").format(
@@ -271,7 +280,7 @@ def copy_section() -> None:
                                 value=2, key="mh_copy_dim", bind="query-params")
     compare = copy_cached(seed, int(copy_dim), int(copy_heads))
     st.markdown(_("max |wrapper − split| before the copy: **{before}** · after copying the wrapper's weights "
-                  "(compared before out_proj): **{after}**").format(before=sci(compare.max_abs_diff_before, 4),
+                  "(compared before out_proj): **{after}**").format(before=num_or_sci(compare.max_abs_diff_before, 4),
                                                                      after=sci(compare.max_abs_diff, 2)))
     page.verdict(compare.max_abs_diff < 1e-6,
                  _("after the copy the split layer's heads equal the wrapper's"),

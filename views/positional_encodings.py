@@ -1,5 +1,7 @@
 """Page 7: positional encodings — none, learned absolute, sinusoidal, RoPE — on the course's GPT."""
 
+import functools
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -15,7 +17,7 @@ from engine.tokenizer import CharTokenizer
 from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import integer, num, plotly_separators, sci
+from ui.numbers import integer, num, plotly_separators, sci, seq
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
@@ -171,6 +173,7 @@ st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
     titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
     rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
     slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
+    value_format=functools.partial(sci, lang=current_language()),
 )), key="pe_perm_chart", alt=_(
     "Bar chart of max |Δ logits| between “{line}” and “{permuted}” at the last position, one bar per position "
     "encoding, on a log scale; its slider picks the number of layers (1 to {layers}). One layer: {one}. Two layers: "
@@ -306,7 +309,7 @@ def tables_section() -> None:
             st.markdown(_("trained table: std = {std}, shape {shape}").format(std=num(trained.std, 4),
                                                                              shape=tuple(trained.table.shape)))
     st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
-                  "{spread}").format(row=page.fmt_row(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
+                  "{spread}").format(row=seq(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
                                      spread=sci(sin.diagonal_spread)))
 
 

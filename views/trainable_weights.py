@@ -94,7 +94,7 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
 
     left, right = st.columns([3, 2])
     with left:
-        scaled, unscaled = "softmax(scores / √d_k)", _("softmax(scores), no scale")
+        scaled, unscaled = _("softmax(scores / √d_k)"), _("softmax(scores), no scale")
         panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
                    {"attn_scores = keys @ query": steps.attn_scores}),
                   (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),

@@ -6,7 +6,7 @@ printed tensors (row 0 on top, values in the cells, ``-inf`` written out).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -36,6 +36,8 @@ class LeakageLabels:
         perturbed: the note beside the perturbed token's row.
         x_title, y_title: axis titles (the change; the output rows).
         separators: Plotly's ``layout.separators`` of the reader's language.
+        value_format: writes a bar's value in the page's scientific style; ``None``: ``3,00e-08`` with the
+            separators' decimal sign.
     """
 
     causal: str
@@ -44,6 +46,7 @@ class LeakageLabels:
     x_title: str
     y_title: str
     separators: str = SEPARATORS
+    value_format: Callable[[float], str] | None = None
 
 
 def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str],
@@ -105,6 +108,7 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
     rows = list(range(len(tokens)))
     ticks = [f"{i} · {t}" for i, t in enumerate(tokens)]
     sep = labels.separators
+    written = labels.value_format or (lambda v: f"{v:.2e}".replace(".", sep[0]))
     data, reach = [], 0.0
     for k, (column, name) in enumerate((("max_diff_causal", labels.causal), ("max_diff_full", labels.no_mask))):
         values = leak.table[column].to_numpy()
@@ -112,7 +116,7 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
         data.append(dict(
             type="bar", orientation="h", y=rows, x=values.tolist(), name=name,
             marker_color=PALETTE[0] if k == 0 else "#8c8c8c",
-            text=["0" if v == 0 else f"{v:.2e}".replace(".", sep[0]) for v in values],
+            text=["0" if v == 0 else written(float(v)) for v in values],
             textposition="outside", textfont=dict(size=11), constraintext="none", cliponaxis=False,
             customdata=ticks, hovertemplate="%{customdata}: %{x:.3g}<extra>" + name + "</extra>",
         ))

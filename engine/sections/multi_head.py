@@ -15,6 +15,8 @@ chapter's classes keep three Linears); its parameters are counted with
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -510,6 +512,10 @@ class BenchVerdict:
             MultiHeadAttention, in milliseconds.
         wrapper_faster: True when the wrapper's median is below the split layer's.
         ratio: the slower median over the faster one (>= 1).
+        wrapper_iqr, split_iqr: the first and third quartiles of each one's recorded forward runs, in ms
+            (None for a file without per-run times).
+        within_noise: True when each median lies inside the other's interquartile range, so the gap between
+            them is smaller than the spread of the runs and the file cannot say which is faster.
         fastest: the variant key with the lowest median forward time, and its time in ms.
         score_bytes: bytes of the float32 (B, H, T, T) score tensor the split layer sweeps; head_bytes: one
             head's (B, T, T) slice, what the wrapper handles at a time.
@@ -527,6 +533,30 @@ class BenchVerdict:
     fastest_ms: float
     score_bytes: int
     head_bytes: int
+    wrapper_iqr: tuple[float, float] | None = None
+    split_iqr: tuple[float, float] | None = None
+    within_noise: bool = False
+
+
+MAX_BENCH_SAMPLES = 10_000
+
+
+def interquartile_range(samples) -> tuple[float, float] | None:
+    """The first and third quartiles of one variant's recorded run times (``statistics.quantiles``, inclusive).
+
+    Args:
+        samples: the ``forward_samples_ms`` list of a benchmark file, positive finite numbers.
+
+    Returns:
+        ``(q1, q3)`` in the samples' unit, or None when ``samples`` is not a list of 2 to
+        :data:`MAX_BENCH_SAMPLES` positive finite numbers (a file that did not record its runs).
+    """
+    if not isinstance(samples, list) or not 2 <= len(samples) <= MAX_BENCH_SAMPLES:
+        return None
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf for v in samples):
+        return None
+    q1, _median, q3 = statistics.quantiles([float(v) for v in samples], n=4, method="inclusive")
+    return q1, q3
 
 
 def bench_verdict(size: dict) -> BenchVerdict | None:
@@ -538,20 +568,28 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
 
     Returns:
         A :class:`BenchVerdict`, or None when the entry lacks the wrapper or the split layer, or a
-        positive time for them (a file from another version of the benchmark).
+        positive time for them (a file from another version of the benchmark). The two count as equal
+        (``within_noise``) when each one's median lies inside the other's interquartile range: a load that
+        moved during the run spreads every variant's runs, and a gap smaller than that spread says nothing
+        about which construction is faster. An entry without per-run times is judged by its medians alone.
     """
     try:
         times = {r["variant"]: float(r["forward_ms"]) for r in size["results"]}
+        samples = {r["variant"]: r.get("forward_samples_ms") for r in size["results"]}
         batch, seq_len = int(size["batch"]), int(size["seq_len"])
         n_embd, num_heads = int(size["n_embd"]), int(size["num_heads"])
         wrapper, split = times["wrapper"], times["split"]
-    except (KeyError, TypeError, ValueError):
+    except (AttributeError, KeyError, TypeError, ValueError):
         return None
     if not (wrapper > 0 and split > 0) or min(batch, seq_len, n_embd, num_heads) < 1:
         return None
     fastest = min(times, key=times.get)
     scores = score_tensor_bytes(batch, num_heads, seq_len)
+    wrapper_iqr, split_iqr = interquartile_range(samples["wrapper"]), interquartile_range(samples["split"])
+    within_noise = (wrapper_iqr is not None and split_iqr is not None
+                    and wrapper_iqr[0] <= split <= wrapper_iqr[1] and split_iqr[0] <= wrapper <= split_iqr[1])
     return BenchVerdict(batch=batch, seq_len=seq_len, n_embd=n_embd, num_heads=num_heads, wrapper_ms=wrapper,
                         split_ms=split, wrapper_faster=wrapper < split, ratio=max(wrapper, split) / min(wrapper, split),
                         fastest=fastest, fastest_ms=times[fastest], score_bytes=scores,
-                        head_bytes=scores // num_heads)
+                        head_bytes=scores // num_heads, wrapper_iqr=wrapper_iqr, split_iqr=split_iqr,
+                        within_noise=within_noise)
