@@ -544,12 +544,26 @@ def test_the_position_curves_figure_draws_the_file_under_its_labels(shipped_exer
     assert [t.name for t in fig.data] == [c.key for c in curves] + [c.key for c in compared]
     assert list(fig.data[0].y) == list(curves[0].mean) and list(fig.data[len(curves)].y) == list(compared[0].difference)
     assert {t.yaxis for t in fig.data[len(curves):]} == {"y2"} and not any(t.showlegend for t in fig.data[len(curves):])
-    titles = [a.text for a in fig.layout.annotations if a.text in ("D",) or a.text.startswith("L")]
-    assert len(titles) == 2 and "<br>" in titles[0]  # a long title wraps instead of running off a phone's width
+    assert "<br>" in fig.layout.title.text  # a long title wraps instead of running off a phone's width
+    assert "D" in [a.text for a in fig.layout.annotations]  # the lower panel's title
     assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # the panels stack, the loss above
     assert [s.y0 for s in fig.layout.shapes] == [5.17] and fig.layout.separators == ",\u202f"
     with pytest.raises(ValueError):
         LF.position_curves_figure([c.mean for c in curves], [c.difference for c in curves], ["a"], labels)
+
+
+def test_the_no_mask_chart_labels_the_bigram_where_its_log_axis_draws_it(shipped_exercises):
+    from engine.figures import lab as LF
+
+    curves = shipped_exercises.exercise("no_mask").by_position
+    fig = LF.loss_by_position_figure([c.mean for c in curves], [c.key for c in curves],
+                                     LF.ByPositionLabels(title="T", position="p", loss="l"), baselines={"b": 5.17})
+    assert [list(t.y) for t in fig.data] == [pytest.approx(c.mean) for c in curves] and fig.layout.yaxis.type == "log"
+    assert [s.y0 for s in fig.layout.shapes] == [5.17]
+    assert [(a.text, a.y) for a in fig.layout.annotations] == [("b", pytest.approx(math.log10(5.17)))]
+    with pytest.raises(ValueError):
+        LF.loss_by_position_figure([c.mean for c in curves], ["a"], LF.ByPositionLabels(title="", position="p",
+                                                                                        loss="l"))
 
 
 #: What the dropout experiment's runs claim: {key: (attention-weight dropout, residual dropout)}.

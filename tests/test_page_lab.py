@@ -614,8 +614,9 @@ def test_the_exercises_are_shown_from_the_shipped_file(exercises, tang_bigram, l
                                                          for k in exercise.runs]
     for exercise, pairs in zip(data.exercises[:2], pairs_tables, strict=True):
         reference = exercise_name(exercise.name, exercise.reference, lang)
-        assert list(pairs[msg("Δ mean (nats)", lang)]) == [fill("{d:+.3f}", lang, d=c.mean)
-                                                           for c in exercise.comparisons]
+        assert list(pairs[msg("Δ mean ({level:.0%} interval)", lang, level=1 - STATS.ALPHA)]) == [
+            fill("{d:+.3f} ({low:+.3f} … {high:+.3f})", lang, d=c.mean, low=c.t_interval[0], high=c.t_interval[1])
+            for c in exercise.comparisons]
         assert list(pairs[msg("Δ per seed", lang)]) == [" · ".join(fill("{d:+.3f}", lang, d=d) for d in c.differences)
                                                         for c in exercise.comparisons]
         assert list(pairs[msg("verdict", lang)]) == [msg(verdicts[c.verdict], lang) for c in exercise.comparisons]

@@ -372,7 +372,7 @@ def experiment_curves(histories: Sequence[History], names: Sequence[str], labels
 
 
 def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[str], labels: ByPositionLabels,
-                            height: int = 380, baselines: Mapping[str, float] | None = None) -> go.Figure:
+                            height: int = 460, baselines: Mapping[str, float] | None = None) -> go.Figure:
     """Validation loss at each position of the window for several runs (log y axis).
 
     A causal model's loss falls a little along the window (more context); a model trained
@@ -382,10 +382,10 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
         losses: per run, the validation loss at each position (block_size floats, nats).
         names: one legend name per run.
         labels: the figure's words.
-        baselines: optional ``{label: nats}`` drawn as dashed lines (:func:`add_baselines`).
+        baselines: optional ``{label: nats}`` drawn as dashed lines, each labelled at the right.
 
     Returns:
-        A figure with one line per run, its legend under the plot (a phone's width holds it there).
+        A figure with one line per run, its legend between the title and the plot, one entry a line.
 
     Raises:
         ValueError: if ``names`` and ``losses`` differ in length.
@@ -398,13 +398,21 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
         fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=name,
                         line=dict(color=PALETTE[k % len(PALETTE)], width=2),
                         hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
-    fig.update_xaxes(title_text=labels.position, gridcolor="#eee")
-    fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee",
-                     tickvals=[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
-    fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0, yanchor="top"), separators=labels.separators)
-    add_baselines(fig, baselines)
-    base_layout(fig, labels.title or None, height, separators=labels.separators)
-    return fig.update_layout(margin=dict(b=90))
+    position = wrap_text(labels.position, TITLE_WIDTH)
+    fig.update_xaxes(title_text=position, gridcolor="#eee")
+    fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee", tickvals=[0.01, 0.1, 1, 10])
+    # the legend under the title, one entry a line: a phone's width never pushes it out of the figure
+    top = 40 + 20 * len(names)  # base_layout adds the title's extra lines
+    fig.update_layout(legend=dict(orientation="v", x=0, y=1.02, yanchor="bottom"), separators=labels.separators)
+    for k, (label, value) in enumerate((baselines or {}).items()):
+        colour = BASELINE_COLORS[k % 2]
+        fig.add_hline(y=float(value), line=dict(color=colour, width=1.5, dash="dash"))
+        # on a log axis an annotation's y is the log of the value (Plotly's rule), unlike the line's
+        fig.add_annotation(x=1, xref="x domain", xanchor="right", y=float(np.log10(max(value, 1e-4))), yref="y",
+                           yanchor="bottom" if k % 2 == 0 else "top", text=label, showarrow=False,
+                           font=dict(size=11, color=colour))
+    base_layout(fig, labels.title or None, height + 20 * len(names), top=top, separators=labels.separators)
+    return fig.update_layout(margin=dict(b=60 + 18 * position.count("<br>")))
 
 
 #: Share of a position-curves figure's plotting height taken by its upper panel, and the gap between the panels.
@@ -448,17 +456,16 @@ def position_curves_figure(means: Sequence[Sequence[float]], differences: Sequen
                         yaxis="y2", hovertemplate="%{x}: %{y:+.3f}<extra>" + name + "</extra>")
              for d, name, colour in zip(differences, names, colours, strict=True) if d is not None]
     lower_top = 1 - _UPPER - _GAP
-    upper, lower = wrap_text(labels.loss_title, TITLE_WIDTH), wrap_text(labels.difference_title, TITLE_WIDTH)
-    titles = [dict(text=text, x=0, xref="paper", xanchor="left", y=y, yref="paper", yanchor="bottom",
-                   showarrow=False, align="left", font=dict(size=14))
-              for text, y in ((upper, 1.0), (lower, lower_top))]
-    top = 24 + 18 * upper.count("<br>")
-    layout = app_layout(None, height + 18 * (upper.count("<br>") + lower.count("<br>")), top=top,
-                        separators=labels.separators)
+    lower = wrap_text(labels.difference_title, TITLE_WIDTH)
+    # the upper panel's title is the figure's; the lower one's sits in the gap between the panels
+    title = dict(text=lower, x=0, xref="paper", xanchor="left", y=lower_top, yref="paper", yanchor="bottom",
+                 showarrow=False, align="left", font=dict(size=15))
+    layout = app_layout(labels.loss_title, height + 18 * lower.count("<br>"), separators=labels.separators)
     layout.update(
-        annotations=titles, showlegend=True,
+        annotations=[title], showlegend=True,
         legend=dict(orientation="h", x=0, y=-0.1, yanchor="top"),
-        xaxis=dict(domain=[0, 1], anchor="y", gridcolor="#eee", matches="x2", showticklabels=True),
+        # the shared positions are written under the lower panel only, clear of its title
+        xaxis=dict(domain=[0, 1], anchor="y", gridcolor="#eee", matches="x2", showticklabels=False),
         yaxis=dict(domain=[1 - _UPPER, 1], title_text=labels.loss, gridcolor="#eee"),
         xaxis2=dict(domain=[0, 1], anchor="y2", gridcolor="#eee", title_text=labels.position),
         yaxis2=dict(domain=[0, lower_top - 0.05 - 0.03 * lower.count("<br>")], title_text=labels.difference,

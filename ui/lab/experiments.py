@@ -213,7 +213,6 @@ class ExerciseWords:
     last: str
     differences: str
     effect: str
-    interval: str
     detectable: str
     verdict: str
     verdicts: tuple[tuple[str, str], ...]
@@ -225,8 +224,8 @@ def exercise_words() -> ExerciseWords:
     """The words of :func:`exercise_tables` and the exercises' charts."""
     return ExerciseWords(
         run=_("run"), params=_("params"), val=_("val loss (mean)"), per_seed=_("val loss per seed"),
-        last=_("val, last pos."), differences=_("Δ per seed"), effect=_("Δ mean (nats)"),
-        interval=fill(_("{level:.0%} interval"), level=1 - ALPHA),
+        last=_("val, last pos."), differences=_("Δ per seed"),
+        effect=fill(_("Δ mean ({level:.0%} interval)"), level=1 - ALPHA),
         detectable=_("smallest detectable"), verdict=_("verdict"),
         verdicts=((VERDICTS[0], _("better")), (VERDICTS[1], _("worse")), (VERDICTS[2], _("no detectable difference")),
                   (VERDICTS[3], _("too few seeds"))),
@@ -251,7 +250,7 @@ def exercise_tables(data: ExercisesFile, exercise: ExerciseSummary, words: Exerc
 
     Runs: one row per configuration (parameters, validation loss over the whole split, mean and per seed, and at
     the last position). Differences: one row per configuration compared with the reference (b − reference per
-    seed, their mean, the t interval, the smallest detectable difference, the verdict).
+    seed, their mean with its t interval, the smallest detectable difference, the verdict).
     """
     w = words
     rows = []
@@ -266,9 +265,8 @@ def exercise_tables(data: ExercisesFile, exercise: ExerciseSummary, words: Exerc
     verdicts = dict(w.verdicts)
     pairs = [{w.run: exercise_run_name(exercise.name, c.b),
               w.differences: " · ".join(fill("{d:+.3f}", d=d) for d in c.differences),
-              w.effect: fill("{d:+.3f}", d=c.mean),
-              w.interval: "—" if c.t_interval is None else fill("{low:+.3f} … {high:+.3f}", low=c.t_interval[0],
-                                                                high=c.t_interval[1]),
+              w.effect: fill("{d:+.3f}", d=c.mean) + ("" if c.t_interval is None else fill(
+                  " ({low:+.3f} … {high:+.3f})", low=c.t_interval[0], high=c.t_interval[1])),
               w.detectable: "—" if c.detectable is None else num(c.detectable, 3),
               w.verdict: verdicts.get(c.verdict, c.verdict)} for c in exercise.comparisons]
     return pd.DataFrame(rows), pd.DataFrame(pairs)
