@@ -28,8 +28,8 @@ or climbs). Every reader's first session id and any exception element or failed 
 
 The whole run's peak includes the first visit of every page (the process-wide caches filled once, on a fresh
 server); the class's peak counts from its arrival. Prints one table row per reader count and writes ``--json``
-(default ``runs/bench_load.json``) with
-``engine.bench.machine.machine_info()`` and the load average before and after each count.
+(default ``runs/bench_load.json``) with ``engine.bench.machine.machine_info()`` and the load average before
+and after each count.
 """
 
 from __future__ import annotations
