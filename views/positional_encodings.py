@@ -1,7 +1,5 @@
 """Page 7: positional encodings — none, learned absolute, sinusoidal, RoPE — on the course's GPT."""
 
-import functools
-
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -173,7 +171,7 @@ st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
     titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
     rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
     slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
-    value_format=functools.partial(sci, lang=current_language()),
+    value_texts={float(d): sci(float(d)) for d in sweep.by_layer.to_numpy().ravel()},
 )), key="pe_perm_chart", alt=_(
     "Bar chart of max |Δ logits| between “{line}” and “{permuted}” at the last position, one bar per position "
     "encoding, on a log scale; its slider picks the number of layers (1 to {layers}). One layer: {one}. Two layers: "

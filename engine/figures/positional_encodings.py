@@ -55,8 +55,8 @@ class PermutationLabels:
         slider_prefix: text before the slider's current n_layer.
         encodings: the name shown for each encoding key ("none", "learned", …); a key left out is shown as is.
         separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
-        value_format: writes a difference in the page's scientific style (the one of its tables); ``None``: a d3
-            format (``3.0e-8``).
+        value_texts: each difference of the table written in the page's scientific style (the one of its
+            tables); a difference left out is written by a d3 format (``3.0e-8``).
     """
 
     titles: Sequence[str]
@@ -68,7 +68,7 @@ class PermutationLabels:
     slider_prefix: str
     encodings: Mapping[str, str] = field(default_factory=dict)
     separators: str = ".,"
-    value_format: Callable[[float], str] | None = None
+    value_texts: Mapping[float, str] = field(default_factory=dict)
 
 
 def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_layers: int = 1) -> go.Figure:
@@ -82,7 +82,7 @@ def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_la
 
     Returns:
         A figure with one bar trace per n_layer (one bar per encoding, named by ``labels.encodings``, log y
-        axis, the exact value in ``customdata`` written on each bar by ``labels.value_format``, or else a d3
+        axis, the exact value in ``customdata`` written on each bar as ``labels.value_texts`` has it, or else by a d3
         format, so in the reader's number format) and ``layout.sliders[0]`` with one step per n_layer.
 
     Raises:
@@ -100,8 +100,8 @@ def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_la
     for n_layer in layers:
         part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
         diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
-        written = labels.value_format or (lambda _d: "%{customdata:.1e}")
-        texts = [written(float(d)) if d > 0 else labels.exact_zero for d in diffs]
+        texts = [labels.value_texts.get(float(d), "%{customdata:.1e}") if d > 0 else labels.exact_zero
+                 for d in diffs]
         bars.append(go.Bar(
             x=[labels.encodings.get(e, e) for e in encodings],
             y=np.maximum(diffs, LOG_FLOOR),

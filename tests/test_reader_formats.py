@@ -1,0 +1,71 @@
+"""Issue 24's fresh-read faults on pages 2-5 and 7: words translated, numbers in the reader's format (ui.numbers).
+
+Each page is opened in German or French; the expected texts come from the engine's own computation and the
+catalog's message ids, formatted by ui.numbers for that language.
+"""
+
+from __future__ import annotations
+
+from engine import attention as A
+from engine import chapter
+from engine.figures import causal_mask as figures_cm
+from engine.sections import causal_mask as cm_sections
+from engine.sections import dropout as dropout_sections
+from engine.sections import multi_head as multi_head_sections
+from engine.sections import positional_encodings as pe_sections
+from tests.plotly_json import figures, open_page, texts
+from ui.i18n import translations
+from ui.numbers import num_or_sci, sci, seq
+
+
+def test_trainable_weights_legend_is_translated():
+    de = translations("de").gettext
+    assert de("softmax(scores / √d_k)") != "softmax(scores / √d_k)"
+    at = open_page("views/trainable_weights.py", lang="de")
+    names = {trace.get("name") for fig in figures(at) for trace in fig["data"]}
+    assert de("softmax(scores / √d_k)") in names and "softmax(scores / √d_k)" not in names
+
+
+def test_dropout_panel_title_and_row_sums_in_german():
+    de = translations("de").gettext
+    at = open_page("views/dropout.py", lang="de")
+    slider = next(f for f in figures(at) if f["layout"].get("sliders"))
+    annotations = [a.get("text", "") for a in slider["layout"].get("annotations", [])]
+    assert any(de("dropout(causal attn_weights)") in a for a in annotations)
+    assert not any("dropout(causal attn_weights)" in a for a in annotations)
+    shown = dropout_sections.dropout_sweep(dropout_sections.chapter_causal_weights(A.chapter_inputs()),
+                                           chapter.DROPOUT_SEED)[chapter.DROPOUT_P]
+    ones, weights = seq(shown.ones_row_sums, 1, lang="de"), seq(shown.weights_row_sums, 2, lang="de")
+    assert "," in ones and "." not in ones
+    assert any(f"= {ones};" in x and f"= {weights}." in x for x in texts(at))
+
+
+def test_positional_encodings_one_scientific_style_and_row_zero_in_german():
+    at = open_page("views/positional_encodings.py", lang="de")
+    sweep = pe_sections.permutation_by_layers(n_embd=32, n_head=4, seed=0)
+    bars = next(f for f in figures(at) if f["layout"].get("sliders") and f["layout"]["yaxis"].get("type") == "log")
+    written = [text for trace in bars["data"] for text in trace["texttemplate"]]
+    expected = [sci(float(d), lang="de") for n in sorted(sweep.by_layer.index)
+                for d in sweep.by_layer.loc[n] if d > 0]
+    assert sorted(t for t in written if "E" in t) == sorted(expected)
+    assert not any("%{" in t for t in written)
+    row = seq(pe_sections.sinusoidal_position_table(128, 128).table[0, :8].tolist(), 1, lang="de")
+    assert row.startswith("[0,0; 1,0;")
+    assert any(row in x for x in texts(at))
+
+
+def test_multi_head_difference_before_the_copy_in_french():
+    at = open_page("views/multi_head.py", lang="fr")
+    compare = multi_head_sections.wrapper_vs_split(chapter.MHA_WRAPPER_SEED, head_dim=2, num_heads=2)
+    before = num_or_sci(compare.max_abs_diff_before, 4, lang="fr")
+    assert ("E" in before) == (abs(compare.max_abs_diff_before) < 0.01)
+    assert any(f"**{before}**" in x for x in texts(at))
+
+
+def test_page_3s_bars_write_the_tables_scientific_style():
+    leak = cm_sections.leakage_test(A.chapter_inputs(), 2, 1.0)
+    labels = figures_cm.LeakageLabels(causal="a", no_mask="b", perturbed="c", x_title="x", y_title="y",
+                                      separators=",.", value_format=lambda v: sci(v, 2, lang="de"))
+    fig = figures_cm.leakage_figure(leak, ["t"] * len(leak.table), 2, labels)
+    for trace, column in zip(fig.data[:2], ("max_diff_causal", "max_diff_full"), strict=True):
+        assert list(trace.text) == ["0" if v == 0 else sci(float(v), 2, lang="de") for v in leak.table[column]]
