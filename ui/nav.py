@@ -174,10 +174,10 @@ PAGES: tuple[PageInfo, ...] = (
                  N_("its passages on .view(), .transpose() and .contiguous()")),)),
     PageInfo("positional_encodings", "7", N_("Positional encodings"), N_("Positional encodings"),
              ":material/pin_drop:", "essay", (
-                 _lesson("order", N_("attention does not tell order")),
+                 _lesson("order", N_("attention cannot tell the order")),
                  _lesson("second_line", N_("the unexpected second line")),
                  _lesson("position_embedding", N_("position embedding")),
-                 _lesson("rope", N_("rotary position encoding")),
+                 _lesson("rope", N_("rotary position embedding")),
                  _lesson("exercises", N_("exercises"), N_("exercises 1 and 3")),
                  _lesson("self_test", N_("self-test"), N_("questions 2 and 3")))),
     PageInfo("lab", "8", N_("GPT lab"), N_("GPT lab"), ":material/science:", "lab", (
