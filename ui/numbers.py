@@ -190,6 +190,15 @@ def colon(lang: str | None = None) -> str:
     return _COLONS[_lang(lang)]
 
 
+#: ``st.slider``'s ``format`` for a float slider: Streamlit 1.67's ``"localized"``, which the browser writes with
+#: ``Intl.NumberFormat`` in the browser's own languages (``navigator.languages``: ``0,5`` in a French or German
+#: browser), where a printf format (``"%.2f"``) writes English decimals in every language. It follows the
+#: browser, not the app's language selector: a reader who picks another language than the browser's sees the
+#: browser's format on the slider's own value (README, languages). The slider keeps its number, so its link
+#: (``?sa_scale=1.5``) reads the same in every language, which a ``select_slider`` of formatted options would not.
+SLIDER_FORMAT = "localized"
+
+
 def plotly_separators(lang: str | None = None) -> str:
     """Plotly's ``layout.separators`` for the language (decimal sign, then group separator)."""
     return _PLOTLY_SEPARATORS[_lang(lang)]

@@ -15,7 +15,7 @@ from engine.sections import causal_mask as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import integer, plotly_separators, sci
+from ui.numbers import SLIDER_FORMAT, integer, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -151,7 +151,7 @@ def leakage_section() -> None:
     leak_token = c1.selectbox(_("Token to perturb"), TOKENS, index=TOKENS.index("starts"), key="cm_leak_token",
                               bind="query-params")
     delta = c2.slider(_("Perturbation added to each coordinate"), -3.0, 3.0, step=0.1,
-                      value=1.0, key="cm_leak_delta", bind="query-params")
+                      value=1.0, key="cm_leak_delta", bind="query-params", format=SLIDER_FORMAT)
     t = TOKENS.index(leak_token)
     leak = sections.leakage_test(inputs, t, float(delta))
     st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(

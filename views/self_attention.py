@@ -11,7 +11,7 @@ from engine.sections import self_attention as sections
 from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
-from ui.numbers import num, plotly_separators, sci
+from ui.numbers import SLIDER_FORMAT, num, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -91,7 +91,7 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
     """Section 3: the scale and dtype redraw this section only (a fragment within the query's fragment)."""
     c1, c2 = st.columns(2)
     scale = c1.slider(_("Score scale (multiplies the scores above)"), -150.0, 150.0, step=0.5,
-                      value=1.0, key="sa_scale", bind="query-params")
+                      value=1.0, key="sa_scale", bind="query-params", format=SLIDER_FORMAT)
     dtype_name = c2.selectbox("dtype", list(sections.DTYPES),
                               index=list(sections.DTYPES).index("float32"), key="sa_dtype", bind="query-params")
     numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])

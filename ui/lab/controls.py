@@ -14,6 +14,7 @@ from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
 from ui.lab.words import busy_text, duration_text, fill, position_name
+from ui.numbers import SLIDER_FORMAT
 
 MB = budget.MB
 
@@ -138,7 +139,7 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
     block_size = int(c1.selectbox("block_size", rules.BLOCK_SIZES, index=rules.BLOCK_SIZES.index(quick.block_size),
                                   key="lab_block", bind="query-params"))
     dropout = float(c2.slider("dropout", *rules.DROPOUT, step=0.05,
-                              value=quick.dropout, key="lab_dropout", bind="query-params"))
+                              value=quick.dropout, key="lab_dropout", bind="query-params", format=SLIDER_FORMAT))
     causal = c3.checkbox(_("causal mask"), value=True, key="lab_causal", bind="query-params",
                          help=_("Off: every position sees the whole window, including its own answer (see "
                                 "section 6)."))

@@ -17,7 +17,7 @@ from ui import url
 from ui.i18n import _, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
 from ui.lab.words import fill, plain, prose, strongest_keys
-from ui.numbers import integer, num, percent, plotly_separators
+from ui.numbers import SLIDER_FORMAT, integer, num, percent, plotly_separators
 
 #: The line lengths the reader may ask for (0: free, the model ends its lines) and the numbers of lines (0: free).
 LINE_LENGTHS = (0, *rules.POEM_LINE_LENGTHS)
@@ -117,10 +117,10 @@ def generation_form(disabled: bool) -> Sampling:
         c1, c2, c3, c6, c4, c5 = st.columns([3, 2, 1, 1, 2, 1])
         prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params")
         temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
-                                      value=0.8, key="lab_temp", bind="query-params"))
+                                      value=0.8, key="lab_temp", bind="query-params", format=SLIDER_FORMAT))
         top_k = url.int_input(c3, _("top-k (0 = all)"), *rules.TOP_K, step=1, value=20, key="lab_top_k")
         top_p = float(c6.slider(_("top-p (1 = all)"), *rules.TOP_P, step=0.05, value=rules.TOP_P[1],
-                                key="lab_top_p", bind="query-params"))
+                                key="lab_top_p", bind="query-params", format=SLIDER_FORMAT))
         length = int(c4.slider(_("new characters"), *rules.GENERATE_LENGTH, step=1,
                                value=64, key="lab_length", bind="query-params"))
         seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
