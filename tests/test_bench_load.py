@@ -77,3 +77,32 @@ def test_a_control_moves_one_step_inside_its_range():
     session.controls = {"o": control}
     asyncio.run(session.move(random.Random(0)))
     assert list(session.set_values["o"].string_array_value.data) == ["b"]
+
+
+def _unbounded_caches(source: str) -> list[str]:
+    """Functions under ``st.cache_data``/``st.cache_resource`` keyed by an argument, without ``max_entries``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            if ast.unparse(call.func if call else decorator) not in ("st.cache_data", "st.cache_resource"):
+                continue
+            keyed = [a.arg for a in node.args.args + node.args.kwonlyargs if not a.arg.startswith("_")]
+            if keyed and not (call and any(k.arg == "max_entries" for k in call.keywords)):
+                found.append(node.name)
+    return found
+
+
+def test_every_cache_keyed_by_a_readers_values_is_bounded():
+    """A cache keyed by what readers choose (slider values, seeds) grows with every value a class tries: the server's
+    memory climbed while the class worked. Each such cache holds at most ``max_entries`` (argument-free caches and
+    arguments Streamlit does not hash, named with a leading underscore, hold one entry)."""
+    assert _unbounded_caches("@st.cache_data(show_spinner=False)\ndef f(seed): ...\n"
+                             "@st.cache_resource\ndef g(x): ...\n@st.cache_data\ndef h(_corpus): ...\n") == ["f", "g"]
+    files = [ROOT / "app.py", *sorted((ROOT / "views").rglob("*.py")), *sorted((ROOT / "ui").rglob("*.py"))]
+    unbounded = {str(p.relative_to(ROOT)): names for p in files if (names := _unbounded_caches(p.read_text()))}
+    assert unbounded == {}

@@ -190,15 +190,19 @@ class Session:
             await asyncio.wait_for(self._changed.wait_for(lambda: self._finished > seen), RUN_TIMEOUT_S)
         return time.perf_counter() - start
 
-    async def move(self, rng: random.Random) -> tuple[float, str] | None:
-        """Move one of the page's controls by a step; ``(seconds, control id)``, or None on a page without one."""
+    async def move(self, rng: random.Random, jump_share: float = 0.0) -> tuple[float, str] | None:
+        """Move one of the page's controls: by a step, or with probability ``jump_share`` to any value of its range;
+        ``(seconds, control id)``, or None on a page without a control."""
         if not self.controls:
             return None
         control = rng.choice(sorted(self.controls.values(), key=lambda c: c.id))
-        up = rng.random() < 0.5
-        value = control.value + (control.step if up else -control.step)
-        if not control.low <= value <= control.high:
-            value = control.value - (control.step if up else -control.step)
+        if rng.random() < jump_share:  # a click on the track, or a typed number: anywhere on the step grid
+            value = control.low + control.step * rng.randint(0, int((control.high - control.low) / control.step))
+        else:  # an arrow key: one step, turned back at the range's end
+            up = rng.random() < 0.5
+            value = control.value + (control.step if up else -control.step)
+            if not control.low <= value <= control.high:
+                value = control.value - (control.step if up else -control.step)
         value = min(max(value, control.low), control.high)
         state = WidgetState(id=control.id)
         if control.kind == "select_slider":
@@ -339,7 +343,7 @@ class ReaderLog:
 
 
 async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: float, think_s: float,
-                       switch_every: int) -> None:
+                       switch_every: int, jump_share: float) -> None:
     """Open an essay page, then move its controls and switch pages until ``until`` (monotonic seconds)."""
     session = Session(base, log.name)
     path = rng.choice([p for p in ESSAY_PATHS if p])  # Home has no control: a reader starts on a chapter page
@@ -356,7 +360,7 @@ async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: flo
                 log.switches_s.append(await session.switch(path))
                 moves += 1
                 continue
-            moved = await session.move(rng)
+            moved = await session.move(rng, jump_share)
             if moved is not None:
                 log.moves_s.append(moved[0])
             moves += 1
@@ -525,7 +529,7 @@ async def warm(base: str) -> None:
 
 
 async def run_class(base: str, readers: int, trainers: int, minutes: float, think_s: float, switch_every: int,
-                    arrival_s: float, seed: int) -> list[ReaderLog]:
+                    arrival_s: float, seed: int, jump_share: float = 0.5) -> list[ReaderLog]:
     """``readers`` readers (of them ``trainers`` in the Lab) arriving over ``arrival_s`` s, for ``minutes``."""
     rng = random.Random(seed)
     trainers = min(trainers, readers)
@@ -538,7 +542,7 @@ async def run_class(base: str, readers: int, trainers: int, minutes: float, thin
         if log.role == "trainer":
             await trainer(base, log, seed=seed * 100 + i * 10, until=until)
         else:
-            await essay_reader(base, log, random.Random(rng.random()), until, think_s, switch_every)
+            await essay_reader(base, log, random.Random(rng.random()), until, think_s, switch_every, jump_share)
 
     await asyncio.gather(*(arrive(i, log) for i, log in enumerate(logs)))
     return logs
@@ -596,7 +600,7 @@ def measure(app_root: Path, count: int, args, progress=say) -> dict:
                 thread.start()
             try:
                 logs = asyncio.run(run_class(base, count, args.trainers, args.minutes, args.think_s,
-                                             args.switch_every, args.arrival_s, args.seed))
+                                             args.switch_every, args.arrival_s, args.seed, args.jump_share))
             finally:
                 stop.set()
                 if thread is not None:
@@ -637,6 +641,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--trainers", type=int, default=2, help="readers of each class training in the Lab")
     parser.add_argument("--browser", action="store_true", help="one Chromium reader besides (needs chromium)")
     parser.add_argument("--think-s", type=float, default=4.0, help="a reader's mean pause between two moves (s)")
+    parser.add_argument("--jump-share", type=float, default=0.5,
+                        help="share of moves to any value of the control's range (the others are one step)")
     parser.add_argument("--switch-every", type=int, default=8, help="a page switch every this many moves")
     parser.add_argument("--arrival-s", type=float, default=20.0, help="the readers arrive over this many seconds")
     parser.add_argument("--seed", type=int, default=1, help="seed of the readers' choices")
@@ -645,10 +651,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if min(args.readers) < 1 or args.minutes <= 0 or args.think_s <= 0 or args.switch_every < 1:
         parser.error("reader counts, minutes, think time and switch interval must be positive")
+    if not 0 <= args.jump_share <= 1:
+        parser.error("--jump-share is a share, from 0 to 1")
     info = machine.machine_info()
     rows = [measure(Path(args.app_root).resolve(), count, args) for count in args.readers]
     result = {"machine": info, "app_root": str(Path(args.app_root).resolve()), "minutes": args.minutes,
-              "trainers": args.trainers, "think_s": args.think_s, "switch_every": args.switch_every,
+              "trainers": args.trainers, "think_s": args.think_s, "jump_share": args.jump_share,
+              "switch_every": args.switch_every,
               "arrival_s": args.arrival_s, "seed": args.seed, "classes": rows}
     print_table(rows)
     out = Path(args.json)

@@ -49,7 +49,7 @@ def two_ways_figures_cached(panel_titles: tuple[str, ...], separators: str) -> l
     return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles, separators)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=8)
 def buffer_table(target: str):
     """:func:`engine.sections.causal_mask.buffer_demo` for one device name (a constant per machine)."""
     return sections.buffer_demo(target)

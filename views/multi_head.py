@@ -7,7 +7,6 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from babel.dates import format_date
 from babel.lists import format_list
 
 from engine import attention as A
@@ -21,6 +20,7 @@ from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, current_language
 from ui.numbers import byte_size, integer, num, num_or_sci, plotly_separators, sci
+from ui.numbers import day as numbers_day
 
 TOKENS = list(A.CHAPTER_TOKENS)
 BENCH_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_attention.json"
@@ -61,13 +61,13 @@ def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_c
     return wrapper, figure, sections.wrapper_output(seed, d_out=1, num_heads=2), sections.split_output(seed)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=32)
 def copy_cached(seed: int, head_dim: int, num_heads: int) -> sections.CopyComparison:
     """Wrapper vs split layer before and after the weight copy."""
     return sections.wrapper_vs_split(seed, head_dim=head_dim, num_heads=num_heads)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=16)
 def cost_cached(n_embd: int, lengths: tuple[int, ...]) -> pd.DataFrame:
     """Parameters and score bytes for every head count of ``n_embd``."""
     return sections.cost_table(n_embd, lengths)
@@ -117,8 +117,7 @@ def machine_text(data: dict) -> str:
         text += _(" · load {start} → {end}").format(
             start=num(start, 1), end=num(end, 1) if isinstance(end, int | float) else "?")
     try:
-        day = format_date(datetime.date.fromisoformat(str(data.get("created", ""))[:10]), "long",
-                          locale=current_language())
+        day = numbers_day(datetime.date.fromisoformat(str(data.get("created", ""))[:10]))
     except ValueError:
         return text
     return text + _(" · measured on {day}").format(day=day)
@@ -152,13 +151,13 @@ def bench_verdict_text(size: dict) -> str | None:
         variant=verdict.fastest, ms=num(verdict.fastest_ms, 2))
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=4)
 def bench_file_cached(path: str, mtime: float) -> dict:
     """The shipped benchmark results (re-read when the file changes)."""
     return bench.load_results(path)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=16)
 def live_bench_cached(batch: int, seq_len: int, n_embd: int, num_heads: int, repeats: int) -> dict:
     """A quick measurement on this server: the small input only, forward and forward+backward."""
     return bench.run_benchmark([bench.BenchSize(batch, seq_len, n_embd, num_heads)], repeats=repeats, warmup=1)

@@ -40,7 +40,7 @@ SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}
                      "sinusoidal": N_("similarity, sinusoidal table")}
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=64)
 def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
     return sections.permutation_by_layers(n_embd=n_embd, n_head=N_HEAD, seed=seed)
 
@@ -51,7 +51,7 @@ def permutation_chart(n_embd: int, seed: int, labels: figures.PermutationLabels)
     return figures.permutation_figure(permutation(n_embd, seed).table, labels, active_layers=1)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=32)
 def first_layer(n_embd: int, seed: int) -> torch.Tensor:
     return sections.first_layer_differences(n_embd=n_embd, n_head=N_HEAD, seed=seed)
 
@@ -76,7 +76,7 @@ def positions_text(items) -> str:
     return format_list([str(i) for i in items], locale=current_language())
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=16)
 def entry_shapes(n_embd: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
     """Shapes of a one-layer model of each encoding run on ``line`` (the permutation experiment's sizes).
 
@@ -121,32 +121,32 @@ def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> 
     )
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=32)
 def untrained_table(block_size: int, n_embd: int, seed: int) -> sections.PositionTable:
     return sections.untrained_table(block_size, n_embd, seed)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=4)
 def shipped_table(path: str) -> sections.ShippedTable | None:
     return sections.shipped_learned_table(path)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=32)
 def sinusoidal_table(block_size: int, n_embd: int) -> sections.PositionTable:
     return sections.sinusoidal_position_table(block_size, n_embd)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=64)
 def rope_rotation(head_dim: int, seed: int) -> sections.RopeRotation:
     return sections.seeded_rope_rotation(head_dim, seed)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=64)
 def score_matrices(encoding: str, head_dim: int, T: int, shift: int, seed: int) -> sections.ScoreMatrices:
     return sections.position_scores(encoding, head_dim, T, shift, seed)
 
 
-@st.cache_data(show_spinner=False)
+@st.cache_data(show_spinner=False, max_entries=16)
 def past_block(T: int) -> sections.PastBlockSize:
     return sections.run_past_block_size(T)
 

@@ -33,7 +33,7 @@ def corpus_label(name: str) -> str:
             "song100": _("Song ci (song100)"), "upload": _("upload a UTF-8 text file")}[name]
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=3)
 def builtin_corpus(name: str) -> Corpus:
     """A built-in corpus, loaded once per process."""
     corpus = load_corpus(name)

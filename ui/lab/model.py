@@ -19,7 +19,7 @@ from ui.lab.session import OWN, LabSession
 from ui.lab.words import fill, plain, position_name
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=2)
 def shipped_model(path: str) -> tuple[LabModel | None, CheckpointError | None]:
     """The model that ships with the app, or why it is not available."""
     if not Path(path).exists():
