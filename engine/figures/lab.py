@@ -3,8 +3,8 @@
 Built on :mod:`engine.figures.core`; no Streamlit. Large matrices (position tables of
 block_size x n_embd) are sent as float32 numpy arrays without cell text, which Plotly >= 6
 encodes as compact base64. Every title, axis title and trace name comes from the caller in a
-frozen ``*Labels`` dataclass, with the reader's number separators (Plotly's ``layout.separators``),
-so translating the page never edits this file.
+frozen ``*Labels`` dataclass, with the reader's number separators (Plotly's ``layout.separators``)
+and the colon of the hover texts (``colon``), so translating the page never edits this file.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ ATTENTION_VALUE_POSITIONS = 8
 ATTENTION_NAMED_COLUMNS = 16
 #: Plotly's own separators (decimal point, comma groups), the default of every ``*Labels``.
 DEFAULT_SEPARATORS = SEPARATORS
+#: What joins a hover's label to its value, the default of every ``*Labels``; a French caller passes its own, with a
+#: narrow no-break space before the colon (``ui.numbers.colon``).
+DEFAULT_COLON = ": "
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class LossLabels:
     loss: str
     crossed: str = ""
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class AttentionLabels:
     query: str
     key: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class PositionLabels:
     position: str
     dimension: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class CurvesLabels:
     step: str
     loss: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,7 @@ class ByPositionLabels:
     position: str
     loss: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,7 @@ class PositionCurvesLabels:
     loss: str
     difference: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,7 @@ class NextCharLabels:
     sampled: str
     temperatures: tuple[str, ...] | None = None
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,7 @@ class LastAttentionLabels:
     head: str
     layer_label: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 @dataclass(frozen=True)
@@ -170,6 +181,7 @@ class KvCacheLabels:
     keys: str
     slide: str
     separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
 
 
 def loss_chart(
@@ -205,15 +217,17 @@ def loss_chart(
     stride = max(1, int(np.ceil(len(losses) / MAX_BATCH_POINTS)))
     x_batch = np.arange(1, len(losses) + 1)[::stride]
     fig.add_scatter(x=x_batch, y=losses[::stride], mode="lines", name=labels.batch,
-                    line=dict(color=BATCH_COLOR, width=1), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+                    line=dict(color=BATCH_COLOR, width=1),
+                    hovertemplate="%{x}" + labels.colon + "%{y:.3f}<extra></extra>")
     h = np.asarray(history, dtype=np.float64).reshape(-1, 3)  # (evaluations, 3): step, train, val
     for col, name, color in ((1, labels.train, TRAIN_COLOR), (2, labels.val, VAL_COLOR)):
         fig.add_scatter(x=h[:, 0], y=h[:, col], mode="lines+markers", name=name, line=dict(color=color, width=2),
-                        marker=dict(size=6), hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+                        marker=dict(size=6),
+                        hovertemplate="%{x}" + labels.colon + "%{y:.4f}<extra>" + name + "</extra>")
     if crossing is not None:
         fig.add_scatter(x=[crossing[0]], y=[crossing[1]], mode="markers", name=labels.crossed,
                         marker=dict(symbol="star", size=16, color=VAL_COLOR, line=dict(color="#000", width=1)),
-                        hovertemplate="%{x}: %{y:.4f}<extra>" + labels.crossed + "</extra>")
+                        hovertemplate="%{x}" + labels.colon + "%{y:.4f}<extra>" + labels.crossed + "</extra>")
     fig.update_xaxes(title_text=labels.step, range=[0, max(1, steps)], gridcolor="#eee")
     fig.update_yaxes(title_text=labels.loss, gridcolor="#eee", rangemode="tozero")
     fig.update_layout(legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
@@ -276,7 +290,8 @@ def attention_slider(attn_weights, tokens: Sequence[str], labels: AttentionLabel
         for head in range(n_head):
             step = labels.step.format(layer=layer, head=head)
             trace = heatmap_trace(w[layer, head], ticks, ticks, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
-                                  decimals=2, name=step, separators=labels.separators, show_values=show_values)
+                                  decimals=2, name=step, separators=labels.separators, show_values=show_values,
+                                  colon=labels.colon)
             # the colour bar lies under the matrix, so that the cells take the whole width of a phone
             trace.update(colorbar=dict(orientation="h", thickness=12, len=0.6, x=0, xanchor="left", y=-0.04,
                                        yanchor="top"),
@@ -329,7 +344,8 @@ def position_tables_figures(trained, untrained, labels: PositionLabels, similari
     figures = []
     for z, title, x_title, limit in panels:
         trace = go.Heatmap(z=z.astype(np.float32), colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
-                           colorbar=dict(thickness=12), hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>")
+                           colorbar=dict(thickness=12),
+                           hovertemplate="%{y} · %{x}" + labels.colon + "%{z:.3f}<extra></extra>")
         layout = app_layout(title, 380, separators=labels.separators)
         layout.update(xaxis=dict(title=dict(text=x_title)),
                       yaxis=dict(title=dict(text=labels.position), autorange="reversed"))
@@ -363,7 +379,7 @@ def experiment_curves(histories: Sequence[History], names: Sequence[str], labels
             label = f"{name} · {suffix}"
             fig.add_scatter(x=list(h.step), y=list(y), mode="lines+markers" if suffix == labels.val else "lines",
                             name=label, line=line, marker=dict(size=5),
-                            hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>")
+                            hovertemplate="%{x}" + labels.colon + "%{y:.4f}<extra>" + label + "</extra>")
     fig.update_xaxes(title_text=labels.step, gridcolor="#eee")
     fig.update_yaxes(title_text=labels.loss, gridcolor="#eee")
     fig.update_layout(legend=dict(orientation="h", y=-0.28, yanchor="top"), separators=labels.separators)
@@ -397,7 +413,7 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
         y = np.maximum(np.asarray(loss, dtype=np.float64), 1e-4)
         fig.add_scatter(x=np.arange(len(y)), y=y, mode="lines", name=name,
                         line=dict(color=PALETTE[k % len(PALETTE)], width=2),
-                        hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+                        hovertemplate="%{x}" + labels.colon + "%{y:.4f}<extra>" + name + "</extra>")
     position = wrap_text(labels.position, TITLE_WIDTH)
     fig.update_xaxes(title_text=position, gridcolor="#eee")
     fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee", tickvals=[0.01, 0.1, 1, 10])
@@ -449,11 +465,11 @@ def position_curves_figure(means: Sequence[Sequence[float]], differences: Sequen
     colours = [PALETTE[k % len(PALETTE)] for k in range(len(names))]
     data = [go.Scatter(x=np.arange(len(m)), y=np.asarray(m, dtype=np.float64), mode="lines", name=name,
                        legendgroup=name, line=dict(color=colour, width=2),
-                       hovertemplate="%{x}: %{y:.3f}<extra>" + name + "</extra>")
+                       hovertemplate="%{x}" + labels.colon + "%{y:.3f}<extra>" + name + "</extra>")
             for m, name, colour in zip(means, names, colours, strict=True)]
     data += [go.Scatter(x=np.arange(len(d)), y=np.asarray(d, dtype=np.float64), mode="lines", name=name,
                         legendgroup=name, showlegend=False, line=dict(color=colour, width=2), xaxis="x2",
-                        yaxis="y2", hovertemplate="%{x}: %{y:+.3f}<extra>" + name + "</extra>")
+                        yaxis="y2", hovertemplate="%{x}" + labels.colon + "%{y:+.3f}<extra>" + name + "</extra>")
              for d, name, colour in zip(differences, names, colours, strict=True) if d is not None]
     lower_top = 1 - _UPPER - _GAP
     lower = wrap_text(labels.difference_title, TITLE_WIDTH)
@@ -526,7 +542,7 @@ def next_char_figure(
     colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in rows]
     fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=ticks,
                            texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False,
-                           hovertemplate="%{customdata}: %{x:.2%}<extra></extra>"))
+                           hovertemplate="%{customdata}" + labels.colon + "%{x:.2%}<extra></extra>"))
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=ticks, autorange="reversed", title_text=labels.y,
                      tickfont=dict(size=14))
     fig.update_xaxes(title_text=labels.x, tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
@@ -587,7 +603,7 @@ def last_attention_figure(attn_weights, tokens: Sequence[str], labels: LastAtten
     for view, label in zip(views, steps, strict=True):
         fig.add_trace(heatmap_trace(view, rows, cols, colorscale=WEIGHTS_SCALE, zmin=0.0,
                                     zmax=float(max(view.max(), 1e-6)), decimals=2, name=label,
-                                    show_values=T <= 24, separators=labels.separators))
+                                    show_values=T <= 24, separators=labels.separators, colon=labels.colon))
     matrix_axes(fig, rows, cols, labels.layer, labels.key)
     fig.update_xaxes(tickangle=0 if T <= 24 else -90)
     fig.update_layout(separators=labels.separators)
@@ -611,9 +627,9 @@ def kv_cache_figure(steps: Sequence, labels: KvCacheLabels, height: int = 320) -
     x = [s.step for s in steps]
     fig = go.Figure()
     fig.add_bar(x=x, y=[s.reused for s in steps], name=labels.reused, marker=dict(color=PALETTE[0]),
-                hovertemplate="%{x}: %{y}<extra>" + labels.reused + "</extra>")
+                hovertemplate="%{x}" + labels.colon + "%{y}<extra>" + labels.reused + "</extra>")
     fig.add_bar(x=x, y=[s.computed for s in steps], name=labels.computed, marker=dict(color=PALETTE[1]),
-                hovertemplate="%{x}: %{y}<extra>" + labels.computed + "</extra>")
+                hovertemplate="%{x}" + labels.colon + "%{y}<extra>" + labels.computed + "</extra>")
     fig.update_layout(barmode="stack", bargap=0.05, separators=labels.separators,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     fig.update_xaxes(title_text=labels.step)

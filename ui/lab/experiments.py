@@ -44,7 +44,7 @@ from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
 from ui.lab.train import POLL_S
 from ui.lab.words import busy_text, eta_text, fill, nats_text, queued_text, run_name
-from ui.numbers import integer, num, plotly_separators
+from ui.numbers import colon, integer, num, plotly_separators
 
 #: The exercises in the page's order, each with the older set a reader can rerun live beside it.
 RERUNS = {"heads": "heads", "positions": "positions", "no_mask": "causal"}
@@ -233,11 +233,11 @@ def exercise_words() -> ExerciseWords:
             loss_title=_("Validation loss by position, mean over the seeds"),
             difference_title=_("Difference from the course model by position (below 0: lower loss there)"),
             position=_("position in the window"), loss=_("val loss (nats)"), difference=_("Δ (nats)"),
-            separators=plotly_separators()),
+            separators=plotly_separators(), colon=colon()),
         log_curves=figures.ByPositionLabels(
             title=_("Validation loss by position, mean over the seeds"),
             position=_("position in the window (the last one is what generation uses)"),
-            loss=_("val loss (nats, log scale)"), separators=plotly_separators()))
+            loss=_("val loss (nats, log scale)"), separators=plotly_separators(), colon=colon()))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -426,7 +426,7 @@ def table_words() -> TableWords:
         last=_("val, last pos."), s=_("s"),
         curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
                                     train=_("train"), step=_("step"), loss=_("loss (nats)"),
-                                    separators=plotly_separators()))
+                                    separators=plotly_separators(), colon=colon()))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

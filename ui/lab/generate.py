@@ -17,7 +17,7 @@ from ui import url
 from ui.i18n import _, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
 from ui.lab.words import fill, plain, prose, strongest_keys
-from ui.numbers import SLIDER_FORMAT, integer, num, percent, plotly_separators
+from ui.numbers import SLIDER_FORMAT, colon, integer, num, percent, plotly_separators
 
 #: The line lengths the reader may ask for (0: free, the model ends its lines) and the numbers of lines (0: free).
 LINE_LENGTHS = (0, *rules.POEM_LINE_LENGTHS)
@@ -222,7 +222,7 @@ def kv_cache(model: LabModel, sampling: Sampling) -> None:
     st.plotly_chart(figures.kv_cache_figure(cache_steps, figures.KvCacheLabels(
         title="", reused=_("keys/values reused from the cache"), computed=_("computed at this step"),
         step=_("generation step"), keys=_("keys per layer and head"), slide=_("the window slides"),
-        separators=plotly_separators())),
+        separators=plotly_separators(), colon=colon())),
         key="lab_kv_cache", alt=fill(
             _("Stacked bar chart of the keys per layer and head at each generation step ({steps} steps): reused from "
               "the cache or computed at that step; {reused:,} reused and {computed:,} computed in all."),
@@ -248,11 +248,11 @@ def next_character(model: LabModel, sampling: Sampling) -> dict[str, tuple[int, 
     bar_labels = figures.NextCharLabels(
         title=_("What the model predicts after your prompt"), x=_("probability"), y=_("candidate next character"),
         temperature=_("temperature (top-k as set above): "), top_k=_("top-k (temperature as set above): "),
-        all=_("all"), sampled=_("sampled: {char}"), separators=plotly_separators())
+        all=_("all"), sampled=_("sampled: {char}"), separators=plotly_separators(), colon=colon())
     attn_labels = figures.LastAttentionLabels(
         title=_("Where attention looked from the last character"), layer=_("layer"),
         key=_("character read (position:character)"), mean=_("mean of the heads"), head=_("head {head}"),
-        layer_label=_("layer {layer}"), separators=plotly_separators())
+        layer_label=_("layer {layer}"), separators=plotly_separators(), colon=colon())
     seed = sampling.seed
     view = next_char_view(model.model_id, sampling.prompt, sampling.temperature, sampling.top_k, sampling.top_p, seed,
                           sampling.form, model, bar_labels, attn_labels)

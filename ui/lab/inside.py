@@ -12,7 +12,7 @@ from engine.lab.models import LabModel
 from ui import page
 from ui.i18n import _
 from ui.lab.words import fill, plain, position_name, strongest_keys
-from ui.numbers import plotly_separators
+from ui.numbers import colon, plotly_separators
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -46,7 +46,7 @@ def attention_on_a_line(model: LabModel | None) -> None:
     max_len = figures.attention_line_length(cfg.n_layer, cfg.n_head)
     labels = figures.AttentionLabels(title="attn_weights", step=_("layer {layer} · head {head}"),
                                      query=_("query (position:character)"), key=_("key"),
-                                     separators=plotly_separators())
+                                     separators=plotly_separators(), colon=colon())
     maps, attn_figure = attention_view(model.model_id, line, max_len, model, labels)
     if maps.unknown:
         st.warning(fill(_("Not in the vocabulary, left out: {chars}"), chars=plain(" ".join(maps.unknown[:30]))))
@@ -76,7 +76,7 @@ def position_table(model: LabModel) -> None:
         trained=_("pos_emb after training"), untrained=_("pos_emb before training (same seed)"),
         sim_trained=_("cosine similarity of positions, trained"),
         sim_untrained=_("cosine similarity of positions, untrained"), position=_("position"),
-        dimension=_("dimension"), separators=plotly_separators())
+        dimension=_("dimension"), separators=plotly_separators(), colon=colon())
     tables = positions_view(model.model_id, model, labels)
     if tables is None:
         st.info(fill(_("This model uses pos_encoding “{pos}”: it has no learned position table."),

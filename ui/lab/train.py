@@ -14,7 +14,7 @@ from ui.i18n import _
 from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
 from ui.lab.session import LabSession
 from ui.lab.words import duration_text, eta_text, fill, queued_text
-from ui.numbers import plotly_separators
+from ui.numbers import colon, plotly_separators
 
 #: Seconds between two redraws of a running job's progress.
 POLL_S = 1.0
@@ -34,7 +34,7 @@ def loss_labels() -> figures.LossLabels:
     """The live loss chart's words."""
     return figures.LossLabels(title=_("Loss while training"), batch=_("batch loss"), train=_("train loss"),
                               val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"),
-                              crossed=_("below the bigram line"), separators=plotly_separators())
+                              crossed=_("below the bigram line"), separators=plotly_separators(), colon=colon())
 
 
 def first_below(history: Sequence[tuple[int, float, float]], eval_elapsed_s: Sequence[float],
