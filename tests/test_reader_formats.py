@@ -6,6 +6,9 @@ catalog's message ids, formatted by ui.numbers for that language.
 
 from __future__ import annotations
 
+import datetime
+import json
+
 from engine import attention as A
 from engine import chapter
 from engine.figures import causal_mask as figures_cm
@@ -13,9 +16,9 @@ from engine.sections import causal_mask as cm_sections
 from engine.sections import dropout as dropout_sections
 from engine.sections import multi_head as multi_head_sections
 from engine.sections import positional_encodings as pe_sections
-from tests.plotly_json import figures, open_page, texts
+from tests.plotly_json import ROOT, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import num_or_sci, sci, seq
+from ui.numbers import day, num_or_sci, sci, seq
 
 
 def test_trainable_weights_legend_is_translated():
@@ -60,6 +63,11 @@ def test_multi_head_difference_before_the_copy_in_french():
     before = num_or_sci(compare.max_abs_diff_before, 4, lang="fr")
     assert ("E" in before) == (abs(compare.max_abs_diff_before) < 0.01)
     assert any(f"**{before}**" in x for x in texts(at))
+    created = json.loads((ROOT / "assets" / "bench_attention.json").read_text(encoding="utf-8"))["created"]
+    measured = translations("fr").gettext(" · measured on {day}").format(
+        day=day(datetime.date.fromisoformat(created[:10]), lang="fr"))
+    assert any(measured + "**" in c.value for c in at.caption)
+    assert created[8:10] != "01" or "1er décembre" in measured
 
 
 def test_page_3s_bars_write_the_tables_scientific_style():
