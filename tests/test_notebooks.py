@@ -21,6 +21,7 @@ import streamlit as st
 import torch
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
+from playwright.sync_api import sync_playwright
 from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
@@ -38,9 +39,9 @@ from engine.sections import (
 )
 from engine.training import TrainConfig, train
 from tests.plotly_json import ROOT
+from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, start_server, stop_server, wait_ready
 from ui import i18n
 from ui import notebook as ui_notebook
-from ui.i18n import translations
 
 SLUGS = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "multi_head", "memory_layout",
          "positional_encodings", "lab")
@@ -268,5 +269,42 @@ def _labels(slug: str, lang: str) -> notebook.NotebookLabels:
         words = ui_notebook.labels(slug, ui_notebook.page.page_info(slug).page_heading())
     finally:
         i18n.current_language = before
-    assert translations(lang) is not None
     return words
+
+
+@pytest.mark.browser
+def test_served_button_gives_the_notebook_with_a_fragments_current_value(tmp_path):
+    """In a served page, in Chromium: change page 1's query token (a control inside a fragment, so the button,
+    drawn by the last full run, is not drawn again), click the sidebar's button; the file is the page's notebook
+    in the reader's language, with the new token in its settings cell."""
+    if CHROMIUM is None:
+        pytest.fail("Chromium is not installed: run `make test` (apt-get install chromium)")
+    port = free_port()
+    proc = start_server(port)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+            page.goto(f"http://127.0.0.1:{port}/self-attention?lang=de", wait_until="commit")
+            wait_ready(page, 300_000)
+            page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first.click()
+            page.keyboard.type("Your")
+            page.keyboard.press("Enter")
+            page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                                   timeout=120_000)
+            button = page.locator('[data-testid="stSidebar"] [data-testid="stDownloadButton"] button:visible').first
+            with page.expect_download(timeout=120_000) as download:
+                button.click()
+            assert download.value.suggested_filename == "self_attention.ipynb"
+            nb = nbformat.read(download.value.path(), as_version=4)
+            browser.close()
+    finally:
+        stop_server(proc)
+    nbformat.validate(nb)
+    assert "query_token = 'Your'" in code_cells(nb)[2].splitlines()
+    assert nb.cells[0].source == _labels_heading("self_attention", "de")
+
+
+def _labels_heading(slug: str, lang: str) -> str:
+    words = _labels(slug, lang)
+    return f"# {words.title}\n\n{words.about}"
