@@ -210,8 +210,8 @@ def shipped_caption(model: models.LabModel, lang: str = "en") -> str:
     parts = [msg(CONFIG, lang, n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size,
                  pos=msg(POSITION_NAMES[c.pos_encoding], lang)),
              msg("{params:,} parameters", lang, params=model.params),
-             msg("vocabulary {size}", lang, size=model.tokenizer.vocab_size),
-             msg(STEPS_ON, lang, steps=s["steps_done"], corpus=s["corpus"]),
+             msg("vocabulary {size}", lang, size=integer(model.tokenizer.vocab_size, lang)),
+             msg(STEPS_ON, lang, steps=integer(s["steps_done"], lang), corpus=s["corpus"]),
              msg("train loss {train:.3f}, val loss {val:.3f}", lang, train=s["final_train_loss"],
                  val=s["final_val_loss"])]
     return msg(SHIPPED_CAPTION, lang) + ": " + " · ".join(parts)
@@ -295,7 +295,7 @@ def test_first_visit_shows_the_corpus_and_the_shipped_model_or_says_why_not(defa
         assert any(msg("keys/values reused from the cache") == t["name"] for f in figures(at) for t in f["data"])
     else:
         assert any(i.value == msg("No model yet: no trained model ships with this copy of the app. Train one above "
-                                  "(the quick preset takes about a minute) or load a checkpoint.") for i in at.info)
+                                  "(the quick preset is the smallest) or load a checkpoint.") for i in at.info)
 
 
 @pytest.mark.parametrize("lang", ["fr", "de"])
@@ -639,7 +639,8 @@ def test_the_exercises_are_shown_from_the_shipped_file(exercises, tang_bigram, l
     assert rope["yaxis"] == "y2" and list(rope["y"]) == pytest.approx(curves["pos_rope"].difference)
     assert [s["y0"] for s in chart["layout"]["shapes"]] == pytest.approx([tang_bigram])  # the bigram line
     assert any(msg("same parameter count for every head count", lang) in t for t in texts(at))
-    expected = msg(SHIPPED_EXERCISES, lang, command=data.commands[-1], steps=data.steps, batch=data.batch_size,
+    expected = msg(SHIPPED_EXERCISES, lang, command=data.commands[-1], steps=integer(data.steps, lang),
+                   batch=data.batch_size,
                    block=data.block_size, lr=data.learning_rate, warmup=data.warmup_steps, dropout="0",
                    corpus=data.corpus, val_tokens=data.val_tokens,
                    seeds=", ".join(integer(s, lang=lang) for s in data.seeds), runs=len(data.runs),
@@ -726,7 +727,7 @@ def test_the_dropout_caption_states_the_shipped_trade_off_and_the_choice(lang):
     at = open_page(PAGE, lang=lang)
     cell = {key: msg(DROPOUT_CELL, lang, loss=r["fixed_val_loss_mean"], std=r["fixed_val_loss_std"],
                      rate=r["step_tokens_per_s_mean"]) for key, r in runs.items()}
-    measured = msg(DROPOUT_MEASURED, lang, steps=exp["steps"], batch=exp["batch_size"],
+    measured = msg(DROPOUT_MEASURED, lang, steps=integer(exp["steps"], lang), batch=exp["batch_size"],
                    lr=data["settings"]["learning_rate"], corpus=exp["corpus"], seeds=", ".join(map(str, exp["seeds"])),
                    cpu=data["machine"]["cpu"], threads=data["machine"]["torch_threads"], none=cell["dropout_0"],
                    resid=0.1, resid_only=cell["dropout_resid"], both=0.1, everywhere=cell["dropout_both"])

@@ -11,14 +11,20 @@ import json
 
 from engine import attention as A
 from engine import chapter
+from engine.checkpoint import SHIPPED_MODEL
+from engine.corpus import TANG_RECORDS
 from engine.figures import causal_mask as figures_cm
+from engine.lab import models
+from engine.lab import results as lab_results
 from engine.sections import causal_mask as cm_sections
 from engine.sections import dropout as dropout_sections
 from engine.sections import multi_head as multi_head_sections
 from engine.sections import positional_encodings as pe_sections
 from tests.plotly_json import ROOT, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import day, num_or_sci, sci, seq
+from ui.lab import controls
+from ui.lab.words import fill
+from ui.numbers import day, integer, num, num_or_sci, sci, seq
 
 
 def test_trainable_weights_legend_is_translated():
@@ -77,3 +83,39 @@ def test_page_3s_bars_write_the_tables_scientific_style():
     fig = figures_cm.leakage_figure(leak, ["t"] * len(leak.table), 2, labels)
     for trace, column in zip(fig.data[:2], ("max_diff_causal", "max_diff_full"), strict=True):
         assert list(trace.text) == ["0" if v == 0 else sci(float(v), 2, lang="de") for v in leak.table[column]]
+
+
+
+#: The dropout experiment's caption (ui.lab.controls.dropout_loss_text), its message id.
+DROPOUT_MEASURED = ("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
+                    "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
+                    "the training steps ({cpu}, threads: {threads}): no dropout {none}; residual dropout {resid:g} "
+                    "only {resid_only}; dropout {both:g} everywhere {everywhere}.")
+
+#: The dropout price note (ui.lab.controls.dropout_notes), its message id.
+DROPOUT_PRICE = ("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
+                 "kernel. Course preset, batch {batch}, measured on {cpu}: {both_on:,.0f} tokens/s with dropout "
+                 "{rate:g} everywhere, {attn_off:,.0f} with attention dropout off, {both_off:,.0f} with both off; "
+                 "attention dropout off alone is {t128:.2f}× faster at T = {block} and {t256:.2f}× at T = {long}.")
+
+
+def test_lab_numbers_from_the_code_in_german():
+    de = translations("de").gettext
+    at = open_page("views/lab.py", 90, lang="de")
+    assert not at.exception, [e.value for e in at.exception]
+    corpus_radio = next(r for r in at.radio if r.key == "lab_corpus")
+    assert fill(de("All Tang poems (tang, {poems})"), "de", poems=integer(TANG_RECORDS, "de")) in corpus_radio.options
+    price = lab_results.dropout_price()
+    assert price is not None
+    assert de(DROPOUT_PRICE) != DROPOUT_PRICE
+    note = next(c.value for c in at.caption if c.value.startswith(de(DROPOUT_PRICE).split("{")[0]))
+    assert f"Dropout {num(lab_results.PRICE_DROPOUT, 1, 'de')} " in note and f"T = {controls.LONG_T}" in note
+    shipped = models.load_shipped(SHIPPED_MODEL)
+    vocabulary = fill(de("vocabulary {size}"), "de", size=integer(shipped.tokenizer.vocab_size, "de"))
+    steps = fill(de("{steps} steps on {corpus}"), "de", steps=integer(shipped.summary["steps_done"], "de"),
+                 corpus=shipped.summary["corpus"])
+    assert any(f" · {vocabulary} · {steps}" in c.value for c in at.caption)
+    loss = lab_results.dropout_loss()
+    template = de(DROPOUT_MEASURED)
+    measured = template.split("{steps}")[0] + integer(loss.steps, "de") + " "
+    assert template != DROPOUT_MEASURED and any(c.value.startswith(measured) for c in at.caption)

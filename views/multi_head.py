@@ -417,8 +417,8 @@ if BENCH_FILE.is_file():
 else:
     st.info(_("No benchmark results ship with this copy yet: run `{command}`.").format(
         command="python -m engine.bench attention --json assets/bench_attention.json"))
-st.markdown(_("Measure again, here and now, on the small input (a few seconds on two idle cores, longer on a busy "
-              "machine; the result is cached for this server):"))
+st.markdown(_("Measure again, here and now, on the small input (longer on a busy machine; the result is cached "
+              "for this server):"))
 if st.button(_("Run a quick measurement"), key="mh_bench_rerun", icon=":material/timer:"):
     st.session_state["mh_bench_live"] = True
 if st.session_state.get("mh_bench_live"):

@@ -354,14 +354,19 @@ class DropoutPrice:
         return dict(self.speedup).get(seq_len)
 
 
+#: The dropout rate of the training benchmark's "on" rows that :func:`dropout_price` reads.
+PRICE_DROPOUT = 0.1
+
+
 def dropout_price(path: Path | str = BENCH_TRAIN_FILE) -> DropoutPrice | None:
     """Reads :class:`DropoutPrice` from the benchmark file; None if it is missing, unreadable or lacks a setting."""
+    rate = PRICE_DROPOUT
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["rows"]}
-        on, attn_off, off = rows[(0.1, 0.1)], rows[(0.0, 0.1)], rows[(0.0, 0.0)]
+        on, attn_off, off = rows[(rate, rate)], rows[(0.0, rate)], rows[(0.0, 0.0)]
         scaling = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["t_scaling"]}
-        with_attn, without = scaling[(0.1, 0.1)], scaling[(0.0, 0.1)]
+        with_attn, without = scaling[(rate, rate)], scaling[(0.0, rate)]
         speedup = {_count(t, "seq_len", 1): _number(a, "step_ms") / _number(b, "step_ms", 1e-12) for t, a, b in
                    zip(with_attn["seq_lens"], with_attn["step_ms"], without["step_ms"], strict=True)}
         block = _count(data["config"]["block_size"], "block_size", 1)

@@ -8,13 +8,13 @@ from engine import budget, gpt
 from engine.corpus import Corpus
 from engine.device import describe_device, pick_device
 from engine.lab import settings as rules
-from engine.lab.results import DropoutLoss
+from engine.lab.results import PRICE_DROPOUT, DropoutLoss
 from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
 from ui.lab.words import busy_text, duration_text, fill, position_name
-from ui.numbers import SLIDER_FORMAT
+from ui.numbers import SLIDER_FORMAT, integer
 
 MB = budget.MB
 
@@ -70,7 +70,7 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
                  "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
                  "the training steps ({cpu}, threads: {threads}): no dropout {none}; residual dropout {resid:g} "
                  "only {resid_only}; dropout {both:g} everywhere {everywhere}."),
-        steps=loss.steps, batch=loss.batch_size, lr=loss.learning_rate, corpus=loss.corpus,
+        steps=integer(loss.steps), batch=loss.batch_size, lr=loss.learning_rate, corpus=loss.corpus,
         seeds=", ".join(map(str, loss.seeds)), cpu=loss.cpu, threads=loss.threads, none=cell("dropout_0"),
         resid=loss.run("dropout_resid").resid_dropout, resid_only=cell("dropout_resid"), both=both.attn_dropout,
         everywhere=cell("dropout_both"))
@@ -88,19 +88,24 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
     return f"{measured} {choice}"
 
 
+#: The longer sequence length at which the dropout note quotes the training benchmark's speed-up.
+LONG_T = 256
+
+
 def dropout_notes() -> None:
     """What dropout costs in speed (the training benchmark) and buys in loss (the dropout experiment)."""
     price = shipped.dropout_price()
-    at_256 = None if price is None else price.speedup_at(256)
-    if price is not None and at_256 is not None:
+    at_long = None if price is None else price.speedup_at(LONG_T)
+    if price is not None and at_long is not None:
         st.caption(fill(
             _("Dropout has a price on a CPU: on the attention weights it keeps PyTorch off its fused attention "
                      "kernel. Course preset, batch {batch}, measured on {cpu}: {both_on:,.0f} tokens/s with dropout "
-                     "0.1 everywhere, {attn_off:,.0f} with attention dropout off, {both_off:,.0f} with both off; "
-                     "attention dropout off alone is {t128:.2f}× faster at T = {block} and {t256:.2f}× at T = 256."
+                     "{rate:g} everywhere, {attn_off:,.0f} with attention dropout off, {both_off:,.0f} with both off; "
+                     "attention dropout off alone is {t128:.2f}× faster at T = {block} and {t256:.2f}× at T = {long}."
                      ), batch=price.batch_size, cpu=price.cpu, both_on=price.both_on, attn_off=price.attn_off,
                               both_off=price.both_off, block=price.block_size,
-                              t128=price.speedup_at(price.block_size), t256=at_256))
+                              t128=price.speedup_at(price.block_size), t256=at_long, rate=PRICE_DROPOUT,
+                              long=LONG_T))
     measured, unreadable = shipped.dropout_loss()
     if unreadable:
         st.caption(_("The shipped measurements of dropout's effect on the validation loss cannot be read."))

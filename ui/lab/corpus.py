@@ -29,7 +29,8 @@ MB = budget.MB
 
 def corpus_label(name: str) -> str:
     """The radio label of a training text."""
-    return {"tang": _("All Tang poems (tang, about 56 000)"), "tang300": _("313 Tang poems (tang300)"),
+    return {"tang": fill(_("All Tang poems (tang, {poems})"), poems=integer(TANG_RECORDS)),
+            "tang300": _("A selection of Tang poems (tang300)"),
             "song100": _("Song ci (song100)"), "upload": _("upload a UTF-8 text file")}[name]
 
 

@@ -387,7 +387,7 @@ def exercises_notes(data: ExercisesFile) -> None:
           "rate {lr:g} after {warmup} warm-up steps, dropout {dropout} · {corpus}, validation over the whole split "
           "({val_tokens:,} characters) · seeds {seeds} · {runs} runs on {devices} ({cpu}; threads per run: "
           "{threads}) · {hours:.1f} h of run time added up"),
-        command=data.commands[-1] if data.commands else "python -m engine.lab.experiments", steps=data.steps,
+        command=data.commands[-1] if data.commands else "python -m engine.lab.experiments", steps=integer(data.steps),
         batch=data.batch_size, block=data.block_size, lr=data.learning_rate, warmup=data.warmup_steps,
         dropout=", ".join(fill("{d:g}", d=d) for d in dropout), corpus=data.corpus, val_tokens=data.val_tokens,
         seeds=seeds_text(data.seeds), runs=len(data.runs), devices=", ".join(data.devices),

@@ -17,6 +17,7 @@ from ui.i18n import _, ngettext
 from ui.lab.corpus import baselines_for, shipped_corpus, versus_baselines
 from ui.lab.session import OWN, LabSession
 from ui.lab.words import fill, plain, position_name
+from ui.numbers import integer
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -59,12 +60,12 @@ def describe_model(model: LabModel) -> str:
     if not c.causal:
         parts[0] += _(", no causal mask")
     parts.append(fill(_("{params:,} parameters"), params=model.params))
-    parts.append(fill(_("vocabulary {size}"), size=model.tokenizer.vocab_size))
+    parts.append(fill(_("vocabulary {size}"), size=integer(model.tokenizer.vocab_size)))
     s = model.summary
     if isinstance(s.get("steps_done"), int):
         corpus = str(s.get("corpus", "?"))
         steps = (_("{steps} steps (stopped) on {corpus}") if s.get("stopped") else _("{steps} steps on {corpus}"))
-        parts.append(fill(steps, steps=s["steps_done"], corpus=corpus))
+        parts.append(fill(steps, steps=integer(s["steps_done"]), corpus=corpus))
     if isinstance(s.get("final_val_loss"), int | float) and isinstance(s.get("final_train_loss"), int | float):
         parts.append(fill(_("train loss {train:.3f}, val loss {val:.3f}"), train=s["final_train_loss"],
                                                                             val=s["final_val_loss"]))
@@ -81,8 +82,9 @@ def choose_model(lab: LabSession) -> LabModel | None:
     if shipped_error is not None:
         st.warning(fill(_("The shipped model could not be loaded: {reason}"), reason=checkpoint_text(shipped_error)))
     d1, d2 = st.columns(2)
-    ckpt_file = d2.file_uploader(_("Load a checkpoint downloaded from this page"), key="lab_ckpt_upload",
-                                 max_upload_size=budget.upload_widget_mb(budget.MAX_CHECKPOINT_BYTES))
+    ckpt_mb = budget.upload_widget_mb(budget.MAX_CHECKPOINT_BYTES)  # the one limit, in the widget's unit
+    ckpt_file = d2.file_uploader(fill(_("Load a checkpoint downloaded from this page (at most {mb} MB)"),
+                                      mb=integer(ckpt_mb)), key="lab_ckpt_upload", max_upload_size=ckpt_mb)
     if ckpt_file is not None:
         error = lab.checkpoint_upload(ckpt_file.getvalue(), ckpt_file.name, models.read_checkpoint_upload)
         if error is not None:
@@ -93,7 +95,7 @@ def choose_model(lab: LabSession) -> LabModel | None:
     choices = lab.model_choices(shipped)
     if not choices:
         d1.info(_("No model yet: no trained model ships with this copy of the app. Train one above (the quick preset "
-                  "takes about a minute) or load a checkpoint."), icon=":material/info:")
+                  "is the smallest) or load a checkpoint."), icon=":material/info:")
         return None
     use = d1.radio(_("Model used below"), choices, horizontal=True,
                    format_func=lambda c: _("your model") if c == OWN else _("the shipped model"),
