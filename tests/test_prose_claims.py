@@ -53,16 +53,15 @@ def quiz_answer(slug: str, lang: str, marker: str) -> str:
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_page_1_naive_jacobian_numbers_are_journeys(lang):
-    """§3 bis: S ≈ 6.56, (1 − w_1)/S ≈ 0.118, −w_1/S ≈ −0.035 and the softmax's 0.181, for the chapter's scores."""
+    """§3 bis: the query's S, (1 − w_q)/S, −w_q/S and the softmax's diagonal are filled by the page from the
+    matrices it draws (views/self_attention.py's naive_row_text; tests/test_reader_formats.py), so the part
+    itself writes no number but the columns' sum 0 and the weights' sum 1, which hold for any scores."""
     scores = sa.query_walkthrough(A.chapter_inputs(), 1).attn_scores
     naive = sa.naive_jacobian(scores)
     softmax = A.softmax_jacobian(torch.softmax(scores, dim=-1))
-    body = load_parts("self_attention", lang)["naive_jacobian"]
-    assert written(body, float(scores.sum()), 2)
-    assert written(body, float(naive[1, 1]), 3)
-    assert written(body, float(naive[1, 0]), 3) and float(naive[1, 0]) == pytest.approx(float(naive[1, 5]))
-    assert written(body, float(softmax[1, 1]), 3)
-    assert (scores > 0).all()  # "all positive"
+    body = load_parts("self_attention", lang)["naive_jacobian"].split("\n\n")[-1]
+    assert set(numbers_in(body)) <= {0.0, 1.0}  # no hand-written number
+    assert float(naive[1, 0]) == pytest.approx(float(naive[1, 5]))  # one value off the diagonal
     np.testing.assert_allclose(naive.sum(dim=0).numpy(), 0, atol=1e-12)  # every column sums to 0
     np.testing.assert_allclose(softmax.sum(dim=0).numpy(), 0, atol=1e-6)
 

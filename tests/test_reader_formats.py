@@ -20,6 +20,7 @@ from engine.sections import causal_mask as cm_sections
 from engine.sections import dropout as dropout_sections
 from engine.sections import multi_head as multi_head_sections
 from engine.sections import positional_encodings as pe_sections
+from engine.sections import self_attention as sa_sections
 from tests.plotly_json import ROOT, figures, open_page, texts
 from ui.i18n import translations
 from ui.lab import controls
@@ -119,3 +120,28 @@ def test_lab_numbers_from_the_code_in_german():
     template = de(DROPOUT_MEASURED)
     measured = template.split("{steps}")[0] + integer(loss.steps, "de") + " "
     assert template != DROPOUT_MEASURED and any(c.value.startswith(measured) for c in at.caption)
+
+
+#: Page 1's sentence on the query's row of both Jacobians (views/self_attention.py's naive_row_text), its message id.
+NAIVE_ROW = ("For the scores of “{token}” (all positive, $S$ ≈ {S}) both work: with $w_{q}$ the weight of "
+             "“{token}”, its row is $(1 - w_{q})/S$ ≈ {diag} on the diagonal and $-w_{q}/S$ ≈ {off} everywhere "
+             "else, against {softmax_diag} on the softmax's diagonal.")
+
+
+def test_page_1_jacobian_row_numbers_come_from_the_computation_in_german():
+    de = translations("de").gettext
+    assert de(NAIVE_ROW) != NAIVE_ROW
+    at = open_page("views/self_attention.py", lang="de")
+    tokens = list(A.CHAPTER_TOKENS)
+    for token in ("journey", tokens[4]):
+        if token != "journey":
+            at.selectbox(key="sa_jacobian_query").set_value(token).run()
+        q = tokens.index(token)
+        scores = A.dot_scores(A.chapter_inputs(), A.chapter_inputs()[q])  # (6, 3), (3,) -> (6,)
+        naive = sa_sections.naive_jacobian_check(scores).closed_form
+        softmax = sa_sections.jacobian_check(scores).closed_form
+        expected = de(NAIVE_ROW).format(token=token, q=q, S=num(float(scores.sum()), 2, "de"),
+                                        diag=num(float(naive[q, q]), 3, "de"),
+                                        off=num(float(naive[q, (q + 1) % len(tokens)]), 3, "de"),
+                                        softmax_diag=num(float(softmax[q, q]), 3, "de"))
+        assert expected in texts(at), token

@@ -170,6 +170,18 @@ def query_sections(inputs, is_chapter: bool) -> None:
     page.show_code(sections.softmax_numerics, sections.exp_limits, A.softmax_naive, A.softmax_stable)
 
 
+def naive_row_text(attn_scores, naive_jac: sections.JacobianCheck, softmax_jac: sections.JacobianCheck,
+                   token: str) -> str:
+    """The query's row of both Jacobians in the reader's words, its numbers read from the matrices just drawn."""
+    q = TOKENS.index(token)
+    other = 0 if q else 1  # every entry off the diagonal of row q is the same, -w_q / S
+    return _("For the scores of “{token}” (all positive, $S$ ≈ {S}) both work: with $w_{q}$ the weight of "
+             "“{token}”, its row is $(1 - w_{q})/S$ ≈ {diag} on the diagonal and $-w_{q}/S$ ≈ {off} everywhere "
+             "else, against {softmax_diag} on the softmax's diagonal.").format(
+        token=token, q=q, S=num(float(attn_scores.sum()), 2), diag=num(float(naive_jac.closed_form[q, q]), 3),
+        off=num(float(naive_jac.closed_form[q, other]), 3), softmax_diag=num(float(softmax_jac.closed_form[q, q]), 3))
+
+
 @st.fragment
 def jacobian_section(inputs) -> None:
     """Section 4: its own query token, next to the two Jacobians it redraws (and nothing else)."""
@@ -196,6 +208,8 @@ def jacobian_section(inputs) -> None:
                            _("divide by the sum: closed form equals torch.autograd"),
                            _("divide by the sum: closed form differs from torch.autograd"))
     page.prose("naive_jacobian")
+    if naive_jac is not None:
+        st.markdown(naive_row_text(attn_scores, naive_jac, softmax_jac, query_token))
     page.show_code(A.dot_scores, sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check,
                    sections.naive_jacobian)
 
