@@ -981,16 +981,16 @@ def english_model() -> models.LabModel:
 @pytest.mark.parametrize("lang", ["en", "fr", "de"])
 def test_a_form_that_cannot_be_written_gets_its_reason_not_a_traceback(trained, lang):
     own = {"lab_own": trained.session_state["lab_own"], "lab_use": "own"}
-    at = page_with(lang, own, lab_prompt="白日，", lab_form_chars="五言 · 5", lab_form_lines="4")
+    at = page_with(lang, own, lab_prompt="白日，", lab_form_chars="5", lab_form_lines="4")
     assert msg(FORM_PROMPT, lang, form=form_name(5, 4, lang)) in warnings(at)
     assert not [t for t in texts(at) if t.startswith("**白日")]  # nothing written
     with pytest.raises(models.FormError) as error:
         models.generate(own["lab_own"], "白日", 10, form=models.PoemForm(7, 8))
-    at = page_with(lang, own, lab_prompt="白日", lab_length="10", lab_form_chars="七言 · 7", lab_form_lines="8")
+    at = page_with(lang, own, lab_prompt="白日", lab_length="10", lab_form_chars="7", lab_form_lines="8")
     assert msg(FORM_LENGTH, lang, form=form_name(7, 8, lang), needed=integer(error.value.needed, lang=lang),
                length=integer(10, lang=lang)) in warnings(at)
     cats = {"lab_own": english_model(), "lab_use": "own"}
-    at = page_with(lang, cats, lab_prompt="the", lab_form_chars="五言 · 5")
+    at = page_with(lang, cats, lab_prompt="the", lab_form_chars="5")
     assert msg(FORM_VOCABULARY, lang, form=form_name(5, 0, lang)) in warnings(at)
     assert not matching(warnings(page_with(lang, cats, lab_prompt="the")), FORM_VOCABULARY, lang)
 
@@ -1012,7 +1012,8 @@ def test_a_greedy_loop_is_shown_with_the_span_find_loop_finds(shipped, lang):
 
 
 @pytest.mark.parametrize(("chars", "lines"), [("[click](https://attacker.example/x)", "<img src=x onerror=alert(1)>"),
-                                             ("3", "3"), ("五言 · 6", "18"), ("nan", "-2"), ("", "1e309")])
+                                             ("3", "3"), ("五言 · 7", "18"), ("6", "five"), ("nan", "-2"),
+                                             ("", "1e309")])
 def test_crafted_form_values_in_the_link_are_ignored(chars, lines):
     at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
     at.query_params.update({"lab_form_chars": chars, "lab_form_lines": lines})
@@ -1024,7 +1025,7 @@ def test_crafted_form_values_in_the_link_are_ignored(chars, lines):
 
 def test_a_form_in_the_link_is_read():
     at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    at.query_params.update({"lab_form_chars": "七言 · 7", "lab_form_lines": "4"})
+    at.query_params.update({"lab_form_chars": "7", "lab_form_lines": "4"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="lab_form_chars").value == 7 and at.selectbox(key="lab_form_lines").value == 4

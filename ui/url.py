@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import streamlit as st
+
+#: An option of :func:`choice`: a program name or a number, the same text in the link in every language.
+Option = TypeVar("Option", str, int)
 
 
 def is_unreadable(value: str | None) -> bool:
@@ -43,20 +47,21 @@ def int_input(container, label: str, *args, key: str, **options) -> int:
                                       **options))
 
 
-def choice(widget: Callable, label: str, options: Sequence[str], *, key: str, default: str,
-           format_func: Callable[[str], str], **kwargs) -> str:
-    """A selectbox or radio whose URL parameter ``key`` holds the chosen option (``rope``), not its label.
+def choice(widget: Callable, label: str, options: Sequence[Option], *, key: str, default: Option,
+           format_func: Callable[[Option], str], **kwargs) -> Option:
+    """A selectbox or radio whose URL parameter ``key`` holds the chosen option (``rope``, ``7``), not its label.
 
     Streamlit's ``bind="query-params"`` writes the option's displayed text into the URL, so a link made on the
     French page would say ``apprise`` and mean nothing on the English one. This control is bound by hand, as the
     language selector is: on the session's first run the link's value is taken when it is one of ``options``
     (anything else is ignored); after every run the URL holds the chosen option, or nothing for ``default``, so an
-    ignored value leaves the link too. The value outlives a page switch (``persist_state="session"``).
+    ignored value leaves the link too. An option that is not a string (an ``int``) is written as ``str(option)``
+    and read back by the same text. The value outlives a page switch (``persist_state="session"``).
 
     Args:
         widget: ``st.selectbox``, ``st.radio`` or a column's (``c3.selectbox``).
         label: the control's label, already translated.
-        options: the options as the program names them; the URL holds one of them.
+        options: the options as the program names them (strings or integers); the URL holds one of them.
         key: the widget key, which is also the URL parameter's name.
         default: the option a link without ``key`` opens on; one of ``options``.
         format_func: an option's label in the reader's language.
@@ -69,11 +74,11 @@ def choice(widget: Callable, label: str, options: Sequence[str], *, key: str, de
         raise ValueError(f"default {default!r} is not one of {list(options)!r}")
     if key not in st.session_state:
         from_link = st.query_params.get(key)
-        st.session_state[key] = from_link if from_link in options else default
+        st.session_state[key] = next((o for o in options if str(o) == from_link), default)
     value = widget(label, options, format_func=format_func, key=key, persist_state="session", **kwargs)
     if value == default:
         if key in st.query_params:
             del st.query_params[key]
-    elif st.query_params.get(key) != value:
-        st.query_params[key] = value
+    elif st.query_params.get(key) != str(value):
+        st.query_params[key] = str(value)
     return value

@@ -116,8 +116,9 @@ def explorer_section() -> None:
     """Section 2: the shapes, the operation and the dims redraw this section only."""
     c1, c2, c3, c4, c5 = st.columns([2, 4, 2, 1, 1])
     base_text = c1.text_input(_("starting shape"), value="2, 3", key="ml_base", bind="query-params")
-    recipe = c2.selectbox(_("operation"), RECIPE_KEYS, format_func=lambda k: _(RECIPE_LABELS[k]),
-                          index=0, key="ml_recipe", bind="query-params")
+    # the link holds the operation's own name (transpose_view), the selectbox its label in the reader's language
+    recipe = url.choice(c2.selectbox, _("operation"), RECIPE_KEYS, key="ml_recipe", default=RECIPE_KEYS[0],
+                        format_func=lambda k: _(RECIPE_LABELS[k]))
     new_text = c3.text_input(_("new shape (view / reshape)"),
                              value="3, 2", key="ml_new_shape", bind="query-params")
     d0 = url.int_input(c4, "d0", min_value=-4, max_value=3, step=1, value=0, key="ml_d0")

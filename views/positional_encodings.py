@@ -12,7 +12,7 @@ from engine.diagrams import positional_encodings as diagrams
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from ui import notebook, page
+from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
 from ui.numbers import integer, num, plotly_separators, sci, seq
@@ -366,8 +366,9 @@ def rope_and_scores() -> None:
     # --- 6. scores depend on the distance -----------------------------------------------------------------
     page.prose("scores")
     c1, c2, c3 = st.columns(3)
-    encoding = c1.radio(_("encoding"), sections.SCORE_ENCODINGS, format_func=lambda k: _(SCORE_LABELS[k]),
-                        index=sections.SCORE_ENCODINGS.index("rope"), key="pe_score_mode", bind="query-params")
+    # the link holds the encoding's own name (sinusoidal), the radio its label in the reader's language
+    encoding = url.choice(c1.radio, _("encoding"), sections.SCORE_ENCODINGS, key="pe_score_mode", default="rope",
+                          format_func=lambda k: _(SCORE_LABELS[k]))
     scores_ok = encoding != "rope" or rope_ok
     T = int(c2.slider(_("positions T"), 2, 16, step=1, value=8, key='pe_score_T', bind="query-params",
                       disabled=not scores_ok))

@@ -17,7 +17,7 @@ from engine.corpus import (
 )
 from engine.device import release_free_memory
 from engine.lab.models import UploadResult, corpus_fingerprint, read_corpus_upload
-from ui import numbers
+from ui import numbers, url
 from ui.i18n import _
 from ui.lab.session import LabSession
 from ui.lab.words import compact, fill, nats_text, prose
@@ -114,8 +114,9 @@ def corpus_prose() -> None:
 
 def choose_corpus(lab: LabSession) -> Corpus | None:
     """The training-text radio, the uploader when chosen; the corpus, or None while there is no usable text."""
-    name = st.radio(_("Training text"), CORPORA, horizontal=True, format_func=corpus_label,
-                    index=0, key="lab_corpus", bind="query-params")
+    # the link holds the corpus's own name (tang300), the radio its label in the reader's language
+    name = url.choice(st.radio, _("Training text"), CORPORA, key="lab_corpus", default=CORPORA[0],
+                      format_func=corpus_label, horizontal=True)
     if name != "upload":
         with st.spinner(_("Loading the corpus …")):
             return builtin_corpus(name)

@@ -125,12 +125,13 @@ def generation_form(disabled: bool) -> Sampling:
                                value=64, key="lab_length", bind="query-params"))
         seed = url.int_input(c5, _("sampling seed"), *rules.SEEDS, step=1, value=0, key="lab_gen_seed")
         f1, f2, _rest = st.columns([2, 2, 5])
-        line_length = f1.radio(_("line length (characters)"), LINE_LENGTHS, format_func=line_length_label,
-                               horizontal=True, key=FORM_LINE_LENGTH, bind="query-params",
-                               help=_("五言: five characters a line; 七言: seven. Free: the model ends its lines."))
-        n_lines = f2.selectbox(_("lines in the poem"), LINE_COUNTS,
-                               format_func=lambda n: _("free") if n == 0 else str(n), key=FORM_LINES,
-                               bind="query-params", help=_("An even number: the poems are written in couplets."))
+        # the link holds the numbers (7, 4), the controls their names in the reader's language ("free" for 0)
+        line_length = url.choice(f1.radio, _("line length (characters)"), LINE_LENGTHS, key=FORM_LINE_LENGTH,
+                                 default=0, format_func=line_length_label, horizontal=True,
+                                 help=_("五言: five characters a line; 七言: seven. Free: the model ends its lines."))
+        n_lines = url.choice(f2.selectbox, _("lines in the poem"), LINE_COUNTS, key=FORM_LINES, default=0,
+                             format_func=lambda n: _("free") if n == 0 else str(n),
+                             help=_("An even number: the poems are written in couplets."))
         st.form_submit_button(_("Generate"), key="lab_generate", icon=":material/edit_note:", disabled=disabled)
     return Sampling(prompt, temperature, top_k, top_p, length, seed, int(line_length or 0), int(n_lines or 0))
 

@@ -12,6 +12,7 @@ from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_byte
 from engine.diagrams import lab as diagrams
 from engine.lab import models
 from engine.lab.models import LabModel
+from ui import url
 from ui.diagram import diagram
 from ui.i18n import _, ngettext
 from ui.lab.corpus import baselines_for, shipped_corpus, versus_baselines
@@ -97,9 +98,9 @@ def choose_model(lab: LabSession) -> LabModel | None:
         d1.info(_("No model yet: no trained model ships with this copy of the app. Train one above (the quick preset "
                   "is the smallest) or load a checkpoint."), icon=":material/info:")
         return None
-    use = d1.radio(_("Model used below"), choices, horizontal=True,
-                   format_func=lambda c: _("your model") if c == OWN else _("the shipped model"),
-                   index=0, key="lab_use", bind="query-params")
+    # the link holds the choice's own name (shipped), the radio its label in the reader's language
+    use = url.choice(d1.radio, _("Model used below"), choices, key="lab_use", default=choices[0],
+                     format_func=lambda c: _("your model") if c == OWN else _("the shipped model"), horizontal=True)
     current = lab.own_model if use == OWN else shipped
     if use == OWN:
         origin = {"trained": _("trained"), "uploaded": _("uploaded")}.get(current.source, current.source)
