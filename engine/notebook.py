@@ -64,6 +64,8 @@ class NotebookLabels:
         engine: Markdown before the cell that carries the engine's modules.
         settings: Markdown before the cell of the reader's settings.
         numbers: Markdown before each cell that prints the page's numbers.
+        timing: Markdown before a cell that times code (:data:`engine.notebook_recipes.TIMING`): times depend on
+            the machine, so the notebook shows how to measure them instead of the page's.
         method_note: Markdown before a listing of a method, shown as text (it runs inside its class).
     """
 
@@ -72,6 +74,7 @@ class NotebookLabels:
     engine: str
     settings: str
     numbers: str
+    timing: str
     method_note: str
 
 
@@ -129,6 +132,11 @@ def _free_names(source: str) -> set[str]:
         elif isinstance(node, ast.alias):
             bound.add((node.asname or node.name).split(".")[0])
     return {n for n in loaded - bound if not hasattr(builtins, n)}
+
+
+def _global_names(source: str) -> set[str]:
+    """Names a recipe's body declares ``global``: what its cell sets for a later cell to read."""
+    return {name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Global) for name in node.names}
 
 
 def _import_line(name: str, value: object, home: str) -> str:
@@ -285,14 +293,17 @@ def build(slug: str, items: Sequence[Prose | Listing], settings: Mapping[str, ob
 
     recipes = notebook_recipes.RECIPES[slug]
     listings = [obj for item in items if isinstance(item, Listing) for obj in item.objects if not is_method(obj)]
-    defined = {obj.__name__ for obj in listings} | {notebook_recipes.show.__name__}
+    defined = {obj.__name__ for obj in listings} | {notebook_recipes.show.__name__, notebook_recipes.say.__name__}
     imports = _Imports()
     for obj in listings:
         _add_imports(imports, listing(obj), obj.__module__, defined)
     used = [recipe for recipe in recipes.values()]
-    for recipe in [notebook_recipes.show, *used]:
-        source = listing(recipe) if recipe is notebook_recipes.show else body_of(recipe)
-        params = set(inspect.signature(recipe).parameters) if recipe is not notebook_recipes.show else set()
+    for recipe in used:  # what a recipe cell sets, a later one reads from the notebook, not from an import
+        defined |= _global_names(body_of(recipe))
+    for recipe in [notebook_recipes.show, notebook_recipes.say, *used]:
+        helper = recipe in (notebook_recipes.show, notebook_recipes.say)
+        source = listing(recipe) if helper else body_of(recipe)
+        params = set() if helper else set(inspect.signature(recipe).parameters)
         _add_imports(imports, source, notebook_recipes.__name__, defined | params)
     sources = engine_sources(imports.modules)
     loader = _Imports()
@@ -308,7 +319,7 @@ def build(slug: str, items: Sequence[Prose | Listing], settings: Mapping[str, ob
                  + f"\n\nENGINE_SOURCES = {json.dumps(sources, ensure_ascii=False, indent=0)}\n\n"
                  + listing(notebook_recipes.load_engine) + "\n\nload_engine(ENGINE_SOURCES)"),
              nbformat.v4.new_code_cell("\n".join(sorted(imports.lines.values())) + "\n\n"
-                                       + listing(notebook_recipes.show)),
+                                       + listing(notebook_recipes.show) + "\n\n" + listing(notebook_recipes.say)),
              nbformat.v4.new_markdown_cell(labels.settings),
              nbformat.v4.new_code_cell(settings_cell(used, settings))]
     for item in items:
@@ -322,7 +333,10 @@ def build(slug: str, items: Sequence[Prose | Listing], settings: Mapping[str, ob
             else:
                 cells.append(nbformat.v4.new_code_cell(f"# {obj.__module__}.{obj.__qualname__}\n{listing(obj)}"))
         recipe = recipes.get(item.objects[0].__qualname__) if item.objects else None
-        if recipe is not None:
+        if recipe in notebook_recipes.TIMING:
+            cells.append(nbformat.v4.new_markdown_cell(labels.timing))
+            cells.append(nbformat.v4.new_code_cell(body_of(recipe)))
+        elif recipe is not None:
             cells.append(nbformat.v4.new_markdown_cell(labels.numbers))
             cells.append(nbformat.v4.new_code_cell(body_of(recipe), metadata={"tags": [NUMBERS_TAG]}))
     nb.cells = cells

@@ -24,15 +24,30 @@ from ui.i18n import _, current_language
 
 #: Per page: recipe parameter -> (widget key, conversion of the widget's value).
 SESSION_SETTINGS: dict[str, dict[str, tuple[str, Callable]]] = {
-    "self_attention": {"query_token": ("sa_query", str)},
+    "self_attention": {"query_token": ("sa_query", str), "scale": ("sa_scale", float), "dtype": ("sa_dtype", str),
+                       "jacobian_query": ("sa_jacobian_query", str)},
     "trainable_weights": {"seed": ("tw_seed", int), "d_out": ("tw_d_out", int), "query_token": ("tw_query", str),
                           "seed_v2": ("tw_seed_v2", int)},
-    "causal_mask": {"leak_token": ("cm_leak_token", str), "leak_delta": ("cm_leak_delta", float)},
+    "causal_mask": {"leak_token": ("cm_leak_token", str), "leak_delta": ("cm_leak_delta", float),
+                    "triu_k": ("cm_triu_k", int), "nan_row": ("cm_nan_row", str), "guard": ("cm_nan_guard", str)},
     "dropout": {"seed": ("do_seed", int), "mean_p": ("do_mean_p", float), "layer_p": ("do_layer_p", float)},
     "multi_head": {"seed": ("mh_seed", int), "line": ("mh_line", str), "n_embd": ("mh_n_embd", int),
-                   "num_heads": ("mh_heads", int)},
-    "memory_layout": {"num_tokens": ("ml_T", int), "num_heads": ("ml_H", int), "head_dim": ("ml_dh", int)},
-    "positional_encodings": {"n_embd": ("pe_n_embd", int), "seed": ("pe_seed", int)},
+                   "num_heads": ("mh_heads", int), "copy_heads": ("mh_copy_heads", int),
+                   "copy_dim": ("mh_copy_dim", int), "try_d_out": ("mh_try_d_out", int),
+                   "try_heads": ("mh_try_heads", int)},
+    "memory_layout": {"num_tokens": ("ml_T", int), "num_heads": ("ml_H", int), "head_dim": ("ml_dh", int),
+                      "start_shape": ("ml_base", str), "operation": ("ml_recipe", str),
+                      "new_shape": ("ml_new_shape", str), "d0": ("ml_d0", int), "d1": ("ml_d1", int),
+                      "cost_batch": ("ml_cost_B", int), "cost_heads": ("ml_cost_H", int),
+                      "cost_head_dim": ("ml_cost_dh", int), "cost_dtype": ("ml_cost_dtype", str)},
+    "positional_encodings": {"n_embd": ("pe_n_embd", int), "seed": ("pe_seed", int),
+                             "table_block_size": ("pe_block", int), "table_n_embd": ("pe_width", int),
+                             "head_dim": ("pe_head_dim", int), "rope_position": ("pe_position", int),
+                             "score_encoding": ("pe_score_mode", str), "score_T": ("pe_score_T", int),
+                             "shift": ("pe_shift", int)},
+    "lab": {"prompt": ("lab_prompt", str), "temperature": ("lab_temp", float), "top_k": ("lab_top_k", int),
+            "top_p": ("lab_top_p", float), "length": ("lab_length", int), "sampling_seed": ("lab_gen_seed", int),
+            "line_length": ("lab_form_chars", int), "n_lines": ("lab_form_lines", int)},
 }
 #: Records of the Lab's corpus a Lab notebook carries (a slice: the notebook must stay a file one downloads).
 LAB_RECORDS = 300
@@ -97,6 +112,9 @@ def labels(slug: str, title: str) -> notebook.NotebookLabels:
         numbers=_("The numbers the page shows. A line starting with ≈ is the chapter's printed value: ✓ when the "
                   "two agree at 4 decimals, ✗ when they do not (expected when your settings differ from the "
                   "chapter's)."),
+        timing=_("Times depend on the machine that runs them (its processor, its load, the PyTorch build), so "
+                 "this notebook does not repeat the page's: the next cell shows how to measure them where you run "
+                 "it, on a small input. Raise the sizes and the repeats for steadier numbers."),
         method_note=_("A method, shown as text: it runs inside its class, which the engine cell defines."),
     )
 
