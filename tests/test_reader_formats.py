@@ -14,6 +14,7 @@ from engine import chapter
 from engine.checkpoint import SHIPPED_MODEL
 from engine.corpus import TANG_RECORDS
 from engine.figures import causal_mask as figures_cm
+from engine.gpt import PRESETS
 from engine.lab import models
 from engine.lab import results as lab_results
 from engine.sections import causal_mask as cm_sections
@@ -111,6 +112,12 @@ def test_lab_numbers_from_the_code_in_german():
     assert de(DROPOUT_PRICE) != DROPOUT_PRICE
     note = next(c.value for c in at.caption if c.value.startswith(de(DROPOUT_PRICE).split("{")[0]))
     assert f"Dropout {num(lab_results.PRICE_DROPOUT, 1, 'de')} " in note and f"T = {controls.LONG_T}" in note
+    course = PRESETS["course"]
+    rate = {(0.0, 0.0): price.both_off, (0.0, lab_results.PRICE_DROPOUT): price.attn_off}.get(
+        (course.attn_dropout_rate, course.resid_dropout_rate), price.both_on)
+    section_2 = next(x for x in texts(at) if "engine.bench train" in x)
+    assert integer(round(rate), "de") in section_2 and price.cpu in section_2
+    assert not any(f"{{{name}}}" in section_2 for name in ("course_rate", "bench_batch", "bench_cpu"))
     shipped = models.load_shipped(SHIPPED_MODEL)
     vocabulary = fill(de("vocabulary {size}"), "de", size=integer(shipped.tokenizer.vocab_size, "de"))
     steps = fill(de("{steps} steps on {corpus}"), "de", steps=integer(shipped.summary["steps_done"], "de"),

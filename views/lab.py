@@ -26,7 +26,7 @@ text = corpus.choose_corpus(lab)
 if text is not None:
     corpus.corpus_numbers(text)
 
-page.prose("controls")
+controls.controls_prose()
 plan, seed = controls.training_controls(lab, text)
 
 page.prose("training")

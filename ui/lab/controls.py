@@ -13,7 +13,7 @@ from ui import page, url
 from ui.i18n import _
 from ui.lab import shipped
 from ui.lab.session import LabSession
-from ui.lab.words import busy_text, duration_text, fill, position_name
+from ui.lab.words import busy_text, duration_text, fill, position_name, prose
 from ui.numbers import SLIDER_FORMAT, integer
 
 MB = budget.MB
@@ -90,6 +90,18 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
 
 #: The longer sequence length at which the dropout note quotes the training benchmark's speed-up.
 LONG_T = 256
+
+
+def controls_prose() -> None:
+    """Section 2's prose, the course preset's speed read from the shipped training benchmark (the row of the
+    preset's own dropout rates), in the reader's format; a dash where the file lacks it."""
+    price, course = shipped.dropout_price(), gpt.PRESETS["course"]
+    rows = {} if price is None else {(PRICE_DROPOUT, PRICE_DROPOUT): price.both_on,
+                                     (0.0, PRICE_DROPOUT): price.attn_off, (0.0, 0.0): price.both_off}
+    rate = rows.get((course.attn_dropout_rate, course.resid_dropout_rate))
+    prose("controls", course_rate="—" if rate is None else integer(round(rate)),
+          bench_batch="—" if price is None else integer(price.batch_size),
+          bench_cpu="—" if price is None else price.cpu)
 
 
 def dropout_notes() -> None:
