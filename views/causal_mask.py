@@ -15,7 +15,7 @@ from engine.sections import causal_mask as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import SLIDER_FORMAT, integer, plotly_separators, sci
+from ui.numbers import SLIDER_FORMAT, colon, integer, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -44,9 +44,9 @@ def two_ways_cached() -> sections.TwoWays:
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def two_ways_figures_cached(panel_titles: tuple[str, ...], separators: str) -> list[go.Figure]:
+def two_ways_figures_cached(panel_titles: tuple[str, ...], separators: str, hover_colon: str) -> list[go.Figure]:
     """The two routes' six panels, one set per language."""
-    return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles, separators)
+    return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles, separators, hover_colon)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -112,7 +112,7 @@ panel_titles = (
     "2 · masked_fill(triu(diagonal=1), -inf)",
     "3 · softmax(masked / √d_k)",
 )
-two_ways_figures = two_ways_figures_cached(panel_titles, plotly_separators())
+two_ways_figures = two_ways_figures_cached(panel_titles, plotly_separators(), colon())
 panel_matrices = (result.attn_weights, result.masked_simple, result.masked_simple_norm, result.attn_scores,
                   result.masked_scores, result.attn_weights_causal)  # in the order of the panels' titles
 # one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
@@ -161,6 +161,7 @@ def leakage_section() -> None:
         x_title="max |Δ context_vec|",
         y_title=_("output row (query token)"),
         separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
+        colon=colon(),
     )), key="cm_leak_chart", alt=_(
         "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
         "without a mask: {values}.").format(token=leak_token, values=alt.paired(
@@ -202,7 +203,7 @@ def triu_section() -> None:
     c1, c2 = st.columns([3, 2])
     triu_title = _("torch.triu(ones(6, 6), diagonal={k}) — 1 = hidden").format(k=k)
     c1.plotly_chart(figures.mask_heatmap(triu.mask, TOKENS, title=triu_title, row_title=query_title,
-                                         col_title=key_title, separators=plotly_separators()),
+                                         col_title=key_title, separators=plotly_separators(), colon=colon()),
                     key="cm_triu_chart", alt=alt.heatmap(triu_title, triu.mask, TOKENS, 0))
     with c2:
         st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
@@ -257,13 +258,14 @@ def fully_masked_row() -> None:
     c1, c2 = st.columns([2, 3])
     c1.plotly_chart(figures.mask_heatmap(demo.mask.to(dtype=scores.dtype), TOKENS, title=_("mask (1 = hidden)"),
                                          row_title=query_title, col_title=key_title,
-                                         separators=plotly_separators()), key="cm_nan_mask",
+                                         separators=plotly_separators(), colon=colon()), key="cm_nan_mask",
                     alt=alt.heatmap(_("mask (1 = hidden)"), demo.mask.to(dtype=scores.dtype), TOKENS, 0))
     with c2:
         weights_title = _("attn_weights with the guard “{guard}”").format(guard=_(GUARD_LABELS[guard]))
         st.plotly_chart(figures.masked_row_figure(
             demo.attn_weights, TOKENS, demo.nan_rows, title=weights_title,
             nan_label="0/0 = NaN", row_title=query_title, col_title=key_title, separators=plotly_separators(),
+            colon=colon(),
         ), key="cm_nan_weights", alt=alt.heatmap(weights_title, demo.attn_weights, TOKENS, 4))
     if demo.nan_rows:
         st.info(_("As intended here: row {row} (“{token}”) has no visible position, so its softmax is "

@@ -38,6 +38,7 @@ class LeakageLabels:
         separators: Plotly's ``layout.separators`` of the reader's language.
         value_format: writes a bar's value in the page's scientific style; ``None``: ``3,00e-08`` with the
             separators' decimal sign.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     causal: str
@@ -47,10 +48,11 @@ class LeakageLabels:
     y_title: str
     separators: str = SEPARATORS
     value_format: Callable[[float], str] | None = None
+    colon: str = ": "
 
 
 def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequence[str],
-                    separators: str = SEPARATORS) -> list[go.Figure]:
+                    separators: str = SEPARATORS, colon: str = ": ") -> list[go.Figure]:
     """The two routes' six matrices (route 1: softmax, × tril, ÷ row sums; route 2: scores, −∞ mask, softmax) as
     six figures, one heatmap each.
 
@@ -62,6 +64,7 @@ def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequen
         tokens: the T token labels.
         panel_titles: the six titles in the reader's language, route 1 (mask after the softmax) then route 2.
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
 
     Returns:
         Six figures with one (T, T) heatmap each, row 0 on top, the panel title as the figure's title.
@@ -84,7 +87,7 @@ def two_ways_panels(result: TwoWays, tokens: Sequence[str], panel_titles: Sequen
     for (matrix, scale), title in zip(matrices, panel_titles, strict=True):
         zmin, zmax = (0.0, 1.0) if scale == WEIGHTS_SCALE else (None, None)
         fig = attention_heatmap(matrix, tokens, tokens, title=title, colorscale=scale, zmin=zmin, zmax=zmax,
-                                height=380, separators=separators)
+                                height=380, separators=separators, colon=colon)
         fig.update_traces(showscale=False)
         out.append(fig)
     return out
@@ -118,7 +121,7 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
             marker_color=PALETTE[0] if k == 0 else "#8c8c8c",
             text=["0" if v == 0 else written(float(v)) for v in values],
             textposition="outside", textfont=dict(size=11), constraintext="none", cliponaxis=False,
-            customdata=ticks, hovertemplate="%{customdata}: %{x:.3g}<extra>" + name + "</extra>",
+            customdata=ticks, hovertemplate="%{customdata}" + labels.colon + "%{x:.3g}<extra>" + name + "</extra>",
         ))
     layout = app_layout(None, 90 + 44 * len(tokens), separators=sep)
     return go.Figure(data=data, layout=dict(
@@ -139,7 +142,7 @@ def leakage_figure(leak: Leakage, tokens: Sequence[str], token_index: int, label
 
 def mask_heatmap(
     mask, tokens: Sequence[str], title: str | None = None, row_title: str | None = None, col_title: str | None = None,
-    separators: str = SEPARATORS,
+    separators: str = SEPARATORS, colon: str = ": ",
 ) -> go.Figure:
     """A 0/1 mask (1 = hidden) as a two-colour matrix with the values written in.
 
@@ -148,12 +151,13 @@ def mask_heatmap(
         tokens: the T token labels.
         title, row_title, col_title: in the reader's language (e.g. "query (row)", "key (column)").
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
 
     Returns:
         One heatmap, row 0 on top, its column labels and margins as :func:`attention_heatmap` sets them.
     """
     fig = attention_heatmap(mask, list(tokens), title=title, colorscale=MASK_SCALE, zmin=0, zmax=1, decimals=0,
-                            row_title=row_title, col_title=col_title, separators=separators)
+                            row_title=row_title, col_title=col_title, separators=separators, colon=colon)
     return fig.update_traces(showscale=False)
 
 
@@ -166,6 +170,7 @@ def masked_row_figure(
     row_title: str | None = None,
     col_title: str | None = None,
     separators: str = SEPARATORS,
+    colon: str = ": ",
 ) -> go.Figure:
     """Attention weights in which whole rows may be NaN: those cells are written "nan" and the row outlined.
 
@@ -179,6 +184,7 @@ def masked_row_figure(
         nan_rows: the rows to outline (those holding a NaN).
         title, nan_label, row_title, col_title: in the reader's language.
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
 
     Returns:
         One heatmap, row 0 on top, plus one outline per NaN row; the cells write 3 decimals (four ran into
@@ -186,7 +192,7 @@ def masked_row_figure(
     """
     tokens = list(tokens)
     fig = attention_heatmap(attn_weights, tokens, title=title, zmax=1.0, decimals=3, row_title=row_title,
-                            col_title=col_title, separators=separators)
+                            col_title=col_title, separators=separators, colon=colon)
     # no colour bar: the cells write their values, and a phone's cells need its width
     fig.update_traces(showscale=False)
     for row in nan_rows:

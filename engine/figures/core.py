@@ -261,6 +261,7 @@ def attention_heatmap(
     col_title: str | None = None,
     height: int | None = None,
     separators: str = SEPARATORS,
+    colon: str = ": ",
 ) -> go.Figure:
     """Attention matrix as a heatmap that reads like the printed tensor.
 
@@ -272,6 +273,7 @@ def attention_heatmap(
         decimals: digits written in each cell.
         row_title, col_title: axis titles in the reader's language (e.g. "query", "key").
         separators: the reader's ``layout.separators`` (cells, ticks and hovers follow it).
+        colon: what joins the hover's cell labels to the value, in the reader's typography (:func:`heatmap_trace`).
 
     Returns:
         A figure with row 0 at the top, tokens on both axes and values in the cells; the column labels
@@ -298,7 +300,7 @@ def attention_heatmap(
     # one constructor call: a later update of the figure costs Plotly's bookkeeping on every rerun
     return go.Figure(
         data=[heatmap_trace(z, row_tokens, col_tokens, colorscale=colorscale, zmin=zmin, zmax=zmax,
-                            decimals=decimals, separators=separators)],
+                            decimals=decimals, separators=separators, colon=colon)],
         layout=dict(layout, xaxis=xaxis, yaxis=yaxis),
     )
 
@@ -420,6 +422,7 @@ def weighted_sum_bars(
     total_name: str = "z",
     height: int = 330,
     separators: str = SEPARATORS,
+    colon: str = ": ",
 ) -> go.Figure:
     """The context vector as the weighted sum it is: per dimension, one stacked bar segment per token.
 
@@ -434,6 +437,7 @@ def weighted_sum_bars(
         dim_labels: the d_in dimension names (x axis).
         total_name: the marker's name in the legend (the context vector).
         separators: the reader's ``layout.separators`` (values, ticks and hovers follow it).
+        colon: what joins a hover's name to its value, in the reader's typography (``"\u202f: "`` in French).
 
     Raises:
         ValueError: if the shapes do not agree.
@@ -449,14 +453,14 @@ def weighted_sum_bars(
                  marker=dict(color=PALETTE[i % len(PALETTE)]),
                  customdata=[[format_value(w[i], 4, separators), format_value(x[i, d], 4, separators)]
                              for d in dims],
-                 hovertemplate=name + ": %{customdata[0]} × %{customdata[1]} = %{y:.4f}<extra></extra>")
+                 hovertemplate=name + colon + "%{customdata[0]} × %{customdata[1]} = %{y:.4f}<extra></extra>")
             for i, name in enumerate(labels)]
     total = parts.sum(axis=0)  # (T, d_in) -> (d_in,): the context vector
     data.append(dict(type="scatter", x=dims, y=np.round(total, 6).tolist(), mode="markers+text", name=total_name,
                      text=[format_value(v, 4, separators) for v in total], textposition="top center",
                      cliponaxis=False,
                      marker=dict(symbol="diamond", size=12, color="#222", line=dict(color="white", width=1)),
-                     hovertemplate=total_name + ": %{text}<extra></extra>"))
+                     hovertemplate=total_name + colon + "%{text}<extra></extra>"))
     # room above the stacks (and below, for negative parts) for the marker's value
     top = max(float(np.clip(parts, 0, None).sum(axis=0).max()), float(total.max()), 0.0)
     bottom = min(float(np.clip(parts, None, 0).sum(axis=0).min()), float(total.min()), 0.0)
