@@ -197,6 +197,9 @@ def colon(lang: str | None = None) -> str:
 #: browser's format on the slider's own value (README, languages). The slider keeps its number, so its link
 #: (``?sa_scale=1.5``) reads the same in every language, which a ``select_slider`` of formatted options would not.
 SLIDER_FORMAT = "localized"
+#: ``st.column_config.NumberColumn``'s ``format`` for an editable number column: the same browser-side
+#: ``"localized"`` format as :data:`SLIDER_FORMAT`, for the same reason (the cell keeps its number).
+GRID_FORMAT = "localized"
 
 
 def plotly_separators(lang: str | None = None) -> str:

@@ -11,7 +11,7 @@ from engine.sections import self_attention as sections
 from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
-from ui.numbers import SLIDER_FORMAT, num, plotly_separators, sci
+from ui.numbers import GRID_FORMAT, SLIDER_FORMAT, num, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -73,7 +73,7 @@ edited = st.data_editor(
     column_config={
         "token": st.column_config.TextColumn(_("token")),
         **{key: st.column_config.NumberColumn(label, min_value=-sections.EMBEDDING_BOUND,
-                                              max_value=sections.EMBEDDING_BOUND, step=0.01, format="%.2f")
+                                              max_value=sections.EMBEDDING_BOUND, step=0.01, format=GRID_FORMAT)
            for key, label in zip(sections.DIM_KEYS, DIMS, strict=True)},
     },
 )
