@@ -1,5 +1,7 @@
 """AppTest: page 6 (views/memory_layout.py) — chapter checks, the explorer, the memory walk and head walk figures."""
 
+import json
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -302,3 +304,10 @@ def test_the_integer_matrices_get_the_exact_badge(at):
         assert any(t("{label}: matches the chapter exactly").format(label=label) in b for b in green), label
         assert not any(t("{label}: matches the chapter to {decimals} decimals").format(label=label, decimals=4) in b
                        for b in green), label
+
+
+def test_the_memory_column_of_the_first_table_is_wide_in_french():
+    fr = translations("fr").gettext
+    at = open_page(PAGE, lang="fr")
+    columns = json.loads(at.dataframe[0].proto.columns)
+    assert columns[fr("memory")]["width"] == "large"

@@ -98,7 +98,9 @@ page.header()
 # --- 1. the chapter's matrix ---------------------------------------------------------------------------
 page.prose("storage")
 matrix, comparison = chapter_cached()
-st.dataframe(layout_frame(matrix.table), hide_index=True, key="ml_chapter_table")
+# the memory column's words ("partage le stockage de M") take a large column, not the grid's automatic width
+st.dataframe(layout_frame(matrix.table), hide_index=True, key="ml_chapter_table",
+             column_config={table_headers()["memory"]: st.column_config.TextColumn(width="large")})
 st.markdown(f"M.view(3, 2) = {matrix.view_3_2} · M.transpose(0, 1) = {matrix.transposed}")
 page.chapter_check("M.view(3, 2)", matrix.view_3_2, chapter.LAYOUT_VIEW_3_2)
 page.chapter_check("M.transpose(0, 1)", matrix.transposed, chapter.LAYOUT_TRANSPOSED)
