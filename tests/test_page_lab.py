@@ -551,7 +551,8 @@ def test_presets_and_head_choices():
     assert at.slider(key="lab_dropout").value == PRESETS["course"].dropout
     assert not at.button(key="lab_train").disabled  # it fits the caps
     at.button(key="lab_preset_quick").click().run()
-    assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (64, 400)
+    assert (at.selectbox(key="lab_n_embd").value, at.number_input(key="lab_steps").value) == (
+        PRESETS["quick"].n_embd, rules.PRESET_TRAINING["quick"]["steps"])
     at.selectbox(key="lab_n_embd").set_value(48).run()
     assert at.selectbox(key="lab_n_head").options == [str(h) for h in (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)]
     at.selectbox(key="lab_pos").set_value("rope").run()
