@@ -144,3 +144,10 @@ def test_a_day_reads_in_the_long_form_with_the_french_first_of_the_month(ordinal
         assert text.removeprefix("1er ") == format_date(date, "long", locale="fr").removeprefix("1 ")
     else:
         assert text == format_date(date, "long", locale=lang)
+
+
+@given(value=st.floats(-1e9, 1e9, allow_nan=False), decimals=st.integers(0, 6), lang=st.sampled_from(LANGS))
+def test_rounding_follows_the_float_in_every_language(value, decimals, lang):
+    """0.2175 is stored as 0.21749999…: every language rounds the stored value, as Python's format does."""
+    python = f"{value:.{decimals}f}"
+    assert numbers.num(value, decimals, lang, group=False).replace(",", ".").replace("\u2212", "-") == python

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import datetime
+import decimal
 import functools
 import math
 from collections.abc import Iterable
@@ -44,6 +45,12 @@ def _lang(lang: str | None) -> str:
 @functools.cache
 def _locale(lang: str) -> Locale:
     return Locale.parse(lang)
+
+
+def _exact(value: float) -> decimal.Decimal:
+    """The float's exact binary value: Babel then rounds it as Python's ``format`` does (``0.2175`` is stored as
+    0.21749999…, so ``.3f`` writes 0.217 in every language, not Babel's 0.218 from the shortest repr)."""
+    return decimal.Decimal(float(value))
 
 
 def _non_finite(value: float, locale: Locale) -> str:
@@ -75,7 +82,7 @@ def num(value: float, decimals: int = 2, lang: str | None = None, group: bool = 
     if not math.isfinite(value):
         return _non_finite(float(value), locale)
     pattern = ("#,##0" if group else "0") + ("." + "0" * decimals if decimals else "")
-    return format_decimal(float(value), format=pattern, locale=locale)
+    return format_decimal(_exact(value), format=pattern, locale=locale)
 
 
 def integer(value: int, lang: str | None = None) -> str:
@@ -98,7 +105,7 @@ def percent(fraction: float, decimals: int = 0, lang: str | None = None) -> str:
     if decimals:
         last_zero = pattern.rindex("0")
         pattern = pattern[:last_zero + 1] + "." + "0" * decimals + pattern[last_zero + 1:]
-    return format_percent(float(fraction), format=pattern, locale=locale)
+    return format_percent(_exact(fraction), format=pattern, locale=locale)
 
 
 def significant(value: float, digits: int = 4, lang: str | None = None) -> str:
@@ -132,7 +139,7 @@ def sci(value: float, digits: int = 1, lang: str | None = None) -> str:
     if not math.isfinite(value) or value == 0:
         return num(value, digits, lang)
     pattern = "0" + ("." + "0" * digits if digits else "") + "E0"
-    return format_scientific(float(value), format=pattern, locale=_locale(_lang(lang)))
+    return format_scientific(_exact(value), format=pattern, locale=_locale(_lang(lang)))
 
 
 def num_or_sci(value: float, decimals: int = 4, digits: int = 2, below: float = 0.01,
