@@ -65,6 +65,14 @@ def say(message: str) -> None:
 def app():
     """One server and one browser for the module: (browser, base URL)."""
     with legibility.serve() as base, legibility.chromium() as browser:
+        # a new server's first page imports and warms what every later visit reuses: waited for here, with time to
+        # spare on a loaded machine, not inside the first case's timeout
+        page = browser.new_page()
+        try:
+            page.goto(f"{base}/?lang=en", wait_until="domcontentloaded")
+            page.get_by_role("heading", level=1).first.wait_for(timeout=600_000)
+        finally:
+            page.close()
         say("legibility: server and browser up")
         yield browser, base
 

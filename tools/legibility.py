@@ -297,19 +297,26 @@ def settle(page, timeout_ms: float, width: int, min_charts: int = 0) -> None:
     """Wait until the page has its title, its fonts, no run in progress, at least ``min_charts`` charts, and the
     same height, number of charts and images over three readings, every chart drawn; the viewport grows to the
     page's height meanwhile, so that every element is laid out and drawn. A page still computing (a spinner
-    before its first chart) reads the same three times, so a page known to have charts waits for them."""
+    before its first chart) reads the same three times, so a page known to have charts waits for them.
+
+    Raises:
+        TimeoutError: the page did not settle within ``timeout_ms`` (Playwright's own when it shows no title).
+    """
     page.get_by_role("heading", level=1).first.wait_for(timeout=timeout_ms)
     page.wait_for_load_state("networkidle", timeout=timeout_ms)
     page.evaluate("() => document.fonts.ready.then(() => true)")
     readings: list[object] = []
     deadline = time.monotonic() + timeout_ms / 1000
-    while time.monotonic() < deadline:
+    while True:
         page.wait_for_function(_IDLE_JS, timeout=timeout_ms)
         page.wait_for_timeout(600)
         reading = page.evaluate(_STATE_JS)
         readings.append(reading)
         if reading["drawn"] and reading["charts"] >= min_charts and readings[-3:] == [reading] * 3:
             break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page did not settle in {timeout_ms / 1000:.0f} s (at least {min_charts} charts, "
+                               f"every one drawn, three equal readings); the last: {reading}")
         page.set_viewport_size({"width": width, "height": min(max(reading["height"], 800), MAX_HEIGHT)})
     page.wait_for_timeout(300)
 

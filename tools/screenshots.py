@@ -1,73 +1,76 @@
 """Screenshots of pages of a running app, for looking at them: ``python -m tools.screenshots URL_PATH ...``.
 
-Streamlit renders over a websocket and scrolls inside its own container, so a
-plain ``chromium --screenshot`` often catches a blank page; this waits for the
-charts, then grows the viewport to the height of the page's content and takes it
-whole. Start the app first (``streamlit run serve.py``).
+Streamlit renders over a websocket and scrolls inside its own container, so a plain ``chromium --screenshot``
+often catches a blank page; this waits as the legibility test does (``tools.legibility.settle``: no run in
+progress, every chart drawn, the same height three times while the viewport grows to the page's height), then
+takes the page whole. Start the app first (``streamlit run serve.py``), or give ``--url``.
 
-``--all`` takes every page of the registry; ``--width 390`` is a phone;
-``--lang fr`` opens the pages in French; ``--jpeg`` writes smaller JPEG files (the
-README's and the issue notes' screenshots in ``docs/screenshots``).
+``--all`` takes every page of the registry; ``--width 390`` is a phone; ``--lang fr`` opens the pages in French;
+``--webp`` writes WebP files (Pillow, quality 70; JPEG for a page taller than WebP allows), the README's
+screenshots in ``docs/screenshots/phone`` (French, 390 px) and ``docs/screenshots/desktop`` (English, 1400 px);
+``--jpeg`` JPEG files.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import io
 import sys
+import urllib.parse
 from pathlib import Path
 
+from PIL import Image
+
+from tools import legibility
 from ui.nav import PAGES
 
-#: Tallest screenshot taken (px): a phone-width page runs to about 30 000 px; JPEG stops at 65 535.
-MAX_HEIGHT = 40_000
+#: Tallest WebP image (px): a taller page (the Lab on a phone) is written as JPEG, which goes to 65 535.
+WEBP_MAX = 16_383
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="*", help="url paths, e.g. self-attention dropout ('' is Home)")
     parser.add_argument("--all", action="store_true", help="every page of the registry")
     parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--url", help="the running app's address (default: http://127.0.0.1:PORT)")
     parser.add_argument("--out", default="runs/screenshots")
     parser.add_argument("--width", type=int, default=1400, help="viewport width in px (390: a phone)")
     parser.add_argument("--lang", choices=("en", "fr", "de"), default=None, help="the page's language (?lang=)")
-    parser.add_argument("--jpeg", action="store_true", help="JPEG at quality 70 instead of PNG")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--jpeg", action="store_true", help="JPEG at quality 70 instead of PNG")
+    kind.add_argument("--webp", action="store_true", help="WebP at quality 70 instead of PNG")
     args = parser.parse_args(argv)
-    from playwright.sync_api import sync_playwright
 
-    paths = [info.url_path for info in PAGES] if args.all else args.paths
+    base = (args.url or f"http://127.0.0.1:{args.port}").rstrip("/")
+    infos = [info for info in PAGES if args.all or info.url_path in args.paths]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    query = f"?lang={args.lang}" if args.lang else ""
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"),
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        for path in paths:
+    query = f"?{urllib.parse.urlencode({'lang': args.lang})}" if args.lang else ""
+    with legibility.chromium() as browser:
+        for info in infos:
             page = browser.new_page(viewport={"width": args.width, "height": 1000})
-            page.goto(f"http://127.0.0.1:{args.port}/{path}{query}")
-            page.get_by_role("heading", level=1).first.wait_for(timeout=120_000)
-            page.wait_for_load_state("networkidle")
-            # the page grows while its sections arrive and draw: take its height until two readings agree
-            height, previous = 0, -1
-            for _ in range(8):
-                page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                                       timeout=120_000)
-                page.wait_for_timeout(2000)
-                height = page.evaluate("""() => {
-                  const main = document.querySelector('[data-testid="stMain"]');
-                  return Math.ceil(main ? main.scrollHeight : document.body.scrollHeight);
-                }""")
-                if height == previous:
-                    break
-                previous = height
-                page.set_viewport_size({"width": args.width, "height": min(max(height, 1000), MAX_HEIGHT)})
-            suffix = "jpg" if args.jpeg else "png"
-            target = out / f"{path.replace('/', '_') or 'home'}.{suffix}"
-            page.screenshot(path=str(target), type="jpeg" if args.jpeg else "png",
-                            **({"quality": 70} if args.jpeg else {}))
+            try:
+                page.goto(f"{base}/{info.url_path}{query}", wait_until="domcontentloaded", timeout=120_000)
+                legibility.settle(page, 180_000, args.width, min_charts=0 if info.slug == "glossary" else 1)
+                height = page.evaluate("() => Math.ceil(document.querySelector('[data-testid=\"stMain\"]')"
+                                       ".scrollHeight)")
+                page.set_viewport_size({"width": args.width,
+                                        "height": min(max(height, 1000), legibility.MAX_HEIGHT)})
+                page.wait_for_timeout(500)
+                png = page.screenshot(type="png")
+            finally:
+                page.close()
+            name = info.url_path or "home"
+            if args.webp or args.jpeg:
+                image = Image.open(io.BytesIO(png)).convert("RGB")
+                webp = args.webp and image.height <= WEBP_MAX
+                target = out / f"{name}.{'webp' if webp else 'jpg'}"
+                image.save(target, "WEBP" if webp else "JPEG", quality=70)
+            else:
+                target = out / f"{name}.png"
+                target.write_bytes(png)
             print(target, flush=True)
-            page.close()
-        browser.close()
     return 0
 
 
