@@ -388,7 +388,12 @@ def load_train_state(folder: Path, *, model: GPT, optimizer: torch.optim.Optimiz
         raise ResumeError(f"{where}: its tensors file {name!r} is not state-{step}.safetensors")
     expected = _state_tensors(model, optimizer, batches, masks)  # the live state: names, dtypes and shapes
     tensors_path = folder / name
-    limit = sum(t.numel() * t.element_size() for t in expected.values()) * 2 + 2**20  # moments not yet created
+    # The fresh optimizer holds no moments yet: the file may add two per parameter and a step each, and a header of
+    # at most 256 bytes per tensor.
+    params_bytes = sum(p.numel() * p.element_size() for group in optimizer.param_groups for p in group["params"])
+    n_params = sum(len(group["params"]) for group in optimizer.param_groups)
+    limit = (sum(t.numel() * t.element_size() for t in expected.values()) + 2 * params_bytes + 4 * n_params
+             + 256 * (len(expected) + 3 * n_params) + 16)
     if not tensors_path.exists() or tensors_path.stat().st_size > limit:
         raise ResumeError(f"{tensors_path}: missing or larger than the {limit} bytes this model's state can take")
     data = tensors_path.read_bytes()

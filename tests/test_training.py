@@ -193,7 +193,11 @@ def test_a_state_from_other_settings_or_damaged_is_refused(corpus, tmp_path):
     with pytest.raises(ResumeError, match="model_config"):
         train(preset("tiny", n_layer=1), corpus, RESUMABLE, state_dir=tmp_path)
     tensors = tmp_path / "state-3.safetensors"
-    data = bytearray(tensors.read_bytes())
+    original = tensors.read_bytes()
+    tensors.write_bytes(original * 2)  # more than weights, two moments, steps and headers can take
+    with pytest.raises(ResumeError, match="larger than"):
+        train(preset("tiny"), corpus, RESUMABLE, state_dir=tmp_path)
+    data = bytearray(original)
     data[-1] ^= 0xFF
     tensors.write_bytes(bytes(data))
     with pytest.raises(ResumeError, match="SHA-256"):
