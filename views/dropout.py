@@ -13,7 +13,7 @@ from engine.sections import dropout as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
-from ui.numbers import integer, num, plotly_separators, sci, seq, significant
+from ui.numbers import colon, integer, num, plotly_separators, sci, seq, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -66,7 +66,7 @@ slider_labels = figures.SliderLabels(
     ones_panel="dropout(ones(6, 6))", weights_panel=_("dropout(causal attn_weights)"), sum_panel=_("row sum"),
     step=_("p = {p}: each weight is dropped with probability {p}; survivors × 1/(1−p) = {scale} "
            "({kept} of {total} kept this time)"),
-    slider_prefix=_("dropout p = "), separators=plotly_separators())
+    slider_prefix=_("dropout p = "), separators=plotly_separators(), colon=colon())
 sweep, slider_figure = sweep_and_figure(seed, slider_labels)
 shown = sweep[SHOWN_P]
 st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
@@ -134,7 +134,8 @@ def modes_section() -> None:
                                value=0.5, key="do_layer_p", bind="query-params")
     modes = sections.train_vs_eval(inputs, float(p_layer), chapter.DROPOUT_SEED)
     mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
-                                          row=_("{token} (Σ {sum})"), separators=plotly_separators())
+                                          row=_("{token} (Σ {sum})"), separators=plotly_separators(),
+                                          colon=colon())
     st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval",
                     alt=alt.heatmaps({mode_labels.train_1: modes.train_1, mode_labels.train_2: modes.train_2,
                                       mode_labels.eval: modes.eval_1}, TOKENS, 2))

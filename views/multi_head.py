@@ -19,7 +19,7 @@ from engine.sections import multi_head as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, current_language
-from ui.numbers import byte_size, integer, num, num_or_sci, plotly_separators, sci
+from ui.numbers import byte_size, colon, integer, num, num_or_sci, plotly_separators, sci
 from ui.numbers import day as numbers_day
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -50,13 +50,15 @@ def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str, separators: str) -> tuple:
+def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str, separators: str,
+                   hover_colon: str) -> tuple:
     """The chapter's wrapper (and its heatmap), exercise 3.2 and split layer for one seed."""
     wrapper = sections.wrapper_output(seed)
     out_cols = [head_col.format(h=j // 2, d=j % 2) for j in range(4)]
     figure = attention_heatmap(
         wrapper.context_vec[0], TOKENS, out_cols, colorscale=SIGNED_SCALE, row_title=row_title,
         col_title=col_title, title=title.format(shape=tuple(wrapper.context_vec.shape)), separators=separators,
+        colon=hover_colon,
     )
     return wrapper, figure, sections.wrapper_output(seed, d_out=1, num_heads=2), sections.split_output(seed)
 
@@ -233,7 +235,7 @@ with page.slot():
             seed=chapter.MHA_WRAPPER_SEED))
 wrapper, wrapper_figure, exercise, split = chapter_cached(
     seed, _("MultiHeadAttentionWrapper: context_vecs[0], shape {shape}"), _("token"), _("feature (head · dim)"),
-    _("head {h} · {d}"), plotly_separators())
+    _("head {h} · {d}"), plotly_separators(), colon())
 st.plotly_chart(wrapper_figure, key="mh_wrapper_chart", alt=_(
     "Heatmap of the wrapper's context vectors for the {T} tokens of the chapter's sentence, {d} features (two "
     "heads of two); the first token's row: {row}.").format(
@@ -318,7 +320,7 @@ def heads_section() -> None:
                 n=used.typed_length, limit=MAX_LINE))
     heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
                                        query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "),
-                                       separators=plotly_separators())
+                                       separators=plotly_separators(), colon=colon())
     run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
     T = len(run.tokens)
     head_dim = n_embd // num_heads

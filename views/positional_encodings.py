@@ -15,7 +15,7 @@ from engine.tokenizer import CharTokenizer
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import integer, num, plotly_separators, sci, seq
+from ui.numbers import colon, integer, num, plotly_separators, sci, seq
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
@@ -279,7 +279,8 @@ def tables_section() -> None:
     lines = [max(figures.title_lines(stack[i]) for stack in stacks.values()) for i in range(2)]
     for column, (name, stack) in zip(st.columns(len(stacks)), stacks.items(), strict=True):
         table = panels[name]
-        column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines, separators=plotly_separators()),
+        column.plotly_chart(figures.stacked_tables_figure(stack, lines=lines, separators=plotly_separators(),
+                                                          colon=colon()),
                             key=f"pe_tables_{name}", alt=_(
             "Heatmap of the {title}, {rows} positions × {cols} dimensions (std {std}), and under it the cosine "
             "similarity of every pair of positions (largest spread along a diagonal {spread}).").format(

@@ -11,7 +11,7 @@ from engine.sections import self_attention as sections
 from ui import notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
-from ui.numbers import GRID_FORMAT, SLIDER_FORMAT, num, plotly_separators, sci
+from ui.numbers import GRID_FORMAT, SLIDER_FORMAT, colon, num, plotly_separators, sci
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -51,7 +51,7 @@ def jacobian_panel(jac: sections.JacobianCheck, title: str, key: str, caption: s
     # 3 decimals: six signed values such as -0.0330 fit their cells on a phone (the chapter prints no Jacobian)
     st.plotly_chart(attention_heatmap(jac.closed_form, TOKENS, TOKENS, title=title, colorscale=SIGNED_SCALE,
                                       decimals=3, row_title=_("weight w_i"), col_title=_("score x_j"),
-                                      separators=plotly_separators()), key=key,
+                                      separators=plotly_separators(), colon=colon()), key=key,
                     alt=alt.heatmap(title, jac.closed_form, TOKENS, 3))
     st.caption(caption)
     st.markdown(_("max |closed form − autograd| = {diff}").format(diff=sci(jac.max_abs_diff, 2)))
@@ -154,7 +154,7 @@ def query_sections(inputs, is_chapter: bool) -> None:
     sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
     st.plotly_chart(
         weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
-                          total_name=_("context vector z"), separators=plotly_separators()),
+                          total_name=_("context vector z"), separators=plotly_separators(), colon=colon()),
         key="sa_context_chart",
         alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
               "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
@@ -224,14 +224,15 @@ page.prose("allpairs")
 every = sections.loop_vs_matmul(inputs)
 c1, c2 = st.columns(2)
 c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None,
-                                  separators=plotly_separators()), key="sa_all_scores",
+                                  separators=plotly_separators(), colon=colon()), key="sa_all_scores",
                 alt=alt.heatmap("attn_scores = inputs @ inputs.T", every.attn_scores, TOKENS, 4))
 c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)",
-                                  separators=plotly_separators()), key="sa_all_weights",
+                                  separators=plotly_separators(), colon=colon()), key="sa_all_weights",
                 alt=alt.heatmap("attn_weights = softmax(dim=-1)", every.attn_weights, TOKENS, 4))
 st.plotly_chart(
     attention_heatmap(every.context_vec, TOKENS, DIMS, title="context_vec = attn_weights @ inputs",
-                      zmin=None, row_title=_("token"), col_title=_("dimension"), separators=plotly_separators()),
+                      zmin=None, row_title=_("token"), col_title=_("dimension"), separators=plotly_separators(),
+                      colon=colon()),
     key="sa_all_context", alt=alt.heatmap("context_vec = attn_weights @ inputs", every.context_vec, TOKENS, 4),
 )
 context_vectors = {f"z ({token})": z for token, z in zip(TOKENS, every.context_vec, strict=True)}

@@ -13,7 +13,7 @@ from engine.sections import trainable_weights as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _
-from ui.numbers import integer, num, plotly_separators, sci, significant
+from ui.numbers import colon, integer, num, plotly_separators, sci, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -77,7 +77,7 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
         weights = {f"{name} ({inputs.shape[1]}×{d_out})": matrix
                    for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))}
         st.plotly_chart(figures.matrices_stacked(
-            weights, dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators()),
+            weights, dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators(), colon=colon()),
             key="tw_projections", alt=alt.heatmaps(weights, dims_in, 4))
     with right:
         query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
@@ -130,7 +130,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
                     _("SelfAttention_v2 (seed {seed})").format(seed=seed_v2): outputs.v2}
         st.plotly_chart(figures.matrices_stacked(
             compared, TOKENS, out_cols, colorscale=SIGNED_SCALE, zmin=None, row_title=_("token"),
-            separators=plotly_separators()), key="tw_v1_v2", alt=alt.heatmaps(compared, TOKENS, 4))
+            separators=plotly_separators(), colon=colon()), key="tw_v1_v2", alt=alt.heatmaps(compared, TOKENS, 4))
     with right:
         page.chapter_check(_("SelfAttention_v1 output"), outputs.v1, chapter.SA_V1_OUTPUT, projections_apply)
         page.chapter_check(_("SelfAttention_v2 output"), outputs.v2, chapter.SA_V2_OUTPUT,
@@ -147,6 +147,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         theory=_("{init} (theory)"),
         theory_hover=_("theory"),
         separators=plotly_separators(),
+        colon=colon(),
     )
     by_init = list(init_table.groupby("init", sort=False))
     st.plotly_chart(init_figure_cached(init_labels), key="tw_init_chart", alt=_(
@@ -225,6 +226,7 @@ def projections_to_exercise() -> None:
             step_title=_("d_k = {d_k}: var(q·k) = {var} (theory {d_k}), var(q·k/√d_k) = {var_scaled} "
                          "(theory 1), {n} samples"),
             separators=plotly_separators(),
+            colon=colon(),
         ))
     st.plotly_chart(dk_figure, key="tw_dk_figure", alt=_(
         "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "

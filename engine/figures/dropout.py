@@ -44,6 +44,7 @@ class SliderLabels:
             in the reader's number format.
         slider_prefix: text before the slider's current value.
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     ones_panel: str
@@ -52,6 +53,7 @@ class SliderLabels:
     step: str
     slider_prefix: str
     separators: str = SEPARATORS
+    colon: str = ": "
 
 
 def step_label(p: float, separators: str = SEPARATORS) -> str:
@@ -118,7 +120,7 @@ def dropout_slider_figure(sweep: dict[float, DropoutPair], tokens: Sequence[str]
         for matrix, cols, row, col, colorscale, decimals, (zmin, zmax) in panels:
             fig.add_trace(
                 heatmap_trace(matrix, tokens, cols, colorscale=colorscale, zmin=zmin, zmax=zmax, decimals=decimals,
-                              showscale=False, separators=sep),
+                              showscale=False, separators=sep, colon=labels.colon),
                 row=row,
                 col=col,
             )
@@ -201,6 +203,7 @@ class TrainEvalLabels:
         train_1, train_2, eval: the three panel titles.
         row: a row's label, with ``{token}`` and ``{sum}`` (the row sum, written with ``separators``).
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     train_1: str
@@ -208,6 +211,7 @@ class TrainEvalLabels:
     eval: str
     row: str
     separators: str = SEPARATORS
+    colon: str = ": "
 
 
 #: Pixel sizes of :func:`train_eval_figure`: a matrix row, the title and column labels over each matrix.
@@ -238,7 +242,7 @@ def train_eval_figure(result: TrainVsEval, tokens: Sequence[str], labels: TrainE
         sums = to_numpy(matrix.sum(dim=-1))  # (T, T) -> (T,)
         rows = [labels.row.format(token=t, sum=format_number(v, 2, sep)) for t, v in zip(tokens, sums, strict=True)]
         fig.add_trace(heatmap_trace(matrix, rows, tokens, zmin=0.0, zmax=zmax, decimals=3, showscale=False,
-                                    separators=sep), row=row, col=1)
+                                    separators=sep, colon=labels.colon), row=row, col=1)
         matrix_axes(fig, rows, tokens, row=row, col=1)
     fig.update_xaxes(tickangle=angle, tickfont=dict(size=11))
     fig.update_yaxes(tickfont=dict(size=11))

@@ -30,6 +30,7 @@ class HeadsLabels:
         query_axis, key_axis: the axis titles.
         slider_prefix: text before the slider's current value.
         separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
+        colon: what joins a hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     title: str
@@ -38,6 +39,7 @@ class HeadsLabels:
     key_axis: str
     slider_prefix: str
     separators: str = ".,"
+    colon: str = ": "
 
 
 def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, height: int | None = None) -> go.Figure:
@@ -65,7 +67,7 @@ def heads_slider(attn_weights, tokens: Sequence[str], labels: HeadsLabels, heigh
     for h in range(H):
         fig.add_trace(heatmap_trace(w[h], tokens, tokens, zmin=0.0, zmax=1.0, decimals=decimals,
                                     name=labels.head.format(h=h), show_values=T <= MAX_VALUE_TOKENS,
-                                    separators=labels.separators))
+                                    separators=labels.separators, colon=labels.colon))
     matrix_axes(fig, tokens, tokens, labels.query_axis, labels.key_axis)
     titles = [labels.title.format(h=h, H=H) for h in range(H)]
     # the key axis title sits on top, under the figure title: room for both

@@ -262,7 +262,7 @@ def title_lines(panel: TablePanel) -> int:
 
 
 def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 280,
-                          lines: Sequence[int] | None = None, separators: str = ".,") -> go.Figure:
+                          lines: Sequence[int] | None = None, separators: str = ".,", colon: str = ": ") -> go.Figure:
     """Large signed tables stacked top to bottom in one figure (e.g. a block_size x n_embd position table and its
     (block_size, block_size) similarity), row 0 on top, column labels on top.
 
@@ -283,6 +283,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
         lines: title lines to make room for, per panel (at least each title's own, :func:`title_lines`): figures
             drawn side by side pass the largest of each row, so that their panels line up.
         separators: Plotly's ``layout.separators`` of the reader's language (the hover's and colour bars' numbers).
+        colon: what joins a hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
 
     Returns:
         A figure with one heatmap trace per panel (z: the (rows, cols) table as a float32 array) on axes
@@ -322,7 +323,7 @@ def stacked_tables_figure(panels: Sequence[TablePanel], heatmap_height: int = 28
             colorbar=dict(orientation="h", x=0.5, xanchor="center", len=1, lenmode="fraction",
                           y=paper(heat_bottom + COLORBAR_PAD_PX), yanchor="top", ypad=0, thickness=10,
                           tickformat=".2g"),
-            hovertemplate=f"{panel.row_title} %{{y}} · {panel.col_title} %{{x}}: %{{z:.4f}}"
+            hovertemplate=f"{panel.row_title} %{{y}} · {panel.col_title} %{{x}}{colon}%{{z:.4f}}"
                           f"<extra>{panel.title}</extra>",
         ))
         axes[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", side="top", showgrid=False, automargin=False)

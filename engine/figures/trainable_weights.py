@@ -45,6 +45,7 @@ class DkSweepLabels:
             each already written in the reader's number format.
         slider_prefix: text before the slider's current value (e.g. "d_k = ").
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     spread_panel: str
@@ -56,6 +57,7 @@ class DkSweepLabels:
     step_title: str
     slider_prefix: str = "d_k = "
     separators: str = SEPARATORS
+    colon: str = ": "
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class InitLabels:
         measured, theory: legend names, templates with the named field ``init``.
         theory_hover: the hover tag of a theory line.
         separators: Plotly's ``layout.separators`` of the reader's language.
+        colon: what joins a hover's label to its value, in the reader's typography (``"\u202f: "`` in French).
     """
 
     weights_panel: str
@@ -75,6 +78,7 @@ class InitLabels:
     theory: str
     theory_hover: str
     separators: str = SEPARATORS
+    colon: str = ": "
 
 
 #: Pixel sizes of :func:`dk_sweep_figure`: the room above the titles, the box panel, a bar panel, the gap that
@@ -159,7 +163,7 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
                     cliponaxis=False,
                     marker_color=[PALETTE[1], PALETTE[0]],
                     showlegend=False,
-                    hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+                    hovertemplate="%{y}" + labels.colon + "%{x:.4f}<extra></extra>",
                 ),
                 row=panel,
                 col=1,
@@ -214,12 +218,12 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
             fig.add_scatter(
                 x=part["d_in"], y=part[measured], mode="markers", marker=dict(size=10, color=color),
                 name=labels.measured.format(init=init), legendgroup=init, showlegend=row == 1, row=row, col=1,
-                hovertemplate="d_in %{x}: %{y:.4g}<extra>" + init + "</extra>",
+                hovertemplate="d_in %{x}" + labels.colon + "%{y:.4g}<extra>" + init + "</extra>",
             )
             fig.add_scatter(
                 x=part["d_in"], y=part[theory], mode="lines", line=dict(dash="dash", color=color),
                 name=labels.theory.format(init=init), legendgroup=init, showlegend=row == 1, row=row, col=1,
-                hovertemplate="d_in %{x}: %{y:.4g}<extra>" + labels.theory_hover + "</extra>",
+                hovertemplate="d_in %{x}" + labels.colon + "%{y:.4g}<extra>" + labels.theory_hover + "</extra>",
             )
     # one label per decade, as powers of ten: Plotly's own minor labels (2, 5) crowded at phone width
     fig.update_xaxes(type="log", title_text="d_in", gridcolor="#eee", dtick=1, exponentformat="power")
@@ -241,6 +245,7 @@ def matrices_stacked(
     zmin: float | None = 0.0,
     row_title: str | None = None,
     separators: str = SEPARATORS,
+    colon: str = ": ",
 ) -> go.Figure:
     """Small matrices of the same shape as heatmaps, one above the other, in one figure.
 
@@ -258,6 +263,7 @@ def matrices_stacked(
         colorscale, zmin: colour mapping (``zmin=None`` for signed values).
         row_title: title of the row axis (on every panel).
         separators: the reader's ``layout.separators`` (cells and hovers follow it).
+        colon: what joins a hover's cell labels to the value, in the reader's typography (``"\u202f: "`` in French).
 
     Returns:
         A figure with one heatmap trace per matrix (panel i on axes ``x{i+1}``/``y{i+1}``), no colour bar.
@@ -287,7 +293,7 @@ def matrices_stacked(
         cells_top = top - (block - STACK_ROW_PX * len(row_labels) - STACK_GAP_PX)
         cells_bottom = cells_top - STACK_ROW_PX * len(row_labels)
         trace = heatmap_trace(matrix, row_labels, col_labels, colorscale=colorscale, zmin=zmin, showscale=False,
-                              decimals=3 if many else 4, separators=separators)
+                              decimals=3 if many else 4, separators=separators, colon=colon)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
         data.append(trace)
         xaxis, yaxis = matrix_axes_layout(row_labels, col_labels, row_title, None)
