@@ -8,8 +8,9 @@ settings, beside the chapters' printed values where the page checks them.
 It needs no file outside itself and no install of this project: its first code cell carries the source of every
 ``engine`` module the listings and recipes import (their import closure, read from the modules' own files) and
 registers them as in-memory modules, so the notebook runs what the app ran, at the version the app ran, with
-only ``torch``, ``numpy`` and ``pandas`` installed. The listings are then defined again in the notebook's own
-namespace, so a reader who edits one and reruns the cells below sees its effect.
+only :data:`REQUIREMENTS` installed (``torch``, ``numpy``, ``pandas``, and ``plotly`` for the page's charts). The
+listings are then defined again in the notebook's own namespace, so a reader who edits one and reruns the cells
+below sees its effect.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     import nbformat
 
 #: The packages the notebook needs, with the versions the app runs (pyproject.toml pins the same).
-REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.3.5", "pandas==2.3.3")
+REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.3.5", "pandas==2.3.3", "plotly==6.5.0")
 #: Kernel name written into the notebook's metadata.
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 #: Tag of the cells that print the page's numbers (the test reads their output).

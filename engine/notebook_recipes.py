@@ -24,6 +24,7 @@ from engine import attention as A
 from engine import chapter
 from engine.bench.attention import BenchSize, bench_size, results_table
 from engine.corpus import RECORD_SEPARATOR, corpus_from_text
+from engine.figures.core import SEPARATORS, attention_heatmap
 from engine.gpt import GPTConfig
 from engine.lab.models import FormError, LabModel, PoemForm, generate
 from engine.sections import causal_mask as causal_mask_sections
@@ -174,11 +175,14 @@ def self_attention_jacobian(inputs: list = CHAPTER_INPUTS, jacobian_query: str =
         say("naive_matches_autograd", naive_jac.max_abs_diff < 1e-12)
 
 
-def self_attention_all(inputs: list = CHAPTER_INPUTS):
-    """Every token at once with matrix products (the page's section 5)."""
+def self_attention_all(inputs: list = CHAPTER_INPUTS, number_separators: str = SEPARATORS):
+    """Every token at once with matrix products (the page's section 5), and the page's heatmap of attn_weights
+    (``number_separators``: the reader's decimal sign and group separator, as Plotly's ``layout.separators``)."""
     every = loop_vs_matmul(torch.tensor(inputs, dtype=torch.float32))  # (6, 3) inputs
     show("attn_scores[:2]", every.attn_scores[:2], chapter.SIMPLE_SCORES_FIRST_ROWS)
     show("context_vec", every.context_vec, chapter.SIMPLE_ALL_CONTEXT)
+    attention_heatmap(every.attn_weights, list(A.CHAPTER_TOKENS), title="attn_weights = softmax(dim=-1)",
+                      separators=number_separators).show()
 
 
 # --- 2 · trainable weights -------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from tests.plotly_json import ROOT
 from tests.test_browser import CHROMIUM, LAUNCH_ARGS, free_port, start_server, stop_server, wait_ready
 from ui import i18n
 from ui import notebook as ui_notebook
+from ui.numbers import plotly_separators
 
 SLUGS = ("home", "self_attention", "trainable_weights", "causal_mask", "dropout", "multi_head", "memory_layout",
          "positional_encodings", "lab")
@@ -248,24 +249,27 @@ def kernel(tmp_path_factory):
     km.shutdown_kernel(now=True)
 
 
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
 RESET = ("%reset -f\nimport sys\nfor _name in [m for m in sys.modules if m == 'engine' or m.startswith('engine.')]:\n"
          "    del sys.modules[_name]\n")
 WHERE = "import engine, engine.chapter\nprint(engine.__file__, engine.chapter.__file__)"
 
 
-def execute(km, nb) -> list[str]:
-    """Run ``nb`` (a copy, after a cell that clears the kernel) on ``km``; the output lines of its numbers cells."""
+def execute(km, nb) -> tuple[list[str], list[dict]]:
+    """Run ``nb`` (a copy, after a cell that clears the kernel) on ``km``; the output lines of its numbers cells
+    and the Plotly figures they display (their JSON)."""
     run = copy.deepcopy(nb)
     run.cells.insert(0, nbformat.v4.new_code_cell(RESET))
     run.cells.append(nbformat.v4.new_code_cell(WHERE))
     NotebookClient(run, km=km, timeout=240).execute()
     where = "".join(o.get("text", "") for o in run.cells[-1].outputs if o.get("name") == "stdout")
     assert where.split() == ["engine/__init__.py", "engine/chapter.py"]  # the notebook's modules, no file
-    lines = []
+    lines, figures = [], []
     for cell in run.cells:
         if cell.cell_type == "code" and notebook.NUMBERS_TAG in cell.metadata.get("tags", []):
             lines += "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout").splitlines()
-    return lines
+            figures += [o["data"][PLOTLY_MIME] for o in cell.outputs if PLOTLY_MIME in o.get("data", {})]
+    return lines, figures
 
 
 def printed(lines: list[str]) -> tuple[dict[str, object], list[tuple[str, bool]]]:
@@ -309,6 +313,8 @@ CASES = [(slug, variant, LANGS[(i + j) % len(LANGS)]) for i, slug in enumerate(S
 def test_notebook_prints_the_pages_numbers(pages, kernel, slug, variant, run_lang):
     record, base = pages[slug]
     s = settings_for(slug, base, variant)
+    if slug == "self_attention":  # the button adds the page's separators (ui.notebook.download_button)
+        s["number_separators"] = plotly_separators(run_lang)
     built = {lang: notebook.build(slug, ui_notebook.notebook_items(record, lang), s, _labels(slug, lang))
              for lang in LANGS}
     for lang, nb in built.items():
@@ -318,8 +324,14 @@ def test_notebook_prints_the_pages_numbers(pages, kernel, slug, variant, run_lan
         assert _labels(slug, lang).numbers in prose
         assert code_cells(nb) == code_cells(built["en"])
     assert len({built[lang].cells[0].source for lang in LANGS}) == len(LANGS)  # the title cell in each language
-    values, marks = printed(execute(kernel, built[run_lang]))
+    lines, figures = execute(kernel, built[run_lang])
+    values, marks = printed(lines)
     expected = page_values(slug, full_settings(slug, s))
+    if slug == "self_attention":  # the page's heatmap of attn_weights, in the reader's number format
+        (figure,) = figures
+        every = self_attention.loop_vs_matmul(torch.tensor(full_settings(slug, s)["inputs"]))
+        assert chapter.matches(figure["data"][0]["z"], every.attn_weights, 4)
+        assert figure["layout"]["separators"] == plotly_separators(run_lang)
     assert set(expected) <= set(values), sorted(set(expected) - set(values))
     for name, value in expected.items():
         assert same(name, values[name], value), (name, values[name], value)

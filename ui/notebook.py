@@ -11,6 +11,7 @@ translated while the page runs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 
 import streamlit as st
@@ -21,6 +22,7 @@ from engine.corpus import Corpus
 from engine.lab.settings import TrainingPlan
 from ui import page
 from ui.i18n import _, current_language
+from ui.numbers import plotly_separators
 
 #: Per page: recipe parameter -> (widget key, conversion of the widget's value).
 SESSION_SETTINGS: dict[str, dict[str, tuple[str, Callable]]] = {
@@ -132,6 +134,9 @@ def download_button(**settings: object) -> None:
     items = notebook_items(page.recorded(), lang)
     words = labels(info.slug, info.page_heading())
     given = dict(settings)
+    if any("number_separators" in inspect.signature(recipe).parameters
+           for recipe in notebook.notebook_recipes.RECIPES[info.slug].values()):
+        given["number_separators"] = plotly_separators()  # the page's charts' separators, read in the page's run
     ctx = get_script_run_ctx()
     state = ctx.session_state if ctx is not None else {}
     now = page_settings(info.slug, st.session_state, given)
