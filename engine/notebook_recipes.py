@@ -304,7 +304,7 @@ def multi_head_wrapper(seed: int = chapter.MHA_WRAPPER_SEED):
 def multi_head_copy(seed: int = chapter.MHA_WRAPPER_SEED, copy_heads: int = 2, copy_dim: int = 2):
     """The split layer's first row, and the wrapper's weights copied into it (compared before out_proj)."""
     split = split_output(seed)
-    show("split context_vecs[0][0]", split.context_vec[0, 0], chapter.MHA_SPLIT_FIRST_ROW)
+    show("split.context_vecs[0][0]", split.context_vec[0, 0], chapter.MHA_SPLIT_FIRST_ROW)
     compare = wrapper_vs_split(seed, head_dim=int(copy_dim), num_heads=int(copy_heads))
     show("copy.max_abs_diff_before", compare.max_abs_diff_before)
     say("copy.equal_after", compare.max_abs_diff < 1e-6)
@@ -389,7 +389,7 @@ def positions_tables(table_block_size: int = 128, table_n_embd: int = 128, vecto
     sinusoidal = sinusoidal_position_table(int(table_block_size), int(table_n_embd))
     show("untrained.std", untrained.std)
     show("untrained.diagonal_spread", untrained.diagonal_spread, decimals=6)
-    show("sinusoidal row 0", sinusoidal.table[0, :8])
+    show("sinusoidal.table[0][:8]", sinusoidal.table[0, :8])
     show("sinusoidal.diagonal_spread", sinusoidal.diagonal_spread, decimals=6)
 
 
@@ -401,8 +401,8 @@ def positions_rope(head_dim: int = 16, rope_position: int = 3, vector_seed: int 
         show("theta", pairs["theta"].tolist(), decimals=6)
         show("angle_deg", pairs["angle_deg"].tolist(), decimals=1)
         show("wavelength", pairs["wavelength"].tolist(), decimals=1)
-        show("norm at 0", rotation.norms[0])
-        show("norm at position", rotation.norms[int(rope_position)])
+        show("rotation.norms[0]", rotation.norms[0])
+        show("rotation.norms[position]", rotation.norms[int(rope_position)])
     else:
         say("rope_supported", False)
 
@@ -413,7 +413,7 @@ def positions_scores(score_encoding: str = "rope", head_dim: int = 16, score_T: 
     if score_encoding != "rope" or rope_supported(int(head_dim)):
         scores = position_scores(score_encoding, int(head_dim), int(score_T), int(shift), vector_seed)
         show("scores", scores.attn_scores)
-        show("shifted scores", scores.shifted)
+        show("shifted", scores.shifted)
         show("max_diagonal_spread", scores.max_diagonal_spread, decimals=6)
         show("max_shift_diff", scores.max_shift_diff, decimals=6)
         say("distance_only", scores.distance_only)

@@ -166,7 +166,7 @@ def page_values(slug: str, s: dict) -> dict[str, object]:
         compare = multi_head.wrapper_vs_split(s["seed"], head_dim=s["copy_dim"], num_heads=s["copy_heads"])
         return {"context_vecs[0]": multi_head.wrapper_output(s["seed"]).context_vec[0],
                 "attn_weights": run.attn_weights,
-                "split context_vecs[0][0]": multi_head.split_output(s["seed"]).context_vec[0, 0],
+                "split.context_vecs[0][0]": multi_head.split_output(s["seed"]).context_vec[0, 0],
                 "copy.max_abs_diff_before": compare.max_abs_diff_before,
                 "copy.equal_after": compare.max_abs_diff < 1e-6,
                 "split.head_dim": check.head_dim, "split.error": check.error, "split.nearest": list(check.nearest)}
@@ -190,15 +190,16 @@ def page_values(slug: str, s: dict) -> dict[str, object]:
         untrained = positional_encodings.untrained_table(s["table_block_size"], s["table_n_embd"], 0)
         sinusoidal = positional_encodings.sinusoidal_position_table(s["table_block_size"], s["table_n_embd"])
         out = {f"n_layer {n}": sweep.by_layer.loc[n].tolist() for n in sweep.by_layer.index} | {
-            "untrained.std": untrained.std, "sinusoidal row 0": sinusoidal.table[0, :8]}
+            "untrained.std": untrained.std, "sinusoidal.table[0][:8]": sinusoidal.table[0, :8]}
         if positional_encodings.rope_supported(s["head_dim"]):
             rotation = positional_encodings.seeded_rope_rotation(s["head_dim"], 0)
             pairs = positional_encodings.rope_pair_table(rotation, s["rope_position"])
-            out |= {"angle_deg": pairs["angle_deg"].tolist(), "norm at position": rotation.norms[s["rope_position"]]}
+            out |= {"angle_deg": pairs["angle_deg"].tolist(),
+                    "rotation.norms[position]": rotation.norms[s["rope_position"]]}
         else:
             out["rope_supported"] = False
         scores = positional_encodings.position_scores(s["score_encoding"], s["head_dim"], s["score_T"], s["shift"], 0)
-        return out | {"scores": scores.attn_scores, "shifted scores": scores.shifted,
+        return out | {"scores": scores.attn_scores, "shifted": scores.shifted,
                       "distance_only": scores.distance_only}
     if slug == "lab":
         corpus = corpus_from_text(RECORD_SEPARATOR.join(s["corpus_records"]), "slice")
