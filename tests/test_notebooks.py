@@ -81,7 +81,8 @@ CHAPTER = {
     "causal_mask": {"attn_weights": chapter.SA_V2_WEIGHTS, "masked_simple_norm": chapter.CAUSAL_WEIGHTS,
                     "masked_scores": chapter.CAUSAL_MASKED_SCORES, "attn_weights_causal": chapter.CAUSAL_WEIGHTS},
     "dropout": {"dropout(ones)": chapter.DROPOUT_ONES, "dropout(attn_weights)": chapter.DROPOUT_CAUSAL},
-    "multi_head": {"context_vecs[0]": chapter.MHA_WRAPPER_OUTPUT},
+    "multi_head": {"context_vecs[0]": chapter.MHA_WRAPPER_OUTPUT,
+                   "split.context_vecs[0][0]": chapter.MHA_SPLIT_FIRST_ROW},
     "memory_layout": {"M.view(3, 2)": chapter.LAYOUT_VIEW_3_2, "M.transpose(0, 1)": chapter.LAYOUT_TRANSPOSED,
                       "storage": chapter.LAYOUT_STORAGE, "reading_order": chapter.LAYOUT_TRANSPOSED_READING_ORDER},
 }
