@@ -1,9 +1,13 @@
 """Engine tests for section 2 (trainable weights): chapter numbers, the d_k sweep, inits, exercise 3.1."""
 
 import json
+import math
 
+import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import attention as A
 from engine import chapter
@@ -96,6 +100,83 @@ def test_dk_sweep_rejects_bad_sizes():
         sections.dk_sweep(n_samples=10, num_keys=3)
     with pytest.raises(ValueError):
         sections.dk_sweep(d_ks=(0,))
+
+
+def whole_draw_sweep(d_ks, n_samples, num_keys, seed):
+    """The sweep as it was first written: q, k, row_q, row_k each drawn whole, then reduced (the oracle)."""
+    gen = torch.Generator().manual_seed(seed)
+    n_rows = n_samples // num_keys
+    rows, unscaled, scaled_boxes = [], {}, {}
+    for d_k in d_ks:
+        q = torch.randn(n_samples, d_k, generator=gen)
+        k = torch.randn(n_samples, d_k, generator=gen)
+        scores = torch.linalg.vecdot(q, k)
+        scaled = scores / math.sqrt(d_k)
+        row_q = torch.randn(n_rows, 1, d_k, generator=gen)
+        row_k = torch.randn(n_rows, num_keys, d_k, generator=gen)
+        row_scores = torch.linalg.vecdot(row_q, row_k)
+        w_unscaled = torch.softmax(row_scores, dim=-1).amax(dim=-1)
+        w_scaled = torch.softmax(row_scores / math.sqrt(d_k), dim=-1).amax(dim=-1)
+        rows.append((d_k, float(scores.var()), float(scaled.var()), float(w_unscaled.mean()), float(w_scaled.mean()),
+                     float((w_unscaled * (1 - w_unscaled)).mean()), float((w_scaled * (1 - w_scaled)).mean())))
+        unscaled[d_k] = sections._box_stats(scores)
+        scaled_boxes[d_k] = sections._box_stats(scaled)
+    return sections.DkSweep(pd.DataFrame(rows, columns=list(sections.DK_COLUMNS)), unscaled, scaled_boxes, n_samples)
+
+
+@pytest.mark.parametrize(("d_ks", "n_samples", "num_keys", "seed"), [
+    ((1, 3, 16, 17, 1024), 64, 8, 0),  # d_k 1024: several blocks of q, k and of the rows' keys
+    ((1, 2, 5), 12, 2, 3),  # draws under 16 elements: torch's other sampler path
+    ((7, 33), 1000, 8, 11),  # blocks whose last one is short
+    ((2, 512), 3000, 3, 5),
+])
+def test_dk_sweep_is_bit_for_bit_the_whole_draw_sweep(d_ks, n_samples, num_keys, seed):
+    """Issue 29: the blocks change no number the page shows."""
+    got = sections.dk_sweep(d_ks=d_ks, n_samples=n_samples, num_keys=num_keys, seed=seed)
+    want = whole_draw_sweep(d_ks, n_samples, num_keys, seed)
+    pd.testing.assert_frame_equal(got.stats, want.stats, check_exact=True)
+    assert got.unscaled == want.unscaled and got.scaled == want.scaled
+    assert got.n_samples == want.n_samples
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 80), d=st.integers(1, 40), keys=st.integers(1, 5), block=st.integers(1, 300),
+       seed=st.integers(0, 2**31 - 1))
+def test_vecdot_of_draws_equals_the_whole_draws_and_leaves_the_generator_where_they_do(n, d, keys, block, seed):
+    for a_shape, b_shape in (((d,), (d,)), ((1, d), (keys, d))):
+        gen = torch.Generator().manual_seed(seed)
+        got = sections.vecdot_of_draws(gen, n, a_shape, b_shape, block=block)
+        after = torch.randn(20, generator=gen)
+        whole = torch.Generator().manual_seed(seed)
+        want = torch.linalg.vecdot(torch.randn(n, *a_shape, generator=whole), torch.randn(n, *b_shape, generator=whole))
+        assert got.shape == want.shape and torch.equal(got, want)
+        assert torch.equal(after, torch.randn(20, generator=whole))
+
+
+def test_dk_sweep_never_draws_more_than_a_block_at_once(monkeypatch):
+    """Issue 29: at d_k 1024 the sweep held q and k (10 000 x 1024 floats each) and their product at once."""
+    real, sizes = torch.randn, []
+
+    def recording_randn(*size, **kwargs):
+        out = real(*size, **kwargs)
+        sizes.append(out.numel())
+        return out
+
+    monkeypatch.setattr(torch, "randn", recording_randn)
+    sections.dk_sweep(d_ks=(1024,))
+    assert sizes and max(sizes) <= sections.DRAW_BLOCK
+    # every number of the four whole draws, and q and row_q once more to move the generator past them
+    n_rows = sections.DK_SAMPLES // 8
+    assert sum(sizes) == 1024 * (3 * sections.DK_SAMPLES + 2 * n_rows + n_rows * 8)
+
+
+def test_vecdot_of_draws_rejects_empty_draws():
+    gen = torch.Generator().manual_seed(0)
+    for n, a_shape, b_shape in ((0, (2,), (2,)), (3, (), (2,)), (3, (0,), (0,))):
+        with pytest.raises(ValueError):
+            sections.vecdot_of_draws(gen, n, a_shape, b_shape)
+    with pytest.raises(RuntimeError):
+        sections.vecdot_of_draws(gen, 3, (2,), (3,))
 
 
 def test_dk_figure_has_one_slider_step_per_d_k(sweep):

@@ -245,7 +245,7 @@ def projections_to_exercise() -> None:
     st.dataframe(sweep.stats.rename(columns=DK_HEADERS).style.format(
         {DK_HEADERS["d_k"]: integer} | {DK_HEADERS[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
         hide_index=True, key="tw_dk_table")
-    page.show_code(sections.dk_sweep)
+    page.show_code(sections.dk_sweep, sections.vecdot_of_draws)
 
     # --- 3. the two classes -----------------------------------------------------------------------------
     page.prose("classes")

@@ -26,6 +26,13 @@ DK_VALUES: tuple[int, ...] = tuple(2**i for i in range(11))
 INIT_D_INS: tuple[int, ...] = (3, 16, 64, 256, 1024)
 #: q·k pairs the 1/sqrt(d_k) sweep draws per d_k.
 DK_SAMPLES = 10_000
+#: Elements of the largest block :func:`vecdot_of_draws` draws at once (float32: 64 KiB): under ATen's
+#: parallel grain (32 768 elements), so each block's product and sum run on the calling thread and the
+#: blocks do not wake the thread pool one after another.
+DRAW_BLOCK = 1 << 14
+#: Elements that torch's CPU normal sampler transforms together (Box-Muller on blocks of 16):
+#: a draw cut into blocks of a multiple of this many elements gives the same numbers as one draw.
+_NORMAL_BLOCK = 16
 #: Stable column keys of :attr:`DkSweep.stats`.
 DK_COLUMNS: tuple[str, ...] = (
     "d_k", "var_scores", "var_scaled", "w_max_unscaled", "w_max_scaled", "grad_unscaled", "grad_scaled"
@@ -233,7 +240,9 @@ def dk_sweep(
     the softmax of each row, with and without the scale, gives the largest
     weight w_max and the softmax gradient factor w_max (1 - w_max), which
     collapses to 0 when the softmax turns one-hot (chapter, "why divide by
-    sqrt(d_k)"; Vaswani et al., 2017, footnote 4).
+    sqrt(d_k)"; Vaswani et al., 2017, footnote 4). The draws are reduced block by
+    block (:func:`vecdot_of_draws`): the same numbers as drawing q and k whole, without
+    holding (n_samples, d_k) tensors, so the sweep's memory does not grow with d_k.
 
     Args:
         d_ks: key sizes to visit.
@@ -255,13 +264,11 @@ def dk_sweep(
     n_rows = n_samples // num_keys
     rows, unscaled, scaled_boxes = [], {}, {}
     for d_k in d_ks:
-        q = torch.randn(n_samples, d_k, generator=gen)  # (N, d_k)
-        k = torch.randn(n_samples, d_k, generator=gen)  # (N, d_k)
-        scores = torch.linalg.vecdot(q, k)  # (N, d_k), (N, d_k) -> (N,): independent q·k samples
+        # q (N, d_k) then k (N, d_k) ~ N(0, I): q·k of each pair, drawn and reduced block by block
+        scores = vecdot_of_draws(gen, n_samples, (d_k,), (d_k,))  # (N,)
         scaled = scores / math.sqrt(d_k)  # (N,)
-        row_q = torch.randn(n_rows, 1, d_k, generator=gen)  # (R, 1, d_k): one query per row
-        row_k = torch.randn(n_rows, num_keys, d_k, generator=gen)  # (R, num_keys, d_k)
-        row_scores = torch.linalg.vecdot(row_q, row_k)  # (R, 1, d_k), (R, num_keys, d_k) -> (R, num_keys)
+        # one query (R, 1, d_k) per row against num_keys keys (R, num_keys, d_k), likewise
+        row_scores = vecdot_of_draws(gen, n_rows, (1, d_k), (num_keys, d_k))  # (R, num_keys)
         w_unscaled = torch.softmax(row_scores, dim=-1).amax(dim=-1)  # (R,) largest weight per row
         w_scaled = torch.softmax(row_scores / math.sqrt(d_k), dim=-1).amax(dim=-1)  # (R,)
         rows.append(
@@ -278,6 +285,51 @@ def dk_sweep(
         unscaled[d_k] = _box_stats(scores)
         scaled_boxes[d_k] = _box_stats(scaled)
     return DkSweep(pd.DataFrame(rows, columns=list(DK_COLUMNS)), unscaled, scaled_boxes, n_samples)
+
+
+def vecdot_of_draws(
+    gen: torch.Generator, n: int, a_shape: tuple[int, ...], b_shape: tuple[int, ...], block: int = DRAW_BLOCK
+) -> Tensor:
+    """``vecdot(randn(n, *a_shape), randn(n, *b_shape))`` drawn from ``gen``, holding neither draw whole.
+
+    The result is bit for bit what drawing ``a`` whole, then ``b`` whole, then reducing gives,
+    and ``gen`` ends where those two draws leave it: a copy of ``gen`` draws ``a`` in blocks of
+    rows while ``gen``, moved past ``a``, draws the matching blocks of ``b``. Every block but
+    the last holds a multiple of 16 elements and the last at least 16 (or the whole draw),
+    so torch's CPU normal sampler consumes and transforms the generator's numbers as in one
+    draw. ``a`` is drawn twice (once to move ``gen`` past it) so that neither the
+    (n, *a_shape) and (n, *b_shape) float32 tensors nor their product are ever held whole.
+
+    Args:
+        gen: CPU generator, advanced past both draws.
+        n: rows of each draw.
+        a_shape, b_shape: shapes of one row of each draw; they broadcast, last sizes equal.
+        block: most elements of one draw's block (at least 16 per block whatever its value).
+
+    Returns:
+        (n, *broadcast(a_shape, b_shape)[:-1]) float32.
+
+    Raises:
+        ValueError: if ``n`` is not positive or a row shape is empty or holds a size below 1.
+        RuntimeError: (torch's) if the row shapes do not broadcast or their last sizes differ.
+    """
+    if n < 1 or not a_shape or not b_shape or min(a_shape + b_shape) < 1:
+        raise ValueError(f"need n >= 1 and non-empty positive row shapes, got {n}, {a_shape}, {b_shape}")
+    size_a, size_b = math.prod(a_shape), math.prod(b_shape)
+    unit = math.lcm(_NORMAL_BLOCK // math.gcd(_NORMAL_BLOCK, size_a), _NORMAL_BLOCK // math.gcd(_NORMAL_BLOCK, size_b))
+    step = max(unit, block // max(size_a, size_b) // unit * unit)  # rows per block
+    starts = list(range(0, n, step))
+    if len(starts) > 1 and (n - starts[-1]) * min(size_a, size_b) < _NORMAL_BLOCK:
+        starts.pop()  # a last block under 16 elements joins the one before it
+    counts = [end - start for start, end in zip(starts, starts[1:] + [n], strict=True)]
+    gen_a = torch.Generator().set_state(gen.get_state())
+    for count in counts:
+        torch.randn(count, *a_shape, generator=gen)  # moves gen past a, to where b starts
+    parts = [
+        torch.linalg.vecdot(torch.randn(count, *a_shape, generator=gen_a), torch.randn(count, *b_shape, generator=gen))
+        for count in counts
+    ]  # each (count, *a_shape), (count, *b_shape) -> (count, *broadcast[:-1])
+    return torch.cat(parts)  # (n, *broadcast[:-1])
 
 
 def _box_stats(x: Tensor) -> BoxStats:
