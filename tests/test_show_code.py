@@ -86,7 +86,7 @@ EXEMPT: dict[str, str] = {
     "engine.training._callbacks": "calls the page's progress callbacks",
     "engine.training._stop_fn": "reads the stop flag of the page's Stop button",
     "engine.training._resume_key": "the settings a saved state must match to be resumed (the command line's --resume)",
-    "engine.training.load_train_state": "reads and checks a saved training state (--resume only; the page never resumes)",
+    "engine.training.load_train_state": "reads and checks a saved training state (--resume only)",
     "engine.training.save_train_state": "writes the resumable state after an evaluation (--resume only)",
     "engine.gpt.eval_mode": "a context manager that switches a model to eval() and back",
     "engine.gpt.sample_next": "draws the next id from the softmax of the last logits (temperature, top_k)",
