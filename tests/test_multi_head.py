@@ -264,6 +264,72 @@ def test_bench_verdict_without_usable_runs_follows_the_medians(runs):
     assert not verdict.within_noise and verdict.wrapper_faster
 
 
+
+def runs_size(runs: dict) -> dict:
+    """A benchmark entry whose variants recorded these forward runs (ms), medians as the file's."""
+    results = [{"variant": name, "forward_ms": statistics.median(r), "forward_samples_ms": list(r)}
+               for name, r in runs.items()]
+    return {"batch": 8, "seq_len": 64, "n_embd": 256, "num_heads": 4, "results": results}
+
+
+SPREAD = [1.0, 2.0, 10.0, 200.0, 210.0]  # median 10, quartiles 2 and 200: a loaded run
+
+
+@pytest.mark.parametrize("runs, fastest, rivals", [
+    # every middle half apart: the lowest median is the fastest of all
+    ({"wrapper": [30.0, 31.0, 32.0], "split": [20.0, 21.0, 22.0], "sdpa_causal": [5.0, 6.0, 7.0]}, "sdpa_causal", ()),
+    # the fastest's own runs spread over the others' medians (the shipped small input's fused_qkv)
+    ({"wrapper": [30.0, 31.0, 32.0], "split": [20.0, 21.0, 22.0], "fused_qkv": SPREAD}, "fused_qkv",
+     ("split", "wrapper")),
+    # a slower variant's runs reach below the fastest's median, the runner-up's do not
+    ({"wrapper": [3.0, 4.0, 40.0, 41.0, 42.0], "split": [20.0, 21.0, 22.0], "sdpa_causal": [5.0, 6.0, 7.0]},
+     "sdpa_causal", ("wrapper",)),
+    # equal medians without recorded runs
+    ({"wrapper": [9.0], "split": [9.0], "sdpa_causal": [9.0]}, "wrapper", ("split", "sdpa_causal")),
+])
+def test_fastest_of_all_only_beyond_the_noise(runs, fastest, rivals):
+    """Page 5 section 4: the lowest median is named fastest only when no other variant is within its noise."""
+    verdict = M.bench_verdict(runs_size(runs))
+    assert verdict.fastest == fastest and verdict.fastest_rivals == rivals
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(0.01, 1e4), min_size=2, max_size=9), min_size=3, max_size=6))
+def test_fastest_rivals_are_the_variants_whose_quartiles_overlap_its_median(all_runs):
+    names = ["wrapper", "split", *(f"v{i}" for i in range(len(all_runs) - 2))]
+    verdict = M.bench_verdict(runs_size(dict(zip(names, all_runs, strict=True))))
+    medians = {n: statistics.median(r) for n, r in zip(names, all_runs, strict=True)}
+    quartiles = {n: np.percentile(r, [25, 75]) for n, r in zip(names, all_runs, strict=True)}
+    best = verdict.fastest
+    assert medians[best] == min(medians.values()) and best not in verdict.fastest_rivals
+    assert [medians[n] for n in verdict.fastest_rivals] == sorted(medians[n] for n in verdict.fastest_rivals)
+    tol = 1e-9 * max(medians.values())  # the quartiles' float rounding (statistics against numpy)
+    for name in names:
+        if name == best:
+            continue
+        apart = (medians[best] < quartiles[name][0] - tol and medians[name] > quartiles[best][1] + tol)
+        overlap = (medians[best] > quartiles[name][0] + tol or medians[name] < quartiles[best][1] - tol
+                   or medians[name] == medians[best])
+        if apart:
+            assert name not in verdict.fastest_rivals
+        if overlap:
+            assert name in verdict.fastest_rivals
+
+
+def test_fastest_of_the_shipped_file_follows_its_runs():
+    """Whichever numbers a re-measurement wrote, the shipped file's fastest is named only beyond the noise."""
+    from engine.bench import attention as bench
+
+    for size in bench.load_results("assets/bench_attention.json")["sizes"]:
+        runs = {r["variant"]: r["forward_samples_ms"] for r in size["results"]}
+        verdict = M.bench_verdict(size)
+        best = np.median(runs[verdict.fastest])
+        best_q3 = np.percentile(runs[verdict.fastest], 75)
+        for name, r in runs.items():
+            if name != verdict.fastest:
+                overlap = np.percentile(r, 25) <= best or np.median(r) <= best_q3
+                assert (name in verdict.fastest_rivals) == overlap, name
+
 def test_cost_table():
     table = M.cost_table(32, (5, 1024))
     assert table["num_heads"].tolist() == [1, 2, 4, 8, 16, 32]

@@ -517,6 +517,9 @@ class BenchVerdict:
         within_noise: True when each median lies inside the other's interquartile range, so the gap between
             them is smaller than the spread of the runs and the file cannot say which is faster.
         fastest: the variant key with the lowest median forward time, and its time in ms.
+        fastest_rivals: the other variants, by median, that ``fastest`` is within the noise of: one's median
+            lies inside the other's interquartile range (either way), or their medians are equal. Empty when
+            ``fastest`` is faster than every other variant beyond the spread of the runs.
         score_bytes: bytes of the float32 (B, H, T, T) score tensor the split layer sweeps; head_bytes: one
             head's (B, T, T) slice, what the wrapper handles at a time.
     """
@@ -536,6 +539,7 @@ class BenchVerdict:
     wrapper_iqr: tuple[float, float] | None = None
     split_iqr: tuple[float, float] | None = None
     within_noise: bool = False
+    fastest_rivals: tuple[str, ...] = ()
 
 
 MAX_BENCH_SAMPLES = 10_000
@@ -559,6 +563,23 @@ def interquartile_range(samples) -> tuple[float, float] | None:
     return q1, q3
 
 
+def within_noise_of(median_a: float, iqr_a: tuple[float, float] | None, median_b: float,
+                    iqr_b: tuple[float, float] | None) -> bool:
+    """Whether two variants' medians are within the noise of each other's runs.
+
+    Args:
+        median_a, median_b: the two median forward times (ms).
+        iqr_a, iqr_b: their interquartile ranges (:func:`interquartile_range`), None for a variant without
+            recorded runs, whose side is then judged by its median alone.
+
+    Returns:
+        True when the medians are equal or either median lies inside the other's interquartile range: then the
+        gap between them is no larger than the spread of one of them, and the file cannot order the two.
+    """
+    return (median_a == median_b or (iqr_b is not None and iqr_b[0] <= median_a <= iqr_b[1])
+            or (iqr_a is not None and iqr_a[0] <= median_b <= iqr_a[1]))
+
+
 def bench_verdict(size: dict) -> BenchVerdict | None:
     """Which of the chapter's two constructions was faster at one input size of a benchmark file.
 
@@ -572,6 +593,12 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
         (``within_noise``) when each one's median lies inside the other's interquartile range: a load that
         moved during the run spreads every variant's runs, and a gap smaller than that spread says nothing
         about which construction is faster. An entry without per-run times is judged by its medians alone.
+        The variant with the lowest median is named fastest of all only when it is within the noise
+        (:func:`within_noise_of`) of no other variant; the others it is within the noise of are its
+        ``fastest_rivals``. The rule looks at every variant, not only the runner-up by median: a variant
+        with a higher median can have runs spread lower than the runner-up's, and it looks at the fastest's
+        own spread as well as the others', since a fastest median whose own runs range over every other
+        median does not order them.
     """
     try:
         times = {r["variant"]: float(r["forward_ms"]) for r in size["results"]}
@@ -584,12 +611,15 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
     if not (wrapper > 0 and split > 0) or min(batch, seq_len, n_embd, num_heads) < 1:
         return None
     fastest = min(times, key=times.get)
+    quartiles = {name: interquartile_range(runs) for name, runs in samples.items()}
+    rivals = tuple(sorted((name for name in times if name != fastest and within_noise_of(
+        times[fastest], quartiles[fastest], times[name], quartiles[name])), key=times.get))
     scores = score_tensor_bytes(batch, num_heads, seq_len)
-    wrapper_iqr, split_iqr = interquartile_range(samples["wrapper"]), interquartile_range(samples["split"])
+    wrapper_iqr, split_iqr = quartiles["wrapper"], quartiles["split"]
     within_noise = (wrapper_iqr is not None and split_iqr is not None
                     and wrapper_iqr[0] <= split <= wrapper_iqr[1] and split_iqr[0] <= wrapper <= split_iqr[1])
     return BenchVerdict(batch=batch, seq_len=seq_len, n_embd=n_embd, num_heads=num_heads, wrapper_ms=wrapper,
                         split_ms=split, wrapper_faster=wrapper < split, ratio=max(wrapper, split) / min(wrapper, split),
                         fastest=fastest, fastest_ms=times[fastest], score_bytes=scores,
                         head_bytes=scores // num_heads, wrapper_iqr=wrapper_iqr, split_iqr=split_iqr,
-                        within_noise=within_noise)
+                        within_noise=within_noise, fastest_rivals=rivals)
