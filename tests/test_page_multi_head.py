@@ -7,9 +7,9 @@ from babel.lists import format_list
 from engine import chapter
 from engine.bench import attention as bench
 from engine.sections import multi_head as sections
-from tests.plotly_json import ROOT, badges, figure_json_bytes, figures, open_page, texts
+from tests.plotly_json import ROOT, badges, cells, figure_json_bytes, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import byte_size, integer, num
+from ui.numbers import byte_size, integer, num, sci
 
 PAGE = "views/multi_head.py"
 t = translations("en").gettext
@@ -201,6 +201,43 @@ VERDICTS = {
 }
 
 
+FASTEST = "Fastest of all: {variant}, {ms} ms."
+WITHIN_NOISE = ("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each of them one "
+                "median lies inside the other's interquartile range, so the file cannot name the fastest variant at "
+                "this size.")
+
+
+def fastest_sentence(verdict: sections.BenchVerdict, lang: str) -> str:
+    """The sentence that names the fastest variant of a benchmark size, or the variants within its noise."""
+    gettext = translations(lang).gettext
+    if verdict.fastest_rivals:
+        return gettext(WITHIN_NOISE).format(variant=verdict.fastest, ms=num(verdict.fastest_ms, 2, lang),
+                                            rivals=format_list(list(verdict.fastest_rivals), locale=lang))
+    return gettext(FASTEST).format(variant=verdict.fastest, ms=num(verdict.fastest_ms, 2, lang))
+
+
+def check_shipped_benchmark_words(app, lang: str) -> None:
+    """Under each shipped table, the fastest variant or the variants within its noise, as the file's runs say;
+    the table's times and differences in the reader's number format."""
+    gettext = translations(lang).gettext
+    sizes = bench.load_results(ROOT / "assets" / "bench_attention.json")["sizes"]
+    shown = [x for x in texts(app) if x.startswith(gettext(VERDICTS["equal"]).split("{")[0])
+             or x.startswith(gettext(VERDICTS["wrapper"]).split("{")[0])
+             or x.startswith(gettext(VERDICTS["split"]).split("{")[0])]
+    assert len(shown) == len(sizes)
+    for text, size in zip(shown, sizes, strict=True):
+        sentence = fastest_sentence(sections.bench_verdict(size), lang)
+        assert text.endswith(" " + sentence)
+        other = WITHIN_NOISE if sentence.startswith(gettext(FASTEST).split("{")[0]) else FASTEST
+        assert gettext(other).split("{")[0] not in text
+    tables = [tb for tb in app.table if gettext("variant") in tb.value.columns]
+    for table, size in zip(tables, sizes, strict=True):
+        read = cells(table)
+        assert list(read[gettext("max |out − split|")]) == [sci(r["max_abs_diff_vs_split"], lang=lang)
+                                                           for r in size["results"]]
+        assert list(read[gettext("forward ms")]) == [num(r["forward_ms"], 2, lang) for r in size["results"]]
+
+
 def verdicts_shown(shown, lang="en"):
     """Which of the three benchmark sentences the page shows, in its order."""
     starts = {key: translations(lang).gettext(msgid).split("{")[0] for key, msgid in VERDICTS.items()}
@@ -230,6 +267,7 @@ def test_shipped_benchmark_table(at):
     # under each table a sentence says whichever construction this file found faster, or that the gap is within
     # the run's noise, in the file's order
     assert verdicts_shown(shown) == [outcome(sections.bench_verdict(size)) for size in data["sizes"]]
+    check_shipped_benchmark_words(at, "en")
     titles = [t("Time per call · {size}").format(size=size_name(size)) for size in data["sizes"]]
     bars = [f for f in figures(at) if plain(f["layout"]["title"]["text"]) in titles]
     assert len(bars) == len(data["sizes"])
@@ -251,9 +289,10 @@ def test_live_measurement(at, monkeypatch):
     assert any(tiny in x for x in texts(at))
 
 
-def timed_size(label: str, wrapper_runs, split_runs) -> dict:
-    """A crafted benchmark entry: the wrapper's and the split layer's forward runs in ms, an SDPA row faster."""
-    runs = {"wrapper": wrapper_runs, "split": split_runs, "sdpa_causal": [0.5, 0.6, 0.7]}
+def timed_size(label: str, wrapper_runs, split_runs, sdpa_runs=(0.5, 0.6, 0.7)) -> dict:
+    """A crafted benchmark entry: the wrapper's and the split layer's forward runs in ms, an SDPA row with the
+    lowest median."""
+    runs = {"wrapper": wrapper_runs, "split": split_runs, "sdpa_causal": list(sdpa_runs)}
     results = [{"variant": name, "description": name, "forward_ms": float(np.median(r)),
                 "forward_min_ms": min(r), "forward_samples_ms": r, "forward_backward_ms": None,
                 "max_abs_diff_vs_split": 0.0} for name, r in runs.items()]
@@ -263,10 +302,14 @@ def timed_size(label: str, wrapper_runs, split_runs) -> dict:
 @pytest.mark.parametrize("lang", ["en", "fr", "de"])
 def test_verdict_sentence_for_each_outcome(monkeypatch, lang):
     """Page 5 section 4: a crafted run per outcome (equal within noise, wrapper faster, split faster) gets its
-    own sentence, filled with its medians and quartiles in the reader's format."""
+    own sentence, filled with its medians and quartiles in the reader's format; the fastest variant is named
+    only beyond the noise of every other one, else the variants within its noise are."""
     sizes = [timed_size("equal", [10.0, 50.0, 100.0, 300.0, 400.0], [20.0, 60.0, 102.0, 250.0, 500.0]),
              timed_size("wrapper", [10.0, 11.0, 12.0, 13.0, 14.0], [30.0, 31.0, 32.0, 33.0, 34.0]),
-             timed_size("split", [30.0, 31.0, 32.0, 33.0, 34.0], [10.0, 11.0, 12.0, 13.0, 14.0])]
+             timed_size("split", [30.0, 31.0, 32.0, 33.0, 34.0], [10.0, 11.0, 12.0, 13.0, 14.0]),
+             # SDPA's lowest median, 11 ms, with runs spread over both others' medians (quartiles 2 and 200)
+             timed_size("noisy", [10.0, 11.0, 12.0, 13.0, 14.0], [30.0, 31.0, 32.0, 33.0, 34.0],
+                        [1.0, 2.0, 11.0, 200.0, 210.0])]
     data = {"benchmark": "attention", "created": "2026-01-02", "machine": {"cpu": "test"},
             "settings": {"repeats": 5}, "sizes": sizes}
     monkeypatch.setattr(bench, "SMALL", bench.BenchSize(1, 7, 12, 3))  # a size no other test caches
@@ -276,7 +319,13 @@ def test_verdict_sentence_for_each_outcome(monkeypatch, lang):
     assert not app.exception
     shown = texts(app)
     shipped = bench.load_results(ROOT / "assets" / "bench_attention.json")["sizes"]
-    assert verdicts_shown(shown, lang)[len(shipped):] == ["equal", "wrapper", "split"]
+    assert verdicts_shown(shown, lang)[len(shipped):] == ["equal", "wrapper", "split", "wrapper"]
+    ends = [fastest_sentence(sections.bench_verdict(size), lang) for size in sizes]
+    assert ends[-1] == translations(lang).gettext(WITHIN_NOISE).format(
+        variant="sdpa_causal", ms=num(11.0, 2, lang), rivals=format_list(["wrapper", "split"], locale=lang))
+    assert ends[:-1] == [translations(lang).gettext(FASTEST).format(variant="sdpa_causal", ms=num(0.6, 2, lang))] * 3
+    verdict_texts = [x for x in shown if verdicts_shown([x], lang)][len(shipped):]
+    assert [x.endswith(" " + end) for x, end in zip(verdict_texts, ends, strict=True)] == [True] * 4
     gettext = translations(lang).gettext
     equal = sections.bench_verdict(sizes[0])
     assert gettext(VERDICTS["equal"]).format(
@@ -293,6 +342,7 @@ def test_other_languages_same_checks(lang):
     assert not app.exception
     assert len(badges(app, "green")) == 6 and not badges(app, "red")
     assert len(heads_figure(app, lang)["data"]) == 4
+    check_shipped_benchmark_words(app, lang)
 
 
 # --- the diagram ---------------------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def machine_text(data: dict) -> str:
 
 def bench_verdict_text(size: dict) -> str | None:
     """The sentence that says which of the chapter's constructions this file found faster at ``size``, or that
-    the gap between them is within the run's noise (``sections.bench_verdict``'s ``within_noise``)."""
+    the gap between them is within the run's noise (``sections.bench_verdict``'s ``within_noise``), then the
+    fastest variant of all, or the variants its median is within the noise of (``fastest_rivals``)."""
     verdict = sections.bench_verdict(size)
     if verdict is None:
         return None
@@ -149,6 +150,12 @@ def bench_verdict_text(size: dict) -> str | None:
         text = _("Here the split layer was {ratio}× faster than the wrapper: {split} ms against {wrapper} ms "
                  "(median forward).").format(ratio=num(verdict.ratio, 2), split=num(verdict.split_ms, 2),
                                             wrapper=num(verdict.wrapper_ms, 2))
+    if verdict.fastest_rivals:
+        return text + " " + _("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each "
+                              "of them one median lies inside the other's interquartile range, so the file cannot "
+                              "name the fastest variant at this size.").format(
+            variant=verdict.fastest, ms=num(verdict.fastest_ms, 2),
+            rivals=format_list(list(verdict.fastest_rivals), locale=current_language()))
     return text + " " + _("Fastest of all: {variant}, {ms} ms.").format(
         variant=verdict.fastest, ms=num(verdict.fastest_ms, 2))
 
