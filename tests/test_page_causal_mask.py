@@ -9,7 +9,7 @@ from engine.diagrams.core import shape_text
 from engine.sections import causal_mask as sections
 from tests.plotly_json import ROOT, badges, cells, figures, open_page, texts
 from ui.i18n import translations
-from ui.numbers import integer, plotly_separators, sci
+from ui.numbers import integer, plotly_separators, sci, seq
 
 PAGE = "views/causal_mask.py"
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
@@ -80,6 +80,11 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
         column = msg(msgid, lang)
         assert cells(leak)[column].tolist() == [sci(v, 3, lang=lang) for v in leak.value[column]]
         assert any(plotly_separators(lang)[0] in cell for cell in cells(leak)[column])
+    # issue 24: the visible keys of the default diagonal as a list in the reader's format, not a Python list
+    visible = sections.triu_explorer(len(TOKENS), 1).visible_per_row
+    shown = texts(other)
+    assert msg("visible keys per row = {counts}", lang, counts=seq(visible, 0, lang=lang)) in shown
+    assert not [t for t in shown if str(list(visible)) in t]
 
 
 def test_two_ways_figure_reads_like_the_printed_tensors(fresh):
@@ -125,7 +130,7 @@ def test_triu_explorer_extremes(at, k):
     at.slider(key="cm_triu_k").set_value(k).run()
     assert not at.exception
     expected = [min(6, max(0, i + k)) for i in range(6)]
-    assert msg("visible keys per row = {counts}", counts=expected) in texts(at)
+    assert msg("visible keys per row = {counts}", counts=seq(expected, 0, lang="en")) in texts(at)
     notes = [w.value for w in at.warning] + [s.value for s in at.success]
     if k <= 0:
         hidden = [TOKENS[i] for i, v in enumerate(expected) if v == 0]

@@ -15,7 +15,7 @@ from engine.sections import causal_mask as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import SLIDER_FORMAT, colon, integer, plotly_separators, sci
+from ui.numbers import SLIDER_FORMAT, colon, integer, plotly_separators, sci, seq
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -206,7 +206,7 @@ def triu_section() -> None:
                                          col_title=key_title, separators=plotly_separators(), colon=colon()),
                     key="cm_triu_chart", alt=alt.heatmap(triu_title, triu.mask, TOKENS, 0))
     with c2:
-        st.markdown(_("visible keys per row = {counts}").format(counts=list(triu.visible_per_row)))
+        st.markdown(_("visible keys per row = {counts}").format(counts=seq(triu.visible_per_row, 0)))
         if triu.kind == "causal":
             st.success(_("k = 1: the causal mask — each token sees itself and the past."))
         elif triu.kind == "fully_masked_rows":
