@@ -1,5 +1,6 @@
 """AppTest: page 2 (views/trainable_weights.py) shows the chapter's numbers and follows its controls."""
 
+import inspect
 import json
 import re
 
@@ -32,6 +33,22 @@ CHAPTER_LINES = (
 CHECKS = ("query_2", msg("attention scores"), msg("scaled attention weights"), msg("context vector"),
           msg("SelfAttention_v1 output"), msg("SelfAttention_v2 output"))
 SAME_OUTPUTS = "after the copy, SelfAttention_v1 computes the same outputs as SelfAttention_v2"
+
+
+#: The keys of each softmax row of the page's d_k sweep (the page runs dk_sweep with its defaults).
+NUM_KEYS = inspect.signature(sections.dk_sweep).parameters["num_keys"].default
+
+
+def w_max_title(lang: str) -> str:
+    """Issue 24: the d_k figure's panel title names the sweep's keys per row in the reader's format."""
+    return translations(lang).ngettext("largest of {n} softmax weight", "largest of {n} softmax weights",
+                                       NUM_KEYS).format(n=integer(NUM_KEYS, lang=lang))
+
+
+def dk_panel_titles(at) -> list[str]:
+    """The d_k slider figure's panel titles, each on one line."""
+    fig = next(f for f in figures(at) if f["layout"].get("sliders"))
+    return [a["text"].replace("<br>", " ") for a in fig["layout"]["annotations"]]
 
 
 def badge_for(at, colour, label):
@@ -70,6 +87,8 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red") and not badges(other, "gray")
     assert CHAPTER_LINES[0] in texts(other)
+    title = w_max_title(lang)
+    assert title in dk_panel_titles(other) and title not in dk_panel_titles(fresh)
     # the two tables' cells in the reader's number format, the numbers behind them unchanged
     dk, init = other.dataframe[0], other.dataframe[1]
     assert dk.value.to_numpy().tolist() == fresh.dataframe[0].value.to_numpy().tolist()
@@ -138,6 +157,7 @@ def test_dk_slider_figure_one_step_per_d_k(fresh):
     assert [s["label"] for s in steps] == [str(2**i) for i in range(11)]
     assert len(fig["data"]) == 4 * 11
     assert "var(q·k/√d_k)" in fig["layout"]["title"]["text"]
+    assert w_max_title("en") in dk_panel_titles(fresh)
     table = fresh.dataframe[0].value
     assert list(table["d_k"]) == [2**i for i in range(11)]
     assert ((table["var(q·k)"] / table["d_k"] - 1).abs() < 0.1).all()

@@ -121,7 +121,8 @@ def whole_draw_sweep(d_ks, n_samples, num_keys, seed):
                      float((w_unscaled * (1 - w_unscaled)).mean()), float((w_scaled * (1 - w_scaled)).mean())))
         unscaled[d_k] = sections._box_stats(scores)
         scaled_boxes[d_k] = sections._box_stats(scaled)
-    return sections.DkSweep(pd.DataFrame(rows, columns=list(sections.DK_COLUMNS)), unscaled, scaled_boxes, n_samples)
+    return sections.DkSweep(pd.DataFrame(rows, columns=list(sections.DK_COLUMNS)), unscaled, scaled_boxes, n_samples,
+                            num_keys)
 
 
 @pytest.mark.parametrize(("d_ks", "n_samples", "num_keys", "seed"), [
@@ -136,7 +137,7 @@ def test_dk_sweep_is_bit_for_bit_the_whole_draw_sweep(d_ks, n_samples, num_keys,
     want = whole_draw_sweep(d_ks, n_samples, num_keys, seed)
     pd.testing.assert_frame_equal(got.stats, want.stats, check_exact=True)
     assert got.unscaled == want.unscaled and got.scaled == want.scaled
-    assert got.n_samples == want.n_samples
+    assert (got.n_samples, got.num_keys) == (want.n_samples, want.num_keys)
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,7 +12,7 @@ from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
-from ui.i18n import _
+from ui.i18n import _, ngettext
 from ui.numbers import colon, integer, num, plotly_separators, sci, significant
 
 TOKENS = list(A.CHAPTER_TOKENS)
@@ -218,7 +218,8 @@ def projections_to_exercise() -> None:
         sweep = dk_sweep_cached()
         dk_figure = dk_figure_cached(figures.DkSweepLabels(
             spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
-            w_max_panel=_("largest of 8 softmax weights"),
+            w_max_panel=ngettext("largest of {n} softmax weight", "largest of {n} softmax weights",
+                                 sweep.num_keys).format(n=integer(sweep.num_keys)),
             grad_panel=_("gradient factor w(1−w) of it"),
             without_scale=_("without scale"),
             with_scale=_("with 1/√d_k"),
@@ -228,9 +229,12 @@ def projections_to_exercise() -> None:
             separators=plotly_separators(),
             colon=colon(),
         ))
-    st.plotly_chart(dk_figure, key="tw_dk_figure", alt=_(
+    st.plotly_chart(dk_figure, key="tw_dk_figure", alt=ngettext(
         "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
-        "largest of 8 softmax weights on average, without / with the scale: {values}.").format(
+        "largest of {n} softmax weight on average, without / with the scale: {values}.",
+        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+        "largest of {n} softmax weights on average, without / with the scale: {values}.", sweep.num_keys).format(
+            n=integer(sweep.num_keys),
             values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
                               for r in sweep.stats.itertuples())))
     DK_HEADERS = {

@@ -112,12 +112,14 @@ class DkSweep:
             row, ``grad_*`` = mean w_max(1 - w_max), each without and with the scale.
         unscaled, scaled: d_k -> :class:`BoxStats` of q·k and of q·k/√d_k.
         n_samples: q·k pairs per d_k.
+        num_keys: keys per softmax row of the ``w_max_*`` and ``grad_*`` columns.
     """
 
     stats: pd.DataFrame
     unscaled: dict[int, BoxStats]
     scaled: dict[int, BoxStats]
     n_samples: int
+    num_keys: int
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ def dk_sweep(
         )
         unscaled[d_k] = _box_stats(scores)
         scaled_boxes[d_k] = _box_stats(scaled)
-    return DkSweep(pd.DataFrame(rows, columns=list(DK_COLUMNS)), unscaled, scaled_boxes, n_samples)
+    return DkSweep(pd.DataFrame(rows, columns=list(DK_COLUMNS)), unscaled, scaled_boxes, n_samples, num_keys)
 
 
 def vecdot_of_draws(
