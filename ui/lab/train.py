@@ -58,6 +58,34 @@ def crossing_text(step: int, seconds: float) -> str:
                 step=step, time=duration_text(seconds))
 
 
+def loss_alt(snap: Snapshot, baselines: Baselines | None, crossing: tuple[int, float, float] | None) -> str:
+    """The live loss chart's text alternative: what it shows and the values read from it, in the reader's language.
+
+    Args:
+        snap: the job's progress (its history gives the last evaluation, its batch losses the last step).
+        baselines: the counting baselines drawn as dashed lines, or None.
+        crossing: :func:`first_below` of the history and the bigram line, or None.
+    """
+    parts = [fill(_("Line chart “{title}”: the batch loss, the train loss and the val loss in nats against the "
+                    "step, over {steps:,} planned steps."), title=loss_labels().title, steps=snap.steps)]
+    if snap.history:
+        step, train_loss, val_loss = snap.history[-1]
+        parts.append(fill(_("Last evaluation at step {step:,}: train loss {train:.4f}, val loss {val:.4f}."),
+                          step=step, train=train_loss, val=val_loss))
+    elif snap.step_losses:
+        parts.append(fill(_("No evaluation yet; batch loss at step {step:,}: {loss:.4f}."),
+                          step=len(snap.step_losses), loss=snap.step_losses[-1]))
+    if baselines is not None:
+        parts.append(fill(_("Dashed lines: the unigram val loss {unigram:.2f} and the bigram val loss {bigram:.2f}."),
+                          unigram=baselines.unigram.val_nats, bigram=baselines.bigram.val_nats))
+        if crossing is not None:
+            parts.append(fill(_("The val loss is below the bigram line from step {step:,} on ({val:.4f})."),
+                              step=crossing[0], val=crossing[1]))
+        elif snap.history:
+            parts.append(_("The val loss has not gone below the bigram line."))
+    return " ".join(parts)
+
+
 def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None) -> None:
     """Progress, live loss chart and Stop of this session's training.
 
@@ -85,7 +113,7 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
         st.plotly_chart(figures.loss_chart(snap.history, snap.step_losses, snap.steps, loss_labels(),
                                            baselines=baseline_lines(baselines),
                                            crossing=None if crossing is None else crossing[:2]),
-                        key="lab_live_chart")
+                        key="lab_live_chart", alt=loss_alt(snap, baselines, crossing))
     if crossing is not None:
         st.success(crossing_text(crossing[0], crossing[2]), icon=":material/trending_down:")
     if snap.history:
