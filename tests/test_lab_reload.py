@@ -30,7 +30,7 @@ def test_a_reload_takes_the_training_over_and_a_shared_link_does_not():
                 reader = browser.new_context(viewport={"width": 1400, "height": 1600})
                 page = reader.new_page()
                 page.set_default_timeout(180_000)
-                page.goto(f"{base}/lab?lab_steps=5000&lab_seed=11", wait_until="domcontentloaded")
+                page.goto(f"{base}/lab?lab_steps=3000&lab_seed=11", wait_until="domcontentloaded")
                 page.get_by_role("button", name="Train").click()
                 stop = page.get_by_role("button", name="Stop")
                 stop.wait_for()
@@ -40,7 +40,7 @@ def test_a_reload_takes_the_training_over_and_a_shared_link_does_not():
                 say("lab: training; a second tab of the same browser")
                 tab = reader.new_page()
                 tab.set_default_timeout(180_000)
-                tab.goto(f"{base}/lab?lab_steps=4000&lab_seed=12", wait_until="domcontentloaded")
+                tab.goto(f"{base}/lab?lab_steps=2500&lab_seed=12", wait_until="domcontentloaded")
                 tab.get_by_role("button", name="Train").click()
                 tab.get_by_text("This browser already has a training queued or running").wait_for()
                 assert tab.get_by_role("button", name="Stop").count() == 0

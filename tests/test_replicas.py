@@ -213,7 +213,7 @@ def test_a_lab_training_started_through_nginx_is_taken_over_after_a_reload(clust
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 1600}).new_page()
             page.set_default_timeout(180_000)
-            first = page.goto(f"{base}/lab?lab_steps=5000&lab_seed=7", wait_until="domcontentloaded")
+            first = page.goto(f"{base}/lab?lab_steps=3000&lab_seed=7", wait_until="domcontentloaded")
             page.get_by_role("button", name="Train").click()
             stop = page.get_by_role("button", name="Stop")
             stop.wait_for()
