@@ -1,6 +1,7 @@
 """Shared fixtures."""
 
 import os
+import sys
 
 import pytest
 import torch
@@ -10,6 +11,16 @@ from tests.plotly_json import open_page
 # The page tests read each diagram's DOT source from st.graphviz_chart; the server-side layout that readers get
 # (ui.diagram) is tested in tests/test_diagram_render.py and, in Chromium, by tests/test_browser.py's servers.
 os.environ.setdefault("ATTENTION_DIAGRAMS", "browser")
+
+
+@pytest.fixture(autouse=True)
+def restore_main_module():
+    """Give ``__main__`` back after each test: Streamlit's script runner installs each AppTest script as
+    ``__main__`` and leaves it there, and a process that multiprocessing spawns later re-runs ``__main__``'s file
+    (an AppTest script built from a function with arguments then fails in the child with a NameError)."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
 
 
 def _page(request):

@@ -245,7 +245,7 @@ def test_command_resumes_and_a_killed_worker_loses_only_its_own_run(tmp_path, mo
     monkeypatch.setattr(command, "run_tasks", killing)
     assert command.main(argv) == 1
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert list(data["runs"]) == ["heads_1@seed1", "course@seed1"] and data["complete"] is False
+    assert set(data["runs"]) == {"heads_1@seed1", "course@seed1"} and data["complete"] is False  # either may end first
     assert [(f["run_id"], f["exitcode"]) for f in data["failed"]] == [("heads_8@seed1", -signal.SIGKILL)]
     finished = {k: r["finished"] for k, r in data["runs"].items()}
     # the second sitting trains only the killed run
@@ -255,7 +255,8 @@ def test_command_resumes_and_a_killed_worker_loses_only_its_own_run(tmp_path, mo
     printed = capsys.readouterr().out
     assert "3 runs planned, 2 in" in printed and "1 trained, 2 already there" in printed
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["complete"] is True and list(data["runs"]) == ["heads_1@seed1", "course@seed1", "heads_8@seed1"]
+    assert data["complete"] is True and list(data["runs"])[2:] == ["heads_8@seed1"] and set(data["runs"]) == {
+        "heads_1@seed1", "course@seed1", "heads_8@seed1"}
     assert {k: data["runs"][k]["finished"] for k in finished} == finished
     assert [s["jobs"] for s in data["sessions"]] == [2, 2] and all("load_end" in s for s in data["sessions"])
     run = data["runs"]["heads_8@seed1"]
