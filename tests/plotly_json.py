@@ -17,14 +17,19 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def open_page(script: str, timeout: float = 60, lang: str | None = None) -> AppTest:
+def open_page(script: str, timeout: float = 60, lang: str | None = None, state: dict | None = None,
+              params: dict | None = None) -> AppTest:
     """Run ``script`` (a path relative to the repository root, e.g. "views/home.py") and return the AppTest.
 
-    ``lang`` ("fr", "de", "en") opens it in that language, as the sidebar's selector would.
+    ``lang`` ("fr", "de", "en") opens it in that language, as the sidebar's selector would; ``state`` goes into
+    the session and ``params`` into the link before the first run.
     """
     at = AppTest.from_file(str(ROOT / script), default_timeout=timeout)
     if lang is not None:
         at.session_state["lang"] = lang
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.query_params.update(params or {})
     return at.run()
 
 _DTYPES = {"f8": np.float64, "f4": np.float32, "i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16,

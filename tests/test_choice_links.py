@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from engine.corpus import corpus_from_bytes
 from engine.gpt import GPT, preset
 from engine.lab import models
-from tests.plotly_json import ROOT, captions, texts
+from tests.plotly_json import captions, open_page, texts
 from ui.i18n import translations
 
 LAB = "views/lab.py"
@@ -33,12 +33,7 @@ CRAFTED = ["<img src=x onerror=alert(1)>", "[click](https://attacker.example/x)"
 
 def opened(script: str, lang: str, state: dict | None = None, **params: str) -> AppTest:
     """``script`` run once in ``lang`` with ``state`` in the session and ``params`` in the link."""
-    at = AppTest.from_file(str(ROOT / script), default_timeout=120)
-    at.session_state["lang"] = lang
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.query_params.update(params)
-    at.run()
+    at = open_page(script, 120, lang, state, params)
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -962,12 +962,7 @@ def test_the_poem_form_reaches_the_generation(trained, line_length, n_lines):
 def page_with(lang: str, state: dict | None = None, **params: str) -> AppTest:
     """The Lab opened once in ``lang`` from a link with ``params``, with ``state`` in the session (no rerun: the
     test's copies of the widgets would format their options in English)."""
-    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=60)
-    at.session_state["lang"] = lang
-    for key, value in (state or {}).items():
-        at.session_state[key] = value
-    at.query_params.update(params)
-    at.run()
+    at = open_page(PAGE, 60, lang, state, params)
     assert not at.exception, [e.value for e in at.exception]
     return at
 
