@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from engine import budget, chapter
+from engine import budget
 from engine.baselines import corpus_baselines
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_to_bytes
 from engine.corpus import DEFAULT_CORPUS, TANG_MIN_COUNT, TANG_RECORDS, VAL_EVERY, corpus_from_bytes, load_corpus
@@ -991,13 +991,18 @@ def test_a_form_that_cannot_be_written_gets_its_reason_not_a_traceback(trained, 
     assert not matching(warnings(page_with(lang, cats, lab_prompt="the")), FORM_VOCABULARY, lang)
 
 
+#: A prompt from which the shipped model's greedy text falls into a loop within the page's longest generation.
+LOOP_PROMPT = "明月"
+
+
 @pytest.mark.parametrize("lang", ["en", "fr", "de"])
 def test_a_greedy_loop_is_shown_with_the_span_find_loop_finds(shipped, lang):
     assert shipped is not None, "the shipped model is part of the app"
-    at = page_with(lang, lab_temp="0.0", lab_prompt=chapter.LESSON_PROMPT, lab_length="64")
-    new = models.generate(shipped, chapter.LESSON_PROMPT, 64, temperature=0).new
+    longest = rules.GENERATE_LENGTH[1]
+    at = page_with(lang, lab_temp="0.0", lab_prompt=LOOP_PROMPT, lab_length=str(longest))
+    new = models.generate(shipped, LOOP_PROMPT, longest, temperature=0).new
     loop = models.find_loop(new)
-    assert loop is not None  # the default prompt at temperature 0 shows the reader a loop
+    assert loop is not None  # the page's longest greedy text from 明月 shows the reader a loop
     note = msg(LOOP_NOTE, lang, start=integer(loop.start + 1, lang=lang), span=plain(loop.span.replace("\n", "↵")),
                copies=integer(loop.copies, lang=lang), covered=integer(loop.covered, lang=lang),
                n=integer(len(new), lang=lang), share=percent(loop.covered / len(new), lang=lang))
