@@ -291,13 +291,43 @@ def test_generate_notes_unknown_characters_and_is_seeded(trained):
     model = trained[1].result
     out = M.generate(model, "白日X依Y", 12, temperature=0)
     assert out.prompt.unknown == ("X", "Y") and out.prompt.kept == "白日依" and out.prompt.started_from == "prompt"
-    assert out.text == "白日依" + out.new and len(out.new) == 12 and out.greedy
+    assert not out.prompt.as_unk and out.prompt.ids == tuple(model.tokenizer.encode("白日依"))  # dropped, no token
+    assert out.prompt.given == "白日X依Y" and out.text == "白日X依Y" + out.new  # the reader's prompt as typed
+    assert len(out.new) == 12 and out.greedy
+    assert out.new == M.generate(model, "白日依", 12, temperature=0).new  # the model read the known characters only
     assert M.generate(model, "白日", 12, temperature=0).new == M.generate(model, "白日", 12, temperature=0).new
     a = M.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)
     b = M.generate(model, "白日", 30, temperature=1.0, top_k=None, seed=3)
     assert a.new == b.new and not a.greedy
     empty = M.generate(model, "ZZZ", 5, temperature=0)
     assert empty.prompt.started_from == "newline" and empty.prompt.kept == "" and len(empty.new) == 5
+    assert empty.text == "ZZZ" + empty.new
+
+
+#: A crafted prompt: two characters of the Tang vocabulary, then a snowman and a Latin letter, which it lacks.
+UNKNOWN_PROMPT = "明月☃x"
+
+
+def test_unknown_characters_are_read_as_the_unknown_token_and_the_prompt_comes_back_as_typed(shipped):
+    tokenizer = shipped.tokenizer
+    assert tokenizer.unknown_chars(UNKNOWN_PROMPT) == ["☃", "x"] and tokenizer.unk_id is not None
+    out = M.generate(shipped, UNKNOWN_PROMPT, 12, temperature=0)
+    info = out.prompt
+    assert info.unknown == ("☃", "x") and info.as_unk and info.started_from == "prompt"
+    assert info.ids == (tokenizer.stoi["明"], tokenizer.stoi["月"], tokenizer.unk_id, tokenizer.unk_id)
+    assert info.given == info.kept == UNKNOWN_PROMPT and out.text == UNKNOWN_PROMPT + out.new
+    assert tokenizer.unk not in out.text and len(out.new) == 12  # no U+FFFD where the prompt's characters were
+    typed_unk = M.generate(shipped, "明月" + tokenizer.unk * 2, 12, temperature=0)
+    assert typed_unk.new == out.new  # the model read its unknown token in their place
+
+
+def test_an_unknown_ideograph_counts_as_a_letter_of_the_form(shipped):
+    """A rare character the vocabulary pools into the unknown token still fills its place in the line."""
+    prompt = "明月鱻光照，"
+    assert shipped.tokenizer.unknown_chars(prompt) == ["鱻"] and "鱻".isalpha()
+    for seed in range(3):
+        out = M.generate(shipped, prompt, None, 0.8, 20, seed, 0.9, M.PoemForm(5, 4))
+        assert out.text.startswith(prompt) and shape_of(out.text) == couplets(5, 4), out.text
 
 
 def test_temperature_zero_is_the_argmax_at_every_step(trained):

@@ -62,6 +62,8 @@ NEXT_CHAR_TITLE = "What the model predicts after your prompt"
 LOOKED_TITLE = "Where attention looked from the last character"
 LAST_EVAL = "last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"
 UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {chars}"
+UNKNOWN_AS_UNK = ("Not in this model's vocabulary, so the model reads each as its unknown token, the one its rare "
+                  "characters share: {chars}")
 LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
 BY_POSITION = "{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
 DROPOUT_CELL = "{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s"
@@ -385,6 +387,7 @@ def test_prompt_notes_for_unknown_and_long_prompts(trained):
     at = trained
     generate(at, lab_prompt="白日XYZ")
     assert msg(UNKNOWN_PROMPT, chars=plain("X Y Z")) in [w.value for w in at.warning]
+    assert any(t.startswith("**白日XYZ**") for t in texts(at))  # the prompt as typed, though the model dropped XYZ
     generate(at, lab_prompt="ABC")
     assert msg("Nothing of the prompt is in the vocabulary: the model starts from a {start}.",
                start=msg("newline")) in [i.value for i in at.info]
@@ -717,6 +720,22 @@ def test_a_prompt_from_a_link_is_shown_as_text_not_markdown(trained):
     warning = matching([w.value for w in at.warning], UNKNOWN_PROMPT)[0]["chars"]
     assert "[" in warning and "(" in warning  # the dropped characters are listed ...
     assert all(warning[i - 1] == "\\" for i, c in enumerate(warning) if c in "[]()!")  # ... each escaped
+    poem = next(t for t in texts(at) if t.startswith("**白日"))  # the prompt as typed, escaped: shown, not rendered
+    assert poem.startswith("**" + plain("白日![x](http://evil.example/a.png)[link](http://evil.example)") + "**")
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_a_prompt_with_characters_the_shipped_model_lacks_is_shown_as_typed(shipped, lang):
+    assert shipped is not None, "the shipped model is part of the app"
+    prompt = "明月☃x"  # crafted: the snowman and the Latin letter are outside the Tang vocabulary
+    at = page_with(lang, lab_temp="0.0", lab_prompt=prompt, lab_length="12")
+    out = models.generate(shipped, prompt, 12, temperature=0)
+    assert out.prompt.as_unk and out.prompt.unknown == ("☃", "x")
+    poem = next(t for t in texts(at) if t.startswith("**明月"))
+    assert poem.replace("  \n", "\n") == f"**{plain(prompt)}**" + plain(out.new)
+    assert shipped.tokenizer.unk not in poem  # no U+FFFD where the reader's characters were
+    assert msg(UNKNOWN_AS_UNK, lang, chars=plain("☃ x")) in warnings(at)  # which characters the model does not know
+    assert not matching(warnings(at), UNKNOWN_PROMPT, lang)  # and they were not left out
 
 
 @pytest.mark.parametrize("lang", ["en", "fr"])

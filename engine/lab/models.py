@@ -177,11 +177,17 @@ class Prompt:
 
     Attributes:
         ids: token ids, never empty.
-        kept: the prompt without unknown characters.
-        unknown: dropped characters, in order of first appearance.
+        kept: the characters the model reads, one per id (none when it starts from a newline or its
+            first character), as the reader typed them: without an unknown token the prompt less its
+            unknown characters; with one, the whole prompt (the model reads the unknown token where
+            an unknown character stands, which ``tokenizer.decode`` would write as U+FFFD).
+        unknown: the characters outside the vocabulary, in order of first appearance.
         started_from: "prompt", "newline" (nothing known: the model starts from a newline) or
             "first_character" (nothing known and no newline in the vocabulary).
         cropped: how many leading characters the model does not see (it reads the last block_size).
+        given: the prompt as the reader typed it.
+        as_unk: True when the unknown characters reach the model as its unknown token (a vocabulary
+            with one, ``tokenizer.unk_id``), False when they are dropped.
     """
 
     ids: tuple[int, ...]
@@ -189,10 +195,15 @@ class Prompt:
     unknown: tuple[str, ...]
     started_from: str
     cropped: int
+    given: str
+    as_unk: bool
 
 
 def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Prompt:
-    """Unknown characters dropped, an empty prompt replaced, the context's crop counted.
+    """Unknown characters dropped or read as the unknown token, an empty prompt replaced, the context's crop counted.
+
+    A vocabulary with an unknown token reads every character outside it as that token (``CharTokenizer.encode``),
+    as the model saw the corpus's rare characters in training; one without drops them.
 
     Args:
         tokenizer: the model's vocabulary.
@@ -201,14 +212,15 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Pr
     """
     unknown = tokenizer.unknown_chars(prompt)
     ids = tokenizer.encode(prompt, errors="drop")
-    kept = tokenizer.decode(ids)
+    as_unk = tokenizer.unk_id is not None
+    kept = prompt if as_unk else "".join(c for c in prompt if c in tokenizer.stoi)
     started_from = "prompt"
     if not ids:
         if "\n" in tokenizer.stoi:
             ids, started_from = [tokenizer.stoi["\n"]], "newline"
         else:
             ids, started_from = [0], "first_character"
-    return Prompt(tuple(ids), kept, tuple(unknown), started_from, max(0, len(ids) - block_size))
+    return Prompt(tuple(ids), kept, tuple(unknown), started_from, max(0, len(ids) - block_size), prompt, as_unk)
 
 
 @dataclass(frozen=True)
@@ -229,8 +241,9 @@ class Generation:
 
     @property
     def text(self) -> str:
-        """The kept prompt followed by the new characters."""
-        return self.prompt.kept + self.new
+        """The prompt as the reader typed it followed by the new characters (no U+FFFD where the model read its
+        unknown token, and the characters it dropped still shown)."""
+        return self.prompt.given + self.new
 
 
 def banned_ids(tokenizer: CharTokenizer) -> tuple[int, ...]:
@@ -255,7 +268,8 @@ def generate(
 ) -> Generation:
     """Continues a prompt with a model, as the engine documents (``GPT.generate``).
 
-    Unknown characters are dropped and reported; a prompt longer than block_size is fed to the
+    Unknown characters are read as the unknown token (a vocabulary with one) or dropped, and
+    reported (:func:`prepare_prompt`); a prompt longer than block_size is fed to the
     model cropped to its last block_size characters (``GPT.generate`` crops at every step).
     Temperature 0 means greedy: the most likely character at each step (deterministic, and a
     small model often falls into a loop then: :func:`find_loop` finds it); any temperature > 0
@@ -422,7 +436,8 @@ def poem_rule(
     Args:
         tokenizer: the model's vocabulary.
         form: the form.
-        prompt: the kept prompt (``Prompt.kept``: known characters only).
+        prompt: the kept prompt (``Prompt.kept``: the characters the model reads, as typed; an
+            unknown one read as the unknown token counts as a letter if it is one).
 
     Returns:
         (rule, needed): rule maps int64 (1, n) generated ids to a bool (V,) mask or None (the poem
@@ -766,11 +781,12 @@ def next_char_probs(
 ) -> NextCharProbs:
     """The probability of every candidate next character after ``prompt``, as ``generate`` samples it.
 
-    The prompt reaches the model as in :func:`generate` (unknown characters dropped, cropped to
-    block_size), and the probabilities are ``engine.gpt.sampling_probs``, the rule generation draws
-    from: the unknown token (and, with a ``form``, what the form does not allow first) excluded,
-    then temperature (below 1 sharpens, above 1 flattens), top-k (the k most likely characters)
-    and top-p (the fewest most likely characters holding top_p of the probability), renormalised.
+    The prompt reaches the model as in :func:`generate` (unknown characters read as the unknown
+    token or dropped, cropped to block_size), and the probabilities are
+    ``engine.gpt.sampling_probs``, the rule generation draws from: the unknown token (and, with a
+    ``form``, what the form does not allow first) excluded, then temperature (below 1 sharpens,
+    above 1 flattens), top-k (the k most likely characters) and top-p (the fewest most likely
+    characters holding top_p of the probability), renormalised.
 
     Args:
         temperature, top_k, top_p, seed, form: the page's sampling settings (top_k 0: all characters).

@@ -167,7 +167,8 @@ def loop_note(new: str) -> None:
 
 
 def show_generation(model: LabModel, sampling: Sampling) -> None:
-    """The generated text with the notes on its prompt (unknown characters, an empty start, a cropped prompt)."""
+    """The prompt as the reader typed it and the generated text, with the notes on the prompt (the unknown characters
+    and what the model did with them, an empty start, a cropped prompt)."""
     prompt, temperature, top_k, seed = sampling.prompt, sampling.temperature, sampling.top_k, sampling.seed
     try:
         out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed,
@@ -180,9 +181,11 @@ def show_generation(model: LabModel, sampling: Sampling) -> None:
         return
     info = out.prompt
     if info.unknown:
-        st.warning(fill(_("Not in this model's vocabulary, so left out of the prompt: {chars}"),
-            chars=plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")),
-            icon=":material/text_select_move_back_word:")
+        chars = plain(" ".join(info.unknown[:30])) + (" …" if len(info.unknown) > 30 else "")
+        st.warning(fill(_("Not in this model's vocabulary, so the model reads each as its unknown token, the one its "
+                          "rare characters share: {chars}") if info.as_unk
+                        else _("Not in this model's vocabulary, so left out of the prompt: {chars}"), chars=chars),
+                   icon=":material/text_select_move_back_word:")
     if info.started_from != "prompt":
         start = _("newline") if info.started_from == "newline" else _("first character of its vocabulary")
         st.info(fill(_("Nothing of the prompt is in the vocabulary: the model starts from a {start}."), start=start))
@@ -190,8 +193,8 @@ def show_generation(model: LabModel, sampling: Sampling) -> None:
         st.info(fill(_("The prompt has {known} known characters; the model reads only the last {block} (its "
                   "block_size), so the first {cropped} do not influence it."),
             known=len(info.ids), block=model.config.block_size, cropped=info.cropped))
-    kept = f"**{plain(info.kept)}**" if info.kept else ""
-    st.markdown(kept + plain(out.new).replace("\n", "  \n"))
+    given = f"**{plain(info.given)}**" if info.given else ""  # as typed: no U+FFFD, nothing the model dropped hidden
+    st.markdown(given + plain(out.new).replace("\n", "  \n"))
     loop_note(out.new)
     mode = _("greedy") if out.greedy else fill(_("temperature {t:g}"), t=temperature)
     k_text = _("all characters") if top_k == 0 else fill(_("top-k {k}"), k=top_k)
