@@ -487,6 +487,39 @@ class RSSSampler:
                 "per_minute_last_mb": [round(v[-1], 1) for _m, v in sorted(minutes.items())]}
 
 
+def memory_split(pid: int) -> dict:
+    """The process's resident memory by kind (MB): anonymous (heap, tensors, Python objects) and file-backed
+    (mapped libraries), from ``/proc/<pid>/status``; {} when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if line.startswith(("RssAnon", "RssFile", "Threads")))
+    except OSError:
+        return {}
+    return {"rss_anon_mb": round(int(fields["RssAnon"].split()[0]) / 1024, 1),
+            "rss_file_mb": round(int(fields["RssFile"].split()[0]) / 1024, 1),
+            "threads": int(fields["Threads"])}
+
+
+def cache_sizes(base: str) -> dict[str, dict[str, int]]:
+    """What Streamlit's caches hold, from its own ``/_stcore/metrics`` (OpenMetrics text): for ``st.cache_data``
+    the bytes of every cache, for ``st.cache_resource`` its entry count (Streamlit cannot size those objects), and
+    the session states' bytes. {} when the endpoint does not answer."""
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/metrics?families=cache_memory_bytes", timeout=30) as r:
+            text = r.read().decode("utf-8", "replace")
+    except OSError:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        if not line.startswith("cache_memory_bytes{"):
+            continue
+        labels, value = line[len("cache_memory_bytes{"):].rsplit("}", 1)
+        parts = dict(item.split("=", 1) for item in labels.split(","))
+        kind, name = parts.get("cache_type", "").strip('"'), parts.get("cache", "").strip('"')
+        out.setdefault(kind, {})[name or "(all sessions)"] = int(float(value))
+    return out
+
+
 def start_server(app_root: Path, port: int, log: Path) -> subprocess.Popen:
     """``streamlit run serve.py`` in ``app_root`` on ``port``, its output in ``log``; returns once it is healthy."""
     entry = "serve.py" if (app_root / "serve.py").exists() else "app.py"
@@ -622,8 +655,11 @@ def measure(app_root: Path, count: int, args, progress=say) -> dict:
             wall = time.monotonic() - start
             load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
             server_cpu_s = sampler.cpu_s() - cpu_start
+            split, caches = memory_split(server.pid), cache_sizes(base)
         row = summarise(count, logs, sampler.summary(since), browser, load, wall)
         row["server_cpu_s"] = round(server_cpu_s, 1)  # of the wall time: the share of a core the server got
+        row["end_memory"] = split  # where the resident memory is when the class ends
+        row["end_caches"] = caches
         return row
     finally:
         stop_server(server)
@@ -641,6 +677,14 @@ def print_table(rows: list[dict]) -> None:
               f"{r['move_p50_s'] or 0:>6.2f} "
               f"{r['move_p95_s'] or 0:>6.2f} {r['moves_over_1s']:>5} {r['switch_p95_s'] or 0:>10.2f} "
               f"{trainings:<16} {load:>11} {len(r['errors'])}")
+        data = r.get("end_caches", {}).get("st_cache_data", {})
+        resource = r.get("end_caches", {}).get("st_cache_resource", {})
+        split = r.get("end_memory", {})
+        if split:
+            print(f"{'':>7} at the end: anonymous {split['rss_anon_mb']:.0f} MB, "
+                  f"file-backed {split['rss_file_mb']:.0f} MB, {split['threads']} threads; "
+                  f"st.cache_data {sum(data.values()) / 2**20:.1f} MB in {len(data)} "
+                  f"caches; st.cache_resource {sum(resource.values())} entries in {len(resource)} caches")
         if "browser" in r:
             b = r["browser"]
             print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
