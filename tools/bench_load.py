@@ -501,9 +501,10 @@ def memory_split(pid: int) -> dict:
 
 
 def cache_sizes(base: str) -> dict[str, dict[str, int]]:
-    """What Streamlit's caches hold, from its own ``/_stcore/metrics`` (OpenMetrics text): for ``st.cache_data``
-    the bytes of every cache, for ``st.cache_resource`` its entry count (Streamlit cannot size those objects), and
-    the session states' bytes. {} when the endpoint does not answer."""
+    """What Streamlit's caches hold, from its own ``/_stcore/metrics`` (OpenMetrics text): the bytes of every
+    ``st.cache_data`` and ``st.cache_resource`` cache and of the session states, measured by walking their objects
+    (``server.enableExpensiveMemoryStats``, which the benchmark's server turns on: it costs only when the endpoint
+    is asked, once per class). {} when the endpoint does not answer."""
     try:
         with urllib.request.urlopen(f"{base}/_stcore/metrics?families=cache_memory_bytes", timeout=30) as r:
             text = r.read().decode("utf-8", "replace")
@@ -526,7 +527,7 @@ def start_server(app_root: Path, port: int, log: Path) -> subprocess.Popen:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", entry, "--server.port", str(port), "--server.headless",
-             "true", "--server.address", "127.0.0.1"],
+             "true", "--server.address", "127.0.0.1", "--server.enableExpensiveMemoryStats", "true"],
             cwd=app_root, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": str(app_root), "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -684,7 +685,7 @@ def print_table(rows: list[dict]) -> None:
             print(f"{'':>7} at the end: anonymous {split['rss_anon_mb']:.0f} MB, "
                   f"file-backed {split['rss_file_mb']:.0f} MB, {split['threads']} threads; "
                   f"st.cache_data {sum(data.values()) / 2**20:.1f} MB in {len(data)} "
-                  f"caches; st.cache_resource {sum(resource.values())} entries in {len(resource)} caches")
+                  f"caches; st.cache_resource {sum(resource.values()) / 2**20:.1f} MB in {len(resource)} caches")
         if "browser" in r:
             b = r["browser"]
             print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
