@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import budget
+from engine import budget, chapter
 from engine.checkpoint import CheckpointError, checkpoint_to_bytes
 from engine.corpus import corpus_from_bytes
 from engine.gpt import GPT, config_params, preset
@@ -546,6 +546,36 @@ def test_find_loop_on_the_shipped_models_greedy_text(shipped):
         if loop.covered >= block + loop.period:
             assert loop.end == len(out.new)
 
+
+
+def test_greedy_loop_finds_the_first_prompt_whose_greedy_text_loops(shipped):
+    longest = S.GENERATE_LENGTH[1]
+    first, *rest = chapter.SAMPLE_PROMPTS
+    found = M.greedy_loop(shipped)
+    assert found.length == longest and found.generation is not None and found.loop is not None
+    tried = found.tried
+    assert tried == chapter.SAMPLE_PROMPTS[: len(tried)]  # in order, and it stopped at the first loop
+    for prompt in tried[:-1]:
+        assert M.find_loop(M.generate(shipped, prompt, longest, temperature=0).new) is None
+    out = M.generate(shipped, tried[-1], longest, temperature=0)
+    assert found.generation == out and found.loop == M.find_loop(out.new)
+    short = M.greedy_loop(shipped, (first,), 8)  # a short text, without a loop yet (checked next)
+    assert M.find_loop(M.generate(shipped, first, 8, temperature=0).new) is None
+    assert short.tried == (first,) and short.generation is None and short.loop is None and short.length == 8
+    with pytest.raises(ValueError):
+        M.greedy_loop(shipped, length=0)
+
+
+def test_greedy_loop_skips_prompts_the_vocabulary_lacks(trained):
+    english = corpus_from_bytes(b"the cat sat on the mat\n\n" * 40, "cats.txt")
+    tiny = GPT(preset("tiny", vocab_size=english.vocab_size)).eval()
+    model = M.LabModel(tiny, english.tokenizer, {}, "uploaded", M.weights_id(tiny, english.tokenizer))
+    found = M.greedy_loop(model, length=40)
+    assert found.tried == ("",)  # none of the Tang prompts: the model starts from a newline
+    out = M.generate(model, "", 40, temperature=0)
+    assert found.loop == M.find_loop(out.new) and found.generation == (out if found.loop else None)
+    tang = trained[1].result
+    assert M.greedy_loop(tang, ("白日", "白日", "X白"), 12).tried == ("白日",)  # once each; X is not in its vocabulary
 
 def test_attention_maps_are_causal_and_rows_sum_to_one(trained):
     model = trained[1].result

@@ -1031,6 +1031,64 @@ def test_a_greedy_loop_is_shown_with_the_span_find_loop_finds(shipped, lang):
     assert not fell_back and body.strip() in [t.strip() for t in texts(at)]
 
 
+LOOP_EXAMPLE = ("Greedy decoding from {prompt}, {n} new characters: from new character {start} on, this model "
+                "writes one span of {span} again and again, {copies} times over, {covered} of the {n} new characters "
+                "({share}). Each copy of the span is shaded in turn.")
+NO_LOOP_EXAMPLE = ("Greedy decoding from {prompts}, {n} new characters each: this model falls into no loop there (no "
+                   "span written back to back over {least} characters or more).")
+#: A shaded stretch of the loop example: a Markdown background directive around escaped text.
+SHADED = re.compile(r":(orange|blue)-background\[((?:\\.|[^\]\\])*)\]")
+
+
+def unescaped(text: str) -> str:
+    """Markdown text escaped by ``plain`` back as the reader reads it."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def assert_loop_example(at, lang: str, found: models.LoopSearch) -> None:
+    """The loop example of ``found`` is on the page in ``lang``: its sentence, its text, its shaded copies."""
+    out, loop = found.generation, found.loop
+    prompt = msg("“{text}”", lang, text=plain(out.prompt.given)) if out.prompt.given else msg("an empty prompt", lang)
+    span = fill(translations(lang).ngettext("{n} character", "{n} characters", loop.period), lang, n=loop.period)
+    sentence = msg(LOOP_EXAMPLE, lang, prompt=prompt, n=len(out.new), start=loop.start + 1, span=span,
+                   copies=loop.copies, covered=loop.covered, share=percent(loop.covered / len(out.new), lang=lang))
+    assert sentence in texts(at)
+    bold = f"**{plain(out.prompt.given)}**" if out.prompt.given else ""
+    shaded = next(t for t in texts(at) if t.startswith(bold) and SHADED.search(t))
+    body = shaded[len(bold):]
+    assert unescaped(SHADED.sub(lambda m: m.group(2), body).replace("  \n", "\n")) == out.new  # the whole text
+    colours = ("orange", "blue")
+    expected = [colours[(i - loop.start) // loop.period % 2] for i in range(loop.start, loop.end) if out.new[i] != "\n"]
+    seen = [colour for colour, piece in SHADED.findall(body) for _char in unescaped(piece)]
+    assert seen == expected  # the loop's characters, and only they, shaded, each copy of the span in turn
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_the_loops_box_shows_a_greedy_loop_of_the_shipped_model(shipped, lang):
+    assert shipped is not None, "the shipped model is part of the app"
+    if lang == "en":
+        closed = page_with(lang)
+        assert msg(WHY_LOOPS, lang) in [e.label for e in closed.expander]  # offered whatever the reader's text
+        assert not matching(texts(closed), LOOP_EXAMPLE, lang)  # and searched only once it is opened
+    at = page_with(lang, {"lab_loops": True})
+    found = models.greedy_loop(shipped)
+    assert found.loop is not None  # the shipped model loops from one of the sample prompts
+    assert_loop_example(at, lang, found)
+    body, fell_back = page.part_text("lab", "loops", lang)
+    assert not fell_back and body.strip() in [t.strip() for t in texts(at)]
+
+
+def test_the_loops_box_searches_the_model_in_use():
+    model = english_model()
+    at = page_with("en", {"lab_own": model, "lab_use": "own", "lab_loops": True})
+    found = models.greedy_loop(model)
+    assert found.tried == ("",)  # none of the Tang prompts is in its vocabulary: it starts from a newline
+    if found.loop is not None:
+        assert_loop_example(at, "en", found)
+    else:
+        assert msg(NO_LOOP_EXAMPLE, prompts=msg("an empty prompt"), n=found.length,
+                   least=models.LOOP_MIN_CHARS) in [i.value for i in at.info]
+
 @pytest.mark.parametrize(("chars", "lines"), [("[click](https://attacker.example/x)", "<img src=x onerror=alert(1)>"),
                                              ("3", "3"), ("五言 · 7", "18"), ("6", "five"), ("nan", "-2"),
                                              ("", "1e309")])

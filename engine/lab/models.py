@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine import budget
+from engine import budget, chapter
 from engine.checkpoint import SHIPPED_MODEL, checkpoint_from_bytes, load_checkpoint
 from engine.corpus import Corpus, CorpusError, corpus_from_text, decode_text
 from engine.gpt import GPT, GPTConfig, GPTOutput, check_sampling, config_params, eval_mode, sample_next, sampling_probs
@@ -564,6 +564,52 @@ def find_loop(text: str, min_chars: int = LOOP_MIN_CHARS) -> Loop | None:
         return None
     covered, period, start = best
     return Loop(start, text[start : start + period], covered)
+
+
+@dataclass(frozen=True)
+class LoopSearch:
+    """What :func:`greedy_loop` found: the first of its greedy texts that falls into a loop, or that none does.
+
+    Attributes:
+        tried: the prompts decoded, in order ("" when the vocabulary holds none of them whole).
+        length: the new characters of each greedy text.
+        generation: the first greedy text holding a loop, or None when none does.
+        loop: :func:`find_loop` on ``generation.new`` (positions within the new characters), or None.
+    """
+
+    tried: tuple[str, ...]
+    length: int
+    generation: Generation | None
+    loop: Loop | None
+
+
+def greedy_loop(lab_model: LabModel, prompts: tuple[str, ...] = chapter.SAMPLE_PROMPTS,
+                length: int = settings.GENERATE_LENGTH[1]) -> LoopSearch:
+    """Greedy decoding from each prompt in turn until :func:`find_loop` finds a loop in its new characters.
+
+    Greedy decoding loops late or not at all for a well-trained model, so the page looks for a loop of the model
+    in use, at the longest generation it allows, instead of promising one at the reader's settings. A prompt with a
+    character outside the vocabulary is skipped (its loop would be one of the unknown token); when every one is,
+    the empty prompt is decoded (the model starts from a newline, :func:`prepare_prompt`).
+
+    Args:
+        lab_model: the model.
+        prompts: the prompts to try, in order (default: the shipped model's sample prompts, the lesson's first).
+        length: new characters per greedy text (>= 1).
+
+    Raises:
+        ValueError: for length < 1.
+        NonFiniteLogitsError: if the model's logits are NaN or infinite.
+    """
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"length must be an integer >= 1, got {length!r}")
+    tried = tuple(p for p in dict.fromkeys(prompts) if not lab_model.tokenizer.unknown_chars(p)) or ("",)
+    for prompt in tried:
+        out = generate(lab_model, prompt, length, temperature=0)
+        loop = find_loop(out.new)
+        if loop is not None:
+            return LoopSearch(tried[: tried.index(prompt) + 1], length, out, loop)
+    return LoopSearch(tried, length, None, None)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
+from babel.lists import format_list
 
 from engine import chapter, gpt
 from engine.figures import lab as figures
@@ -14,7 +15,7 @@ from engine.lab import models
 from engine.lab import settings as rules
 from engine.lab.models import LabModel
 from ui import url
-from ui.i18n import _, ngettext
+from ui.i18n import _, current_language, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
 from ui.lab.words import fill, plain, prose, strongest_keys
 from ui.numbers import SLIDER_FORMAT, colon, integer, num, percent, plotly_separators
@@ -162,13 +163,76 @@ def loop_note(new: str) -> None:
                  start=integer(loop.start + 1), span=plain(loop.span.replace("\n", "↵")),
                  copies=integer(loop.copies), covered=integer(loop.covered), n=integer(len(new)),
                  share=percent(loop.covered / len(new))), icon=":material/repeat:")
-    with st.expander(_("Why greedy decoding loops")):
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def loop_search(model_id: str, _model: LabModel) -> models.LoopSearch | None:
+    """``models.greedy_loop`` for the model ``model_id`` names; None when its predictions are not finite."""
+    try:
+        return models.greedy_loop(_model)
+    except models.NonFiniteLogitsError:
+        return None
+
+
+def shaded_loop(text: str, loop: models.Loop) -> str:
+    """``text`` as Markdown, the loop's copies of its span shaded in turn in two colours, its newlines kept."""
+    pieces = [(text[: loop.start], "")]
+    for copy, at in enumerate(range(loop.start, loop.end, loop.period)):
+        pieces.append((text[at : min(at + loop.period, loop.end)], ("orange", "blue")[copy % 2]))
+    pieces.append((text[loop.end :], ""))
+    # a background directive ends at a line break, so each line of a copy gets its own
+    return "".join("  \n".join(f":{colour}-background[{plain(line)}]" if colour and line else plain(line)
+                               for line in piece.split("\n")) for piece, colour in pieces)
+
+
+def quoted_prompt(prompt: str) -> str:
+    """A prompt in the language's quotation marks, escaped; "an empty prompt" for ""."""
+    return fill(_("“{text}”"), text=plain(prompt)) if prompt else _("an empty prompt")
+
+
+def loop_example(model: LabModel) -> None:
+    """A greedy loop of the model in use, found live (``models.greedy_loop``), or that its search found none."""
+    with st.spinner(_("Looking for a loop in this model's greedy text…")):
+        found = loop_search(model.model_id, model)
+    if found is None:
+        st.error(not_finite_text())
+        return
+    if found.generation is None or found.loop is None:
+        prompts = format_list([quoted_prompt(p) for p in found.tried], locale=current_language())
+        st.info(fill(_("Greedy decoding from {prompts}, {n} new characters each: this model falls into no loop there "
+                       "(no span written back to back over {least} characters or more)."),
+                     prompts=prompts, n=found.length, least=models.LOOP_MIN_CHARS), icon=":material/repeat:")
+        return
+    out, loop = found.generation, found.loop
+    prompt = quoted_prompt(out.prompt.given)
+    span = fill(ngettext("{n} character", "{n} characters", loop.period), n=loop.period)
+    st.markdown(fill(_("Greedy decoding from {prompt}, {n} new characters: from new character {start} on, this model "
+                       "writes one span of {span} again and again, {copies} times over, {covered} of the {n} new "
+                       "characters ({share}). Each copy of the span is shaded in turn."),
+                     prompt=prompt, n=len(out.new), start=loop.start + 1, span=span, copies=loop.copies,
+                     covered=loop.covered, share=percent(loop.covered / len(out.new))))
+    given = f"**{plain(out.prompt.given)}**" if out.prompt.given else ""
+    st.markdown(given + shaded_loop(out.new, loop))
+
+
+def why_loops(model: LabModel) -> None:
+    """Why greedy decoding loops, always offered; opened, with a loop of the model in use (computed only then)."""
+    box = st.expander(_("Why greedy decoding loops"), key="lab_loops", on_change="rerun")
+    with box:
         prose("loops")
+        if box.open:
+            loop_example(model)
 
 
 def show_generation(model: LabModel, sampling: Sampling) -> None:
     """The prompt as the reader typed it and the generated text, with the notes on the prompt (the unknown characters
-    and what the model did with them, an empty start, a cropped prompt)."""
+    and what the model did with them, an empty start, a cropped prompt), then why greedy decoding loops."""
+    generation_text(model, sampling)
+    why_loops(model)
+
+
+def generation_text(model: LabModel, sampling: Sampling) -> None:
+    """The generated text and its notes (:func:`show_generation`)."""
     prompt, temperature, top_k, seed = sampling.prompt, sampling.temperature, sampling.top_k, sampling.seed
     try:
         out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed,
