@@ -321,6 +321,26 @@ def test_unknown_characters_are_read_as_the_unknown_token_and_the_prompt_comes_b
     assert typed_unk.new == out.new  # the model read its unknown token in their place
 
 
+
+def test_attention_on_a_line_reads_unknown_characters_as_the_prompt_does(shipped, trained):
+    """Section 5 follows the generation's rule: the unknown token where the vocabulary has one, shown as typed."""
+    unk = shipped.tokenizer.unk
+    maps = M.attention_maps(shipped, UNKNOWN_PROMPT)
+    assert maps.tokens == tuple(UNKNOWN_PROMPT) and maps.unknown == ("☃", "x") and maps.as_unk and maps.cut == 0
+    typed_unk = M.attention_maps(shipped, "明月" + unk * 2)  # what the model reads: its unknown token twice
+    torch.testing.assert_close(maps.attn_weights, typed_unk.attn_weights, rtol=0, atol=0)
+    assert typed_unk.tokens == tuple("明月" + unk * 2) and not typed_unk.unknown
+    looked = M.last_position_attention(shipped, UNKNOWN_PROMPT)
+    assert looked.tokens == tuple(UNKNOWN_PROMPT)  # the next character's attention names them as typed too
+    torch.testing.assert_close(looked.attn_weights, maps.attn_weights[:, :, -1, :])
+    assert M.next_char_probs(shipped, UNKNOWN_PROMPT).context == UNKNOWN_PROMPT
+    only_unknown = M.attention_maps(shipped, "☃☃")  # read as two unknown tokens: drawn
+    assert only_unknown.tokens == ("☃", "☃") and only_unknown.attn_weights.shape[-1] == 2
+    tang = trained[1].result  # a vocabulary without an unknown token: they are left out
+    dropped = M.attention_maps(tang, "白日☃依")
+    assert dropped.tokens == tuple("白日依") and dropped.unknown == ("☃",) and not dropped.as_unk
+    assert M.last_position_attention(tang, "白日☃依").tokens == tuple("白日依")
+
 def test_an_unknown_ideograph_counts_as_a_letter_of_the_form(shipped):
     """A rare character the vocabulary pools into the unknown token still fills its place in the line."""
     prompt = "明月鱻光照，"

@@ -738,6 +738,39 @@ def test_a_prompt_with_characters_the_shipped_model_lacks_is_shown_as_typed(ship
     assert not matching(warnings(at), UNKNOWN_PROMPT, lang)  # and they were not left out
 
 
+LEFT_OUT_OF_LINE = "Not in the vocabulary, left out: {chars}"
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_section_5_reads_a_line_with_unknown_characters_as_the_prompt_and_names_them_as_typed(shipped, lang):
+    assert shipped is not None, "the shipped model is part of the app"
+    line = "明月☃x"  # crafted: the snowman and the Latin letter are outside the Tang vocabulary
+    at = page_with(lang, lab_line=line, lab_prompt=line, lab_temp="0.0", lab_length="12")
+    maps = models.attention_maps(shipped, line)
+    assert maps.as_unk and maps.tokens == tuple(line)
+    said = [w for w in warnings(at) if w == msg(UNKNOWN_AS_UNK, lang, chars=plain("☃ x"))]
+    assert len(said) == 2  # the generation's note and section 5's: the same rule, the same words
+    assert not matching(warnings(at), LEFT_OUT_OF_LINE, lang) and not matching(warnings(at), UNKNOWN_PROMPT, lang)
+    ticks = [f"{i}:{c}" for i, c in enumerate(line)]
+    attention = next(f for f in figures(at) if title(f).startswith("attn_weights"))
+    assert attention["layout"]["xaxis"]["ticktext"] == ticks and attention["layout"]["yaxis"]["ticktext"] == ticks
+    assert all(pair == [ticks[i], ticks[j]] for trace in attention["data"] for i, row in enumerate(trace["customdata"])
+               for j, pair in enumerate(row))  # the hover names each cell's query and key as typed
+    looked = next(f for f in figures(at) if title(f) == msg(LOOKED_TITLE, lang))
+    assert looked["layout"]["xaxis"]["ticktext"] == ticks
+    assert shipped.tokenizer.unk not in json.dumps([attention, looked], ensure_ascii=False)  # no U+FFFD on an axis
+    z = np.asarray(attention["data"][0]["z"], dtype=float)
+    expected = models.attention_maps(shipped, "明月" + shipped.tokenizer.unk * 2).attn_weights[0, 0].numpy()
+    np.testing.assert_allclose(z, expected, atol=5e-5)  # what the model read: its unknown token in their place
+
+
+def test_section_5_still_leaves_out_what_a_vocabulary_without_an_unknown_token_lacks(trained):
+    at = trained
+    at.text_input(key="lab_line").set_value("白日☃依").run()
+    assert msg(LEFT_OUT_OF_LINE, chars=plain("☃")) in warnings(at)
+    attention = next(f for f in figures(at) if title(f).startswith("attn_weights"))
+    assert attention["layout"]["xaxis"]["ticktext"] == ["0:白", "1:日", "2:依"]
+
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_the_dropout_caption_states_the_shipped_trade_off_and_the_choice(lang):
     data = lab_results.load_results(lab_results.DROPOUT_RESULTS_FILE)

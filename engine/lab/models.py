@@ -618,16 +618,20 @@ class AttentionMaps:
 
     Attributes:
         attn_weights: float32 (n_layer, n_head, T, T) on the CPU; row i: how query i spreads its
-            attention over keys 0..i. T is 0 when no character of the line is known.
-        tokens: the T characters read.
-        unknown: dropped characters.
-        cut: known characters left out at the end.
+            attention over keys 0..i. T is 0 when the model reads nothing of the line.
+        tokens: the T characters read, as typed (``Prompt.kept``: where the model reads its unknown
+            token, the character the reader typed, not U+FFFD).
+        unknown: the characters outside the vocabulary, in order of first appearance.
+        cut: characters the model reads that are left out at the end.
+        as_unk: True when the unknown characters are read as the unknown token (drawn), False when
+            they are dropped (``Prompt.as_unk``).
     """
 
     attn_weights: torch.Tensor
     tokens: tuple[str, ...]
     unknown: tuple[str, ...]
     cut: int
+    as_unk: bool
 
     @property
     def self_weight(self) -> float:
@@ -648,27 +652,31 @@ class AttentionMaps:
 def attention_maps(lab_model: LabModel, line: str, max_len: int = 32) -> AttentionMaps:
     """Every layer's and head's attention weights on a line (the manual attention path).
 
+    The line reaches the model as a prompt does (:func:`prepare_prompt`, the rule generation follows):
+    unknown characters read as the unknown token (a vocabulary with one) or dropped; a line the model
+    reads nothing of draws nothing (no newline put in its place).
+
     Args:
         lab_model: the model.
-        line: the text to read; unknown characters are dropped, and only its first
-            ``min(max_len, block_size)`` known characters are used.
+        line: the text to read; only the first ``min(max_len, block_size)`` characters the model
+            reads are used.
         max_len: the longest line drawn (keeps the heatmaps readable).
     """
     model, tokenizer = lab_model.model, lab_model.tokenizer
-    unknown = tuple(tokenizer.unknown_chars(line))
-    ids = tokenizer.encode(line, errors="drop")
+    info = prepare_prompt(tokenizer, line, model.config.block_size)
+    ids, chars = (info.ids, info.kept) if info.started_from == "prompt" else ((), "")
     limit = min(max_len, model.config.block_size)
     cut = max(0, len(ids) - limit)
-    ids = ids[:limit]
+    ids, chars = ids[:limit], chars[:limit]
     c = model.config
     if not ids:
-        return AttentionMaps(torch.zeros(c.n_layer, c.n_head, 0, 0), (), unknown, cut)
+        return AttentionMaps(torch.zeros(c.n_layer, c.n_head, 0, 0), (), info.unknown, cut, info.as_unk)
     device = next(model.parameters()).device
     with eval_mode(model):
         out = model(torch.tensor([ids], dtype=torch.long, device=device), return_weights=True)
     # n_layer x (1, nh, T, T) -> (n_layer, nh, T, T)
     weights = torch.stack([w[0] for w in out.attn_weights]).float().cpu()
-    return AttentionMaps(weights, tuple(tokenizer.decode(ids)), unknown, cut)
+    return AttentionMaps(weights, tuple(chars), info.unknown, cut, info.as_unk)
 
 
 @dataclass(frozen=True)
@@ -741,7 +749,7 @@ class NextCharProbs:
     """The model's distribution over the character after a prompt, under several samplings.
 
     Attributes:
-        context: the characters the model read (the kept prompt, cropped to its last block_size).
+        context: the characters the model read, as typed (the kept prompt, cropped to its last block_size).
         candidates: the characters drawn, most likely first: the ``n`` most likely plus the sampled
             one if it is not among them. The unknown token is never a candidate.
         temperatures: temperatures of ``by_temperature``'s rows (ascending; 0 = greedy).
@@ -785,7 +793,8 @@ class LastPositionAttention:
     Attributes:
         attn_weights: float32 (n_layer, n_head, T) on the CPU: the last query's row of every
             layer's and head's weights over the T characters read (each row sums to 1).
-        tokens: the T characters read.
+        tokens: the T characters read, as typed (where the model reads its unknown token, the
+            character the reader typed).
     """
 
     attn_weights: torch.Tensor
@@ -808,6 +817,14 @@ def _last_forward(lab_model: LabModel, prompt: str) -> tuple[Prompt, torch.Tenso
     with eval_mode(model):
         out = model(idx, return_weights=True)
     return info, idx, out
+
+
+def _read_as_typed(info: Prompt, tokenizer: CharTokenizer, block_size: int) -> str:
+    """The characters of ``info`` the model reads (its last block_size ids), as the reader typed them: the typed
+    character where it reads its unknown token; the newline or first character it starts from otherwise."""
+    if info.started_from != "prompt":
+        return tokenizer.decode(info.ids[-block_size:])
+    return info.kept[-block_size:]  # one character per id: ids[-block_size:]
 
 
 
@@ -891,7 +908,7 @@ def next_char_probs(
     shapes = {"idx": tuple(idx.shape), "residual": (*idx.shape, lab_model.model.ln_f.weight.shape[0]),
               "logits": tuple(out.logits.shape), "attn_weights": tuple(weights.shape)}
     return NextCharProbs(
-        context=tokenizer.decode(idx[0].tolist()),
+        context=_read_as_typed(info, tokenizer, lab_model.config.block_size),
         candidates=tuple(tokenizer.decode([i]) for i in order),
         temperatures=temps,
         top_ks=ks,
@@ -918,7 +935,7 @@ def last_position_attention(lab_model: LabModel, prompt: str) -> LastPositionAtt
     Returns:
         :class:`LastPositionAttention` with weights (n_layer, n_head, T).
     """
-    _, idx, out = _last_forward(lab_model, prompt)
+    info, _, out = _last_forward(lab_model, prompt)
     # n_layer x (1, nh, T, T) -> (n_layer, nh, T): the last query's row
     rows = torch.stack([w[0, :, -1, :] for w in out.attn_weights]).float().cpu()
-    return LastPositionAttention(rows, tuple(lab_model.tokenizer.decode(idx[0].tolist())))
+    return LastPositionAttention(rows, tuple(_read_as_typed(info, lab_model.tokenizer, lab_model.config.block_size)))

@@ -49,11 +49,15 @@ def attention_on_a_line(model: LabModel | None) -> None:
                                      separators=plotly_separators(), colon=colon())
     maps, attn_figure = attention_view(model.model_id, line, max_len, model, labels)
     if maps.unknown:
-        st.warning(fill(_("Not in the vocabulary, left out: {chars}"), chars=plain(" ".join(maps.unknown[:30]))))
+        chars = plain(" ".join(maps.unknown[:30])) + (" …" if len(maps.unknown) > 30 else "")
+        # the rule of the generation's prompt (models.prepare_prompt): the axes show these characters as typed
+        st.warning(fill(_("Not in this model's vocabulary, so the model reads each as its unknown token, the one its "
+                          "rare characters share: {chars}") if maps.as_unk
+                        else _("Not in the vocabulary, left out: {chars}"), chars=chars))
     if maps.cut:
         st.info(fill(
-            _("Only the first {shown} known characters are drawn ({cut} left out), so that the {maps} maps stay "
-                  "readable."), shown=len(maps.tokens), cut=maps.cut, maps=cfg.n_layer * cfg.n_head))
+            _("Only the first {shown} characters the model reads are drawn ({cut} more left out), so that the {maps} "
+              "maps stay readable."), shown=len(maps.tokens), cut=maps.cut, maps=cfg.n_layer * cfg.n_head))
     if attn_figure is None:
         st.warning(_("No character of this line is in the model's vocabulary: nothing to draw."))
     else:
