@@ -385,6 +385,20 @@ def test_long_prompts_are_cropped_to_block_size(trained):
     assert out.new == tail.new  # only the last block_size characters matter
 
 
+
+def test_a_prompt_is_bounded_before_it_is_encoded(trained):
+    model = trained[1].result
+    limit = S.MAX_PROMPT_CHARS
+    assert limit >= 2 * budget.MAX_BLOCK_SIZE  # longer than any Lab model's context: the crop can still be seen
+    at_limit = ("白日依山尽，黄河入海流。" * limit)[:limit]
+    assert len(M.prepare_prompt(model.tokenizer, at_limit, 16).ids) == limit
+    over = at_limit + "白"
+    for call in (lambda: M.prepare_prompt(model.tokenizer, over, 16), lambda: M.generate(model, over, 1),
+                 lambda: M.attention_maps(model, over), lambda: M.next_char_probs(model, over),
+                 lambda: M.last_position_attention(model, over)):
+        with pytest.raises(ValueError, match=str(limit)):
+            call()
+
 # --- poem forms and greedy loops -------------------------------------------------------------------------------------
 
 

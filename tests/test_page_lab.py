@@ -62,6 +62,8 @@ NEXT_CHAR_TITLE = "What the model predicts after your prompt"
 LOOKED_TITLE = "Where attention looked from the last character"
 LAST_EVAL = "last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"
 UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {chars}"
+CROPPED = ("The prompt has {known} known characters; the model reads only the last {block} (its block_size), so the "
+           "first {cropped} do not influence it.")
 UNKNOWN_AS_UNK = ("Not in this model's vocabulary, so the model reads each as its unknown token, the one its rare "
                   "characters share: {chars}")
 LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
@@ -392,8 +394,7 @@ def test_prompt_notes_for_unknown_and_long_prompts(trained):
     assert msg("Nothing of the prompt is in the vocabulary: the model starts from a {start}.",
                start=msg("newline")) in [i.value for i in at.info]
     generate(at, lab_prompt="白日依山尽，黄河入海流。" * 3)
-    cropped = msg("The prompt has {known} known characters; the model reads only the last {block} (its block_size), "
-                  "so the first {cropped} do not influence it.", known=36, block=16, cropped=20)
+    cropped = msg(CROPPED, known=36, block=16, cropped=20)
     assert cropped in [i.value for i in at.info]
     generate(at, lab_prompt="", lab_temp=2.0, lab_top_k=0, lab_length=300, lab_gen_seed=99_999)
     assert msg(GENERATED, mode=msg("temperature {t:g}", t=2.0), k=msg("all characters"), seed=99_999,
@@ -736,6 +737,21 @@ def test_a_prompt_with_characters_the_shipped_model_lacks_is_shown_as_typed(ship
     assert shipped.tokenizer.unk not in poem  # no U+FFFD where the reader's characters were
     assert msg(UNKNOWN_AS_UNK, lang, chars=plain("☃ x")) in warnings(at)  # which characters the model does not know
     assert not matching(warnings(at), UNKNOWN_PROMPT, lang)  # and they were not left out
+
+
+@pytest.mark.parametrize("lang", ["en", "fr"])
+def test_a_links_over_long_prompt_and_line_are_cut_at_the_engines_bound(shipped, lang):
+    limit = rules.MAX_PROMPT_CHARS
+    crafted = "白日依山尽，黄河入海流。" * (limit // 12 + 40)  # longer than the bound, as a link may be
+    at = page_with(lang, lab_prompt=crafted, lab_line=crafted, lab_temp="0.0", lab_length="4")
+    assert at.text_input(key="lab_prompt").value == crafted[:limit] and at.text_input(key="lab_line").value == \
+        crafted[:limit]
+    assert at.query_params["lab_prompt"] == crafted[:limit]  # Streamlit corrected the link too
+    assert msg(CROPPED, lang, known=limit, block=shipped.config.block_size,
+               cropped=limit - shipped.config.block_size) in [i.value for i in at.info]  # what the model reads of it
+    out = models.generate(shipped, crafted[:limit], 4, temperature=0)
+    poem = next(t for t in texts(at) if t.startswith("**白日"))
+    assert poem.replace("  \n", "\n").rstrip() == (f"**{plain(crafted[:limit])}**" + plain(out.new)).rstrip()
 
 
 LEFT_OUT_OF_LINE = "Not in the vocabulary, left out: {chars}"

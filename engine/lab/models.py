@@ -207,9 +207,14 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Pr
 
     Args:
         tokenizer: the model's vocabulary.
-        prompt: the reader's text.
+        prompt: the reader's text, at most ``settings.MAX_PROMPT_CHARS`` characters.
         block_size: the model's context_length.
+
+    Raises:
+        ValueError: for a prompt longer than ``settings.MAX_PROMPT_CHARS`` (checked before it is encoded).
     """
+    if len(prompt) > settings.MAX_PROMPT_CHARS:
+        raise ValueError(f"a prompt of {len(prompt)} characters is longer than {settings.MAX_PROMPT_CHARS}")
     unknown = tokenizer.unknown_chars(prompt)
     ids = tokenizer.encode(prompt, errors="drop")
     as_unk = tokenizer.unk_id is not None
@@ -292,7 +297,7 @@ def generate(
 
     Raises:
         ValueError: for sampling settings ``engine.gpt.check_sampling`` refuses, a negative
-            max_new_tokens, or None without a number of lines.
+            max_new_tokens, None without a number of lines, or a prompt over ``settings.MAX_PROMPT_CHARS``.
         FormError: if the vocabulary cannot write the form, the prompt does not start a poem of
             that form, or max_new_tokens is shorter than the form needs (``reason`` says which).
         NonFiniteLogitsError: if the model's logits are NaN or infinite.
@@ -658,9 +663,12 @@ def attention_maps(lab_model: LabModel, line: str, max_len: int = 32) -> Attenti
 
     Args:
         lab_model: the model.
-        line: the text to read; only the first ``min(max_len, block_size)`` characters the model
-            reads are used.
+        line: the text to read, at most ``settings.MAX_PROMPT_CHARS`` characters; only the first
+            ``min(max_len, block_size)`` characters the model reads are used.
         max_len: the longest line drawn (keeps the heatmaps readable).
+
+    Raises:
+        ValueError: for a line longer than ``settings.MAX_PROMPT_CHARS``.
     """
     model, tokenizer = lab_model.model, lab_model.tokenizer
     info = prepare_prompt(tokenizer, line, model.config.block_size)
@@ -858,7 +866,7 @@ def next_char_probs(
 
     Raises:
         ValueError: for a temperature < 0 or not finite, top_k < 0, top_p outside (0, 1], n outside
-            [1, 200], or a slider value outside those ranges.
+            [1, 200], a slider value outside those ranges, or a prompt over ``settings.MAX_PROMPT_CHARS``.
         FormError: as :func:`poem_rule`.
         NonFiniteLogitsError: if the model's logits are NaN or infinite.
     """
@@ -934,6 +942,9 @@ def last_position_attention(lab_model: LabModel, prompt: str) -> LastPositionAtt
 
     Returns:
         :class:`LastPositionAttention` with weights (n_layer, n_head, T).
+
+    Raises:
+        ValueError: for a prompt longer than ``settings.MAX_PROMPT_CHARS``.
     """
     info, _, out = _last_forward(lab_model, prompt)
     # n_layer x (1, nh, T, T) -> (n_layer, nh, T): the last query's row

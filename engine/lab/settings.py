@@ -40,6 +40,10 @@ PRESET_TRAINING = {
 RERUN_BATCH = 8
 RERUN_STEPS = (10, 1000)
 RERUN_BLOCK_SIZE = preset("course").block_size
+#: The longest prompt (and line to read) the Lab takes, in characters: twice the longest context a Lab model may
+#: have (``budget.MAX_BLOCK_SIZE``), so a prompt longer than the model's context still shows what the crop does,
+#: while a link cannot hand the tokenizer and the poem form an unbounded text. The page's text inputs cut there.
+MAX_PROMPT_CHARS = 2 * budget.MAX_BLOCK_SIZE
 #: Generation controls: new characters, temperature, top-k (0 = all characters).
 GENERATE_LENGTH = (1, 300)
 TEMPERATURE = (0.0, 2.0)

@@ -116,7 +116,8 @@ def generation_form(disabled: bool) -> Sampling:
     """The prompt and sampling controls in a form (generation runs when the reader asks)."""
     with st.form("lab_generate_form", border=False):
         c1, c2, c3, c6, c4, c5 = st.columns([3, 2, 1, 1, 2, 1])
-        prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params")
+        prompt = c1.text_input(_("prompt"), value=chapter.LESSON_PROMPT, key="lab_prompt", bind="query-params",
+                               max_chars=rules.MAX_PROMPT_CHARS)
         temperature = float(c2.slider(_("temperature (0 = greedy)"), *rules.TEMPERATURE, step=0.05,
                                       value=0.8, key="lab_temp", bind="query-params", format=SLIDER_FORMAT))
         top_k = url.int_input(c3, _("top-k (0 = all)"), *rules.TOP_K, step=1, value=20, key="lab_top_k")

@@ -8,6 +8,7 @@ import streamlit as st
 from engine import chapter
 from engine.figures import lab as figures
 from engine.lab import models
+from engine.lab import settings as rules
 from engine.lab.models import LabModel
 from ui import page
 from ui.i18n import _
@@ -39,7 +40,7 @@ def positions_view(model_id: str, _model: LabModel, labels: figures.PositionLabe
 def attention_on_a_line(model: LabModel | None) -> None:
     """The line input, then (with a model) its attention maps and, under the positions' prose, the table."""
     line = st.text_input(_("a line to read"), value=chapter.LESSON_LINE + "，黄河入海流。",
-                         key="lab_line", bind="query-params")
+                         key="lab_line", bind="query-params", max_chars=rules.MAX_PROMPT_CHARS)
     if model is None:
         return
     cfg = model.config
