@@ -287,3 +287,40 @@ def test_matrices_stacked_slants_many_column_labels_and_writes_three_decimals():
     assert many.layout.xaxis.tickangle == core.column_labels(cols)[0]
     # room above the cells for the slanted labels: the same rows, a taller block above them
     assert many.layout.height > few.layout.height
+
+
+@settings(max_examples=200, deadline=None)
+@given(dtype=st.sampled_from(sorted(sections.CLOSE_TOLERANCES, key=str)),
+       base=st.lists(st.floats(-1e3, 1e3, width=32), min_size=1, max_size=6),
+       scale=st.sampled_from([0.0, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]), nan=st.booleans())
+def test_close_accepts_what_assert_close_accepts(dtype, base, scale, nan):
+    expected = torch.tensor(base, dtype=torch.float64).to(dtype)
+    actual = (expected.double() * (1 + scale) + scale).to(dtype)
+    if nan:
+        actual[0] = float("nan")
+    try:
+        torch.testing.assert_close(actual, expected)
+        accepted = True
+    except AssertionError:
+        accepted = False
+    assert sections._close(actual, expected) == accepted
+
+
+def test_close_refuses_other_shapes_and_dtypes():
+    x = torch.zeros(3)
+    assert not sections._close(x, torch.zeros(4))
+    assert not sections._close(x, torch.zeros(3, dtype=torch.float64))
+    assert sections._close(x, torch.zeros(3))
+
+
+def test_exercise_3_1_imports_no_sympy():
+    """torch.testing.assert_close imports torch.distributed's tensor types and SymPy on its first call; the page's
+    check must not, or every server process pays for them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from engine import attention as A; from engine.sections import trainable_weights as s; "
+            "s.exercise_3_1(A.chapter_inputs(), d_out=2, seed_v1=123, seed_v2=789); "
+            "print(sorted(m for m in ('sympy', 'torch.distributed.tensor') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.strip() == "[]"
