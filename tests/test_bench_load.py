@@ -106,3 +106,24 @@ def test_every_cache_keyed_by_a_readers_values_is_bounded():
     files = [ROOT / "app.py", *sorted((ROOT / "views").rglob("*.py")), *sorted((ROOT / "ui").rglob("*.py"))]
     unbounded = {str(p.relative_to(ROOT)): names for p in files if (names := _unbounded_caches(p.read_text()))}
     assert unbounded == {}
+
+
+def test_figure_caches_of_the_pages_share_one_bound():
+    """A page's cache of Plotly figures keyed by control values holds ``ui.page.FIGURE_CACHE_ENTRIES`` entries:
+    the figures a class leaves behind stayed in memory, up to 32 per cache before."""
+    import ast
+
+    from ui.page import FIGURE_CACHE_ENTRIES
+
+    assert 1 <= FIGURE_CACHE_ENTRIES <= 16
+    bounds = {}
+    for path in sorted((ROOT / "views").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or node.returns is None or "Figure" not in ast.unparse(node.returns):
+                continue
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "st.cache_resource":
+                    bound = next((ast.unparse(k.value) for k in decorator.keywords if k.arg == "max_entries"), None)
+                    bounds[f"{path.name}:{node.name}"] = bound
+    assert len(bounds) >= 10, bounds
+    assert {name: b for name, b in bounds.items() if b != "page.FIGURE_CACHE_ENTRIES"} == {}

@@ -31,6 +31,11 @@ from ui.nav import PageInfo, page_info
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT_DIR = ROOT / "content"
 VIEWS_DIR = ROOT / "views"
+#: Entries of a page's cache of figures keyed by control values (``st.cache_resource(max_entries=...)``). The cache
+#: is shared by every reader of the process: it saves the redraw of the values a reader just left or a classmate
+#: also chose; a class jumping across a control's range fills more entries than it hits, each holding a Plotly
+#: figure, so more entries add memory while every reader stays, not speed.
+FIGURE_CACHE_ENTRIES = 8
 _PART = re.compile(r"^<!--\s*part:\s*([\w-]+)\s*-->\s*$", re.MULTILINE)
 
 

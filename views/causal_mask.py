@@ -43,7 +43,7 @@ def two_ways_cached() -> sections.TwoWays:
                                   d_k=TWO_WAYS_D_K)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def two_ways_figures_cached(panel_titles: tuple[str, ...], separators: str, hover_colon: str) -> list[go.Figure]:
     """The two routes' six panels, one set per language."""
     return figures.two_ways_panels(two_ways_cached(), TOKENS, panel_titles, separators, hover_colon)

@@ -26,14 +26,14 @@ N_MASKS = 2000
 LAYER_D_OUT = 2
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def sweep_and_figure(seed: int, labels: figures.SliderLabels) -> tuple[dict[float, sections.DropoutPair], go.Figure]:
     """Dropout at every p of the slider after ``manual_seed(seed)``, and the slider figure."""
     sweep = sections.dropout_sweep(sections.chapter_causal_weights(A.chapter_inputs()), seed)
     return sweep, figures.dropout_slider_figure(sweep, TOKENS, labels, active_p=SHOWN_P)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def expectation_and_figure(p: float, labels: figures.ConvergenceLabels) -> tuple[sections.Expectation, go.Figure]:
     """Running mean over 2,000 masks at rate ``p`` (seed 0) and its log-log chart."""
     weights = sections.chapter_causal_weights(A.chapter_inputs())

@@ -66,7 +66,7 @@ def chapter_cached() -> tuple[sections.ChapterLayout, sections.ViewVersusReshape
     return sections.chapter_layout(), sections.view_versus_reshape(sections.chapter_matrix())
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def explorer_cached(shape: tuple[int, ...], recipe: str, new_shape: tuple[int, ...], dims: tuple[int, int],
                     labels: figures.WalkLabels) -> tuple[sections.Exploration, go.Figure]:
     """A recipe on 1…n laid out as ``shape``, and its memory-walk figure."""
@@ -74,7 +74,7 @@ def explorer_cached(shape: tuple[int, ...], recipe: str, new_shape: tuple[int, .
     return run, figures.memory_walk_figure(run.walk, run.shown_code, labels)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
                      labels: figures.HeadWalkLabels) -> tuple[pd.DataFrame, go.Figure]:
     """The keys' path through the head split: a table of stages and the slider figure."""
@@ -82,7 +82,7 @@ def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
     return sections.head_walk_table(stages), figures.head_walk_figure(stages, num_heads, labels)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int, lang: str,
                 _labels: figures.CostLabels) -> tuple[sections.ScoreCost, go.Figure]:
     """Bytes of the score tensor and of q, k, v over T = 64 … 32768, and the log–log chart.

@@ -41,7 +41,7 @@ def shape_steps() -> dict[str, str]:
     }
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
                  labels: figures.HeadsLabels) -> tuple[sections.HeadsOnLine, go.Figure]:
     """The lesson layer's run on ``line`` and its head-slider figure."""
@@ -49,7 +49,7 @@ def heads_cached(line: str, n_embd: int, num_heads: int, seed: int,
     return run, figures.heads_slider(run.attn_weights, run.tokens, labels)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def chapter_cached(seed: int, title: str, row_title: str, col_title: str, head_col: str, separators: str,
                    hover_colon: str) -> tuple:
     """The chapter's wrapper (and its heatmap), exercise 3.2 and split layer for one seed."""
@@ -75,7 +75,7 @@ def cost_cached(n_embd: int, lengths: tuple[int, ...]) -> pd.DataFrame:
     return sections.cost_table(n_embd, lengths)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def bench_view(data: dict, labels: tuple[str, str, str, str, str], sizes: tuple[str, ...],
                separators: str) -> list[tuple[pd.DataFrame, go.Figure]]:
     """Per input size: its rows of the results table and the bar chart (``sizes``: the sizes' names)."""

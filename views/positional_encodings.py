@@ -45,7 +45,7 @@ def permutation(n_embd: int, seed: int) -> sections.PermutationSweep:
     return sections.permutation_by_layers(n_embd=n_embd, n_head=N_HEAD, seed=seed)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def permutation_chart(n_embd: int, seed: int, labels: figures.PermutationLabels) -> go.Figure:
     """The permutation experiment's slider figure, per model size, seed and language (readers share it)."""
     return figures.permutation_figure(permutation(n_embd, seed).table, labels, active_layers=1)

@@ -24,7 +24,7 @@ def dk_sweep_cached() -> sections.DkSweep:
     return sections.dk_sweep()
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def dk_figure_cached(labels: figures.DkSweepLabels) -> go.Figure:
     """The d_k sweep's slider figure, one per language."""
     return figures.dk_sweep_figure(dk_sweep_cached(), labels)
@@ -36,7 +36,7 @@ def init_comparison_cached():
     return sections.init_comparison()
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
+@st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def init_figure_cached(labels: figures.InitLabels) -> go.Figure:
     """The initialisation chart, one per language."""
     return figures.init_figure(init_comparison_cached(), labels)
