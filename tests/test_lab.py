@@ -341,6 +341,18 @@ def test_attention_on_a_line_reads_unknown_characters_as_the_prompt_does(shipped
     assert dropped.tokens == tuple("白日依") and dropped.unknown == ("☃",) and not dropped.as_unk
     assert M.last_position_attention(tang, "白日☃依").tokens == tuple("白日依")
 
+
+def test_a_prompt_counts_what_the_model_reads_as_its_unknown_token(shipped, trained):
+    tokenizer = shipped.tokenizer
+    prompt = UNKNOWN_PROMPT + tokenizer.unk + "☃"  # a typed U+FFFD is the unknown token too
+    info = M.prepare_prompt(tokenizer, prompt, shipped.config.block_size)
+    assert info.read_as_unk == sum(i == tokenizer.unk_id for i in info.ids) == 4
+    assert len(info.ids) - info.read_as_unk == 2  # 明 and 月 are the known ones
+    assert M.prepare_prompt(tokenizer, "明月", 128).read_as_unk == 0
+    tang = trained[1].result  # without an unknown token nothing is read as one: the unknown characters are dropped
+    dropped = M.prepare_prompt(tang.tokenizer, "白日☃依", 16)
+    assert dropped.read_as_unk == 0 and len(dropped.ids) == 3
+
 def test_an_unknown_ideograph_counts_as_a_letter_of_the_form(shipped):
     """A rare character the vocabulary pools into the unknown token still fills its place in the line."""
     prompt = "明月鱻光照，"

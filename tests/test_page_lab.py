@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from babel.lists import format_list
 from hypothesis import given
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
@@ -62,8 +63,11 @@ NEXT_CHAR_TITLE = "What the model predicts after your prompt"
 LOOKED_TITLE = "Where attention looked from the last character"
 LAST_EVAL = "last evaluation (step {step}): train loss **{train:.4f}**, val loss **{val:.4f}**"
 UNKNOWN_PROMPT = "Not in this model's vocabulary, so left out of the prompt: {chars}"
-CROPPED = ("The prompt has {known} known characters; the model reads only the last {block} (its block_size), so the "
-           "first {cropped} do not influence it.")
+CROPPED = ("The prompt has {counts}; the model reads only the last {block} (its block_size), so the first {cropped} "
+           "character does not influence it.", "The prompt has {counts}; the model reads only the last {block} (its "
+           "block_size), so the first {cropped} characters do not influence it.")
+KNOWN_CHARS = ("{n} known character", "{n} known characters")
+READ_AS_UNK = ("{n} read as the unknown token", "{n} read as the unknown token")
 UNKNOWN_AS_UNK = ("Not in this model's vocabulary, so the model reads each as its unknown token, the one its rare "
                   "characters share: {chars}")
 LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
@@ -131,6 +135,19 @@ CORPUS_METRICS = ("characters", "records", "distinct characters", "train / val t
 def msg(msgid: str, lang: str = "en", **values) -> str:
     """A message of the page as the reader sees it in ``lang``, its numbers in that language's format."""
     return fill(translations(lang).gettext(msgid), lang, **values)
+
+
+def msg_n(msgids: tuple[str, str], count: int, lang: str = "en", **values) -> str:
+    """A plural message (``ngettext``) for ``count`` as the reader sees it in ``lang``."""
+    return fill(translations(lang).ngettext(*msgids, count), lang, **values)
+
+
+def cropped_note(known: int, unk: int, block: int, cropped: int, lang: str = "en") -> str:
+    """The note on a prompt longer than block_size: its known characters and those read as the unknown token."""
+    counts = msg_n(KNOWN_CHARS, known, lang, n=known)
+    if unk:
+        counts = format_list([counts, msg_n(READ_AS_UNK, unk, lang, n=unk)], locale=lang)
+    return msg_n(CROPPED, cropped, lang, counts=counts, block=block, cropped=cropped)
 
 
 def pattern(msgid: str, lang: str = "en", **values) -> re.Pattern:
@@ -394,7 +411,7 @@ def test_prompt_notes_for_unknown_and_long_prompts(trained):
     assert msg("Nothing of the prompt is in the vocabulary: the model starts from a {start}.",
                start=msg("newline")) in [i.value for i in at.info]
     generate(at, lab_prompt="白日依山尽，黄河入海流。" * 3)
-    cropped = msg(CROPPED, known=36, block=16, cropped=20)
+    cropped = cropped_note(known=36, unk=0, block=16, cropped=20)  # the tiny model's vocabulary has no unknown token
     assert cropped in [i.value for i in at.info]
     generate(at, lab_prompt="", lab_temp=2.0, lab_top_k=0, lab_length=300, lab_gen_seed=99_999)
     assert msg(GENERATED, mode=msg("temperature {t:g}", t=2.0), k=msg("all characters"), seed=99_999,
@@ -747,12 +764,26 @@ def test_a_links_over_long_prompt_and_line_are_cut_at_the_engines_bound(shipped,
     assert at.text_input(key="lab_prompt").value == crafted[:limit] and at.text_input(key="lab_line").value == \
         crafted[:limit]
     assert at.query_params["lab_prompt"] == crafted[:limit]  # Streamlit corrected the link too
-    assert msg(CROPPED, lang, known=limit, block=shipped.config.block_size,
-               cropped=limit - shipped.config.block_size) in [i.value for i in at.info]  # what the model reads of it
+    assert cropped_note(limit, 0, shipped.config.block_size, limit - shipped.config.block_size, lang) in [
+        i.value for i in at.info]  # what the model reads of it
     out = models.generate(shipped, crafted[:limit], 4, temperature=0)
     poem = next(t for t in texts(at) if t.startswith("**白日"))
     assert poem.replace("  \n", "\n").rstrip() == (f"**{plain(crafted[:limit])}**" + plain(out.new)).rstrip()
 
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+def test_a_long_prompt_counts_the_characters_read_as_the_unknown_token_apart(shipped, lang):
+    prompt = "明月☃x" * 40  # crafted: 160 characters, half of them outside the Tang vocabulary
+    block = shipped.config.block_size
+    unk = sum(c not in shipped.tokenizer.stoi for c in prompt)
+    known = len(prompt) - unk
+    assert unk and known and len(prompt) > block
+    at = page_with(lang, lab_prompt=prompt, lab_temp="0.0", lab_length="4")
+    infos = [i.value for i in at.info]
+    assert cropped_note(known, unk, block, len(prompt) - block, lang) in infos
+    assert cropped_note(len(prompt), 0, block, len(prompt) - block, lang) not in infos  # the old count, all "known"
+    one = page_with(lang, lab_prompt="明" * block + "☃", lab_temp="0.0", lab_length="4")  # one character cropped
+    assert cropped_note(block, 1, block, 1, lang) in [i.value for i in one.info]
 
 LEFT_OUT_OF_LINE = "Not in the vocabulary, left out: {chars}"
 

@@ -188,6 +188,9 @@ class Prompt:
         given: the prompt as the reader typed it.
         as_unk: True when the unknown characters reach the model as its unknown token (a vocabulary
             with one, ``tokenizer.unk_id``), False when they are dropped.
+        read_as_unk: how many of ``ids`` are the unknown token (each character outside the vocabulary, and
+            the token's own character if typed); 0 without one. ``len(ids) - read_as_unk`` characters are
+            known ones.
     """
 
     ids: tuple[int, ...]
@@ -197,6 +200,7 @@ class Prompt:
     cropped: int
     given: str
     as_unk: bool
+    read_as_unk: int
 
 
 def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Prompt:
@@ -219,13 +223,15 @@ def prepare_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> Pr
     ids = tokenizer.encode(prompt, errors="drop")
     as_unk = tokenizer.unk_id is not None
     kept = prompt if as_unk else "".join(c for c in prompt if c in tokenizer.stoi)
+    read_as_unk = ids.count(tokenizer.unk_id) if as_unk else 0
     started_from = "prompt"
     if not ids:
         if "\n" in tokenizer.stoi:
             ids, started_from = [tokenizer.stoi["\n"]], "newline"
         else:
             ids, started_from = [0], "first_character"
-    return Prompt(tuple(ids), kept, tuple(unknown), started_from, max(0, len(ids) - block_size), prompt, as_unk)
+    return Prompt(tuple(ids), kept, tuple(unknown), started_from, max(0, len(ids) - block_size), prompt, as_unk,
+                  read_as_unk)
 
 
 @dataclass(frozen=True)

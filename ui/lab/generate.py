@@ -225,6 +225,22 @@ def why_loops(model: LabModel) -> None:
             loop_example(model)
 
 
+def cropped_text(info: models.Prompt, block_size: int) -> str:
+    """Why the first characters of a long prompt do not count: its known characters and those read as the unknown
+    token (``Prompt.read_as_unk``), the block_size the model reads, how many are cropped."""
+    known = len(info.ids) - info.read_as_unk
+    counts = fill(ngettext("{n} known character", "{n} known characters", known), n=known)
+    if info.read_as_unk:
+        unk = fill(ngettext("{n} read as the unknown token", "{n} read as the unknown token", info.read_as_unk),
+                   n=info.read_as_unk)
+        counts = format_list([counts, unk], locale=current_language())
+    return fill(ngettext("The prompt has {counts}; the model reads only the last {block} (its block_size), so the "
+                         "first {cropped} character does not influence it.",
+                         "The prompt has {counts}; the model reads only the last {block} (its block_size), so the "
+                         "first {cropped} characters do not influence it.", info.cropped),
+                counts=counts, block=block_size, cropped=info.cropped)
+
+
 def show_generation(model: LabModel, sampling: Sampling) -> None:
     """The prompt as the reader typed it and the generated text, with the notes on the prompt (the unknown characters
     and what the model did with them, an empty start, a cropped prompt), then why greedy decoding loops."""
@@ -255,9 +271,7 @@ def generation_text(model: LabModel, sampling: Sampling) -> None:
         start = _("newline") if info.started_from == "newline" else _("first character of its vocabulary")
         st.info(fill(_("Nothing of the prompt is in the vocabulary: the model starts from a {start}."), start=start))
     if info.cropped:
-        st.info(fill(_("The prompt has {known} known characters; the model reads only the last {block} (its "
-                  "block_size), so the first {cropped} do not influence it."),
-            known=len(info.ids), block=model.config.block_size, cropped=info.cropped))
+        st.info(cropped_text(info, model.config.block_size))
     given = f"**{plain(info.given)}**" if info.given else ""  # as typed: no U+FFFD, nothing the model dropped hidden
     st.markdown(given + plain(out.new).replace("\n", "  \n"))
     loop_note(out.new)
