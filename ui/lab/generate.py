@@ -1,4 +1,5 @@
-"""Section 4 of the Lab: generation from a prompt, the KV cache while it wrote, the next character's odds."""
+"""Section 4 of the Lab: generation from a prompt, why greedy decoding loops (with a loop of the model in use), the KV
+cache while it wrote, the next character's odds."""
 
 from __future__ import annotations
 
