@@ -22,6 +22,10 @@ Uploads also go when their reader does. Streamlit keeps a closed tab's session f
 without shutting it down, so the files it uploaded stayed in the upload manager for good (and would in time
 fill the cap above for everyone). :func:`forget_orphan_uploads` removes the files of sessions the runtime no
 longer knows; the start-up hook runs it every ``REAP_EVERY_S`` seconds, and every upload request runs it first.
+
+The hook also collects the garbage of readers' runs every ``engine.startup.COLLECT_EVERY_S`` seconds, in a worker
+thread (:func:`engine.startup.collect_garbage`): Streamlit's collection after every run is off (it stalled every
+slider move), and without one the garbage of a class's runs piled up.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 
 from engine import budget
-from engine.startup import prepare_process
+from engine.startup import COLLECT_EVERY_S, collect_garbage, prepare_process
 
 #: Seconds between two sweeps for the uploads of sessions that ended.
 REAP_EVERY_S = 30.0
@@ -163,15 +167,23 @@ async def _sweep_uploads() -> None:
         forget_orphan_uploads()
 
 
+async def _collect_garbage() -> None:
+    while True:
+        await asyncio.sleep(COLLECT_EVERY_S)
+        await asyncio.to_thread(collect_garbage)
+
+
 @asynccontextmanager
 async def lifespan(_app):
-    """Start preparing the process when the server starts, and sweeping ended sessions' uploads until it stops."""
+    """Start preparing the process when the server starts; until it stops, sweep ended sessions' uploads and
+    collect the garbage of readers' runs (``engine.startup.collect_garbage``, in a worker thread)."""
     threading.Thread(target=prepare_process, name="prepare-process", daemon=True).start()
-    sweeper = asyncio.create_task(_sweep_uploads())
+    tasks = [asyncio.create_task(_sweep_uploads()), asyncio.create_task(_collect_garbage())]
     try:
         yield
     finally:
-        sweeper.cancel()
+        for task in tasks:
+            task.cancel()
 
 
 app = st.App("app.py", lifespan=lifespan, middleware=[Middleware(UploadCap)])

@@ -10,6 +10,12 @@ Streamlit's own full collection after every run (``runner.postScriptGC``) is swi
 ``.streamlit/config.toml``: even with the start-up objects frozen, it walks everything made later (Plotly's and
 pandas' lazily built classes, the caches) on every slider move. What both cost is measured in the README
 (Architecture, "A server entry point beside the app script"; ``python -m engine.bench pages --browser``).
+
+Without it, garbage that only the cycle collector frees (a Plotly figure and its traces point at each other) waits
+for the interpreter's own thresholds, which in a long-lived server rarely reach the oldest generation: a class of
+readers left it to pile up. :func:`collect_garbage` is that collection outside every reader's run: ``serve.py``'s
+start-up hook calls it from a worker thread every ``COLLECT_EVERY_S`` seconds, then hands the C heap's free pages
+back to the system.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ import threading
 from dataclasses import dataclass
 
 import engine
-from engine.device import configure_malloc, configure_threads
+from engine.device import configure_malloc, configure_threads, release_free_memory
 
+#: Seconds between two collections of the server's garbage (:func:`collect_garbage`, from ``serve.py``).
+COLLECT_EVERY_S = 10.0
 #: Engine modules that are only commands (``python -m engine.train``), never imported by a page.
 COMMANDS = ("engine.train",)
 
@@ -85,3 +93,18 @@ def prepare_process() -> Startup:
             _startup = Startup(threads=threads, malloc_configured=malloc, modules=modules,
                                frozen=gc.get_freeze_count())
         return _startup
+
+
+def collect_garbage() -> int:
+    """One full collection of the garbage made since start-up (the frozen start-up objects are skipped), then the
+    C heap's free pages handed back to the system (:func:`engine.device.release_free_memory`).
+
+    Called by the server every :data:`COLLECT_EVERY_S` seconds from a thread of its own, never from a reader's
+    run; it holds the interpreter lock while it walks the objects.
+
+    Returns:
+        The number of unreachable objects found (``gc.collect()``).
+    """
+    found = gc.collect()
+    release_free_memory()
+    return found

@@ -106,3 +106,45 @@ def test_streamlit_does_not_collect_after_every_run():
     settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert settings["runner"]["postScriptGC"] is False
     assert config.get_option("runner.postScriptGC") is False  # Streamlit reads the same file
+
+
+def test_collect_garbage_frees_cycles_and_returns_what_it_found():
+    import gc
+    import weakref
+
+    from engine.startup import collect_garbage
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: only the cycle collector frees it
+    alive = weakref.ref(a)
+    del a, b
+    gc.disable()  # so that no automatic collection frees it first
+    try:
+        assert alive() is not None
+        assert collect_garbage() >= 2
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+def test_serve_collects_garbage_on_its_cadence_in_a_worker_thread(monkeypatch):
+    import asyncio
+    import threading
+
+    import serve
+
+    calls = []
+    monkeypatch.setattr(serve, "COLLECT_EVERY_S", 0.05)
+    monkeypatch.setattr(serve, "collect_garbage", lambda: calls.append(threading.current_thread().name))
+
+    async def main():
+        task = asyncio.create_task(serve._collect_garbage())
+        await asyncio.sleep(0.5)
+        task.cancel()
+
+    asyncio.run(main())
+    assert len(calls) >= 3
+    assert threading.main_thread().name not in calls  # never in the event loop's thread
