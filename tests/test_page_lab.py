@@ -725,7 +725,8 @@ def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
                             "steps or the model's size."), errors
     assert matching(captions(at), "{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · "
                                   "evaluation every {every} steps · about {memory:,.0f} MB of memory (limit "
-                                  "{limit:,.0f} MB) and {time} of training (limit {cap})", limit=240)
+                                  "{limit:,.0f} MB) and up to {time} of training (a cautious estimate for a shared "
+                                  "server; limit {cap})", limit=240)
     assert at.button(key="lab_train").disabled
     set_controls(at, {"lab_n_layer": 2, "lab_n_embd": 64, "lab_n_head": 4, "lab_block": 64, "lab_batch": 16,
                       "lab_steps": 400})

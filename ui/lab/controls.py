@@ -44,7 +44,8 @@ def estimate_caption(plan: rules.TrainingPlan) -> str:
     if est is None:
         return ""
     return fill(_("{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · evaluation every {every} "
-             "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and {time} of training (limit {cap})"
+             "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and up to {time} of training (a "
+             "cautious estimate for a shared server; limit {cap})"
              ), params=est.params, head_dim=plan.model.head_dim,
                       tokens=plan.train.batch_size * plan.model.block_size, every=plan.train.eval_interval,
                       memory=est.memory_bytes / MB, limit=budget.MAX_TRAINING_BYTES / MB,
