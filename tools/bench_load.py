@@ -385,10 +385,14 @@ async def trainer(base: str, log: ReaderLog, seed: int, until: float) -> None:
             session.progress = None
             start = time.monotonic()
             await session.click("lab_train")
-            while (session.progress is None or session.progress < 100) and not session.errors:
+            # the run after the click may still draw the previous training's full bar: the new one counts from its
+            # first bar below 100 on
+            running = False
+            while not (running and session.progress >= 100) and not session.errors:
                 if time.monotonic() > until + RUN_TIMEOUT_S:  # queued behind the other, or slow: not an error
                     log.unfinished += 1
                     return
+                running = running or (session.progress is not None and session.progress < 100)
                 await asyncio.sleep(0.5)
             log.trainings_s.append(time.monotonic() - start)
             say(f"{log.name}: trained seed {seed} in {log.trainings_s[-1]:.0f} s")
