@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 from babel.lists import format_list
 from hypothesis import given
 from hypothesis import strategies as st
@@ -1067,10 +1068,13 @@ def page_with(lang: str, state: dict | None = None, **params: str) -> AppTest:
     return at
 
 
-def english_model() -> models.LabModel:
-    """An untrained tiny model of an English text: its vocabulary has no line marks."""
+def english_model(seed: int = 0) -> models.LabModel:
+    """An untrained tiny model of an English text: its vocabulary has no line marks. Its weights come from ``seed``
+    (the global generator is left as it was), so that what it writes does not depend on the tests run before."""
     english = corpus_from_bytes(b"the cat sat on the mat\n\n" * 40, "cats.txt")
-    tiny = GPT(preset("tiny", vocab_size=english.vocab_size)).eval()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        tiny = GPT(preset("tiny", vocab_size=english.vocab_size)).eval()
     return models.LabModel(tiny, english.tokenizer, {}, "uploaded", models.weights_id(tiny, english.tokenizer))
 
 
@@ -1137,7 +1141,9 @@ def assert_loop_example(at, lang: str, found: models.LoopSearch) -> None:
     bold = f"**{plain(out.prompt.given)}**" if out.prompt.given else ""
     shaded = next(t for t in texts(at) if t.startswith(bold) and SHADED.search(t))
     body = shaded[len(bold):]
-    assert unescaped(SHADED.sub(lambda m: m.group(2), body).replace("  \n", "\n")) == out.new  # the whole text
+    shown = unescaped(SHADED.sub(lambda m: m.group(2), body).replace("  \n", "\n"))
+    # the whole text; Markdown drops line breaks at the very start and end (an empty prompt starts from a newline)
+    assert shown.strip("\n ") == out.new.strip("\n ")
     colours = ("orange", "blue")
     expected = [colours[(i - loop.start) // loop.period % 2] for i in range(loop.start, loop.end) if out.new[i] != "\n"]
     seen = [colour for colour, piece in SHADED.findall(body) for _char in unescaped(piece)]
@@ -1164,11 +1170,18 @@ def test_the_loops_box_searches_the_model_in_use():
     at = page_with("en", {"lab_own": model, "lab_use": "own", "lab_loops": True})
     found = models.greedy_loop(model)
     assert found.tried == ("",)  # none of the Tang prompts is in its vocabulary: it starts from a newline
-    if found.loop is not None:
-        assert_loop_example(at, "en", found)
-    else:
-        assert msg(NO_LOOP_EXAMPLE, prompts=msg("an empty prompt"), n=found.length,
-                   least=models.LOOP_MIN_CHARS) in [i.value for i in at.info]
+    assert found.loop is not None and "\n" in found.loop.span  # an untrained model loops at once, line breaks too
+    assert_loop_example(at, "en", found)
+
+
+def test_the_loops_box_says_when_no_greedy_text_loops(monkeypatch):
+    model = english_model(seed=1)  # a model of its own: the search is cached by model id
+    found = models.greedy_loop(model)
+    monkeypatch.setattr(models, "greedy_loop", lambda _m: dataclasses.replace(found, generation=None, loop=None))
+    at = page_with("en", {"lab_own": model, "lab_use": "own", "lab_loops": True})
+    assert msg(NO_LOOP_EXAMPLE, prompts=msg("an empty prompt"), n=found.length,
+               least=models.LOOP_MIN_CHARS) in [i.value for i in at.info]
+    assert not matching(texts(at), LOOP_EXAMPLE)
 
 @pytest.mark.parametrize(("chars", "lines"), [("[click](https://attacker.example/x)", "<img src=x onerror=alert(1)>"),
                                              ("3", "3"), ("五言 · 7", "18"), ("6", "five"), ("nan", "-2"),

@@ -43,6 +43,8 @@ EXEMPT: dict[str, str] = {
     "engine.sections.positional_encodings._check_scores_input": "an argument check on the vectors and the shift",
     "engine.gpt.check_sampling": "an argument check on the temperature, top_k and the prompt's length",
     "engine.lab.runner.LabRunner._check_browser": "a check: it refuses a second training from the same browser",
+    "engine.lab.models._read_as_typed": "labels only: the characters the model reads, written as the reader typed "
+                                        "them, for a chart's axis",
     # the chapter's code, taught and shown on the page that introduces it
     "engine.attention.causal_mask": "torch.triu(ones, diagonal=1) as a bool mask, shown on pages 3 and 4",
     "engine.attention.CausalAttention": "the wrapper's head, taught and shown on pages 3 and 4",
