@@ -50,7 +50,7 @@ run: $(VENV)/.app
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
-# About 35 minutes on 2 cores: lint, engine and page tests, then the browser and load tests (progress shown).
+# About 30 minutes on 2 cores: lint, engine and page tests, then the browser and load tests (progress shown).
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
