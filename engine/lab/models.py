@@ -841,7 +841,6 @@ def _read_as_typed(info: Prompt, tokenizer: CharTokenizer, block_size: int) -> s
     return info.kept[-block_size:]  # one character per id: ids[-block_size:]
 
 
-
 @torch.no_grad()
 def next_char_probs(
     lab_model: LabModel,
