@@ -55,6 +55,12 @@ def buffer_table(target: str):
     return sections.buffer_demo(target)
 
 
+@st.cache_data(show_spinner=False)
+def meta_buffers_cached() -> sections.MetaBuffers:
+    """The meta table, the recording when this PyTorch made it (:func:`engine.sections.causal_mask.meta_buffers`)."""
+    return sections.meta_buffers()
+
+
 def show_buffers(table, device: str, key: str) -> None:
     """The register_buffer table for one device, in the reader's words, and each forward pass's outcome."""
     holders = [_(HOLDER_LABELS[h]) for h in table["holder"]]
@@ -225,11 +231,16 @@ page.show_code(sections.triu_explorer)
 
 # --- 4. register_buffer -----------------------------------------------------------------------------------
 page.prose("buffer")
-buffers = buffer_table("meta")
+meta = meta_buffers_cached()
+buffers = meta.table
 st.dataframe(buffers[["holder", "state_dict_keys"]].assign(holder=[_(HOLDER_LABELS[h]) for h in buffers["holder"]])
              .rename(columns={"holder": _("mask held as"), "state_dict_keys": _("state_dict() keys")}),
              hide_index=True, key="cm_buffer_keys")
 show_buffers(buffers, "meta", "cm_buffer_meta")
+if meta.recorded_with is not None:
+    st.caption(_("This meta table is a recording of the code below, made with PyTorch {version}: running on the meta "
+                 "device loads PyTorch's compiler, a large import, so the server reads the recording and the test "
+                 "suite reruns the code to check it.").format(version=meta.recorded_with))
 page.prose("buffer_meta")
 device = pick_device()
 if device.type == "cpu":

@@ -5,11 +5,18 @@ Source: chapter ``003`` ("Mécanismes d'attention"), sections on causal attentio
 ``torch.triu``/``torch.tril``, the compact ``CausalAttention`` class and
 ``register_buffer``. The fully masked row is the classic pitfall of padding
 masks (every position of a row hidden gives 0/0 in the softmax).
+
+``python -m engine.sections.causal_mask [--out PATH]`` records :func:`buffer_demo`'s meta table in
+:data:`BUFFER_DEMO_FILE` (see :func:`meta_buffers` for why the server reads a recording).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -28,6 +35,20 @@ BUFFER_COLUMNS: tuple[str, ...] = (
     "holder", "state_dict_keys", "in_state_dict", "in_named_buffers", "weights_device", "mask_device", "forward_ok",
     "forward_result",
 )
+#: The type of each column of :func:`buffer_demo`'s table, as a recording must hold it.
+BUFFER_COLUMN_TYPES: dict[str, type] = {
+    "holder": str, "state_dict_keys": str, "in_state_dict": bool, "in_named_buffers": bool, "weights_device": str,
+    "mask_device": str, "forward_ok": bool, "forward_result": str,
+}
+#: The recording of ``buffer_demo("meta")`` the server shows (written by :data:`BUFFER_DEMO_COMMAND`).
+BUFFER_DEMO_FILE = Path(__file__).resolve().parents[2] / "assets" / "buffer_demo.json"
+#: The recording's format tag, and the command that writes it.
+BUFFER_DEMO_FORMAT = "buffer-demo/1"
+BUFFER_DEMO_COMMAND = "python -m engine.sections.causal_mask"
+#: The mask size of :func:`buffer_demo`'s table (its default ``context_length``, the chapter's six tokens).
+BUFFER_CONTEXT_LENGTH = 6
+#: Bounds a recording is checked against before it is parsed: file size (bytes), characters per text cell.
+MAX_BUFFER_FILE_BYTES, MAX_BUFFER_CELL_CHARS = 65_536, 2_000
 #: What a ``torch.triu`` mask does, as :attr:`TriuMask.kind` (see :func:`triu_explorer`).
 TRIU_KINDS: tuple[str, ...] = ("causal", "fully_masked_rows", "hides_diagonal", "leaks_future", "hides_nothing")
 
@@ -358,7 +379,7 @@ MASK_HOLDERS: dict[str, type[A.CausalAttention]] = {
 
 
 @uses_global_rng
-def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) -> pd.DataFrame:
+def buffer_demo(target: str | torch.device = "meta", context_length: int = BUFFER_CONTEXT_LENGTH) -> pd.DataFrame:
     """Where the mask goes with ``.to(target)`` and whether it is saved, for each way of holding it.
 
     On a machine without a GPU, ``target="meta"`` (tensors with shapes but no
@@ -395,3 +416,146 @@ def buffer_demo(target: str | torch.device = "meta", context_length: int = 6) ->
         rows.append((holder, keys, in_state, "mask" in buffers, str(module.W_query.weight.device),
                      str(module.mask.device), ok, result))
     return pd.DataFrame(rows, columns=list(BUFFER_COLUMNS))
+
+
+@dataclass(frozen=True)
+class BufferRecording:
+    """A recording of ``buffer_demo("meta")`` read back by :func:`read_buffer_demo`.
+
+    Attributes:
+        table: the DataFrame :func:`buffer_demo` returned, same columns (:data:`BUFFER_COLUMNS`), order and dtypes.
+        torch_version: ``torch.__version__`` of the process that recorded it (PyTorch's error text is in the table).
+        command: the command that regenerates it.
+    """
+
+    table: pd.DataFrame
+    torch_version: str
+    command: str
+
+
+@dataclass(frozen=True)
+class MetaBuffers:
+    """The meta-device table the page shows (see :func:`meta_buffers`).
+
+    Attributes:
+        table: ``buffer_demo("meta")``'s DataFrame, recorded or run live.
+        recorded_with: the PyTorch version of the recording, None when the table was run live.
+    """
+
+    table: pd.DataFrame
+    recorded_with: str | None
+
+
+def buffer_demo_record() -> dict:
+    """``buffer_demo("meta")`` as the JSON object :func:`read_buffer_demo` reads back.
+
+    Returns:
+        ``{"format", "command", "torch", "target", "context_length", "columns", "rows"}``; ``rows`` holds one
+        object per holder, keyed by :data:`BUFFER_COLUMNS`, with plain ``str``/``bool`` values.
+    """
+    table = buffer_demo("meta")
+    rows = [{column: BUFFER_COLUMN_TYPES[column](value) for column, value in zip(BUFFER_COLUMNS, row, strict=True)}
+            for row in table.itertuples(index=False, name=None)]
+    return {"format": BUFFER_DEMO_FORMAT, "command": BUFFER_DEMO_COMMAND, "torch": torch.__version__,
+            "target": "meta", "context_length": BUFFER_CONTEXT_LENGTH, "columns": list(BUFFER_COLUMNS), "rows": rows}
+
+
+def _text(value: object, name: str) -> str:
+    """``value`` if it is a ``str`` of at most :data:`MAX_BUFFER_CELL_CHARS` characters; ValueError otherwise."""
+    if not isinstance(value, str) or len(value) > MAX_BUFFER_CELL_CHARS:
+        raise ValueError(f"{name} must be a string of at most {MAX_BUFFER_CELL_CHARS} characters, got {value!r:.80}")
+    return value
+
+
+def read_buffer_demo(path: str | Path = BUFFER_DEMO_FILE) -> BufferRecording:
+    """Read and check a recording written by :func:`buffer_demo_record` (``python -m engine.sections.causal_mask``).
+
+    The file is bounded (:data:`MAX_BUFFER_FILE_BYTES`) before it is read, then every field is checked: the format
+    tag, ``target`` "meta", ``context_length`` :data:`BUFFER_CONTEXT_LENGTH` (the default the page runs), the
+    columns :data:`BUFFER_COLUMNS` in order, one row per holder of :data:`MASK_HOLDERS` in order, each cell of its
+    :data:`BUFFER_COLUMN_TYPES` type (a bool is not taken for a string, nor 0/1 for a bool), ``torch`` and
+    ``command`` strings.
+
+    Returns:
+        The :class:`BufferRecording`, its table equal to the one :func:`buffer_demo` returned.
+
+    Raises:
+        FileNotFoundError: if there is no such file.
+        ValueError: if the file is too large, not UTF-8 JSON, or any field is missing or of the wrong type.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_BUFFER_FILE_BYTES:
+        raise ValueError(f"{path}: {size} bytes, more than a recording's {MAX_BUFFER_FILE_BYTES}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid UTF-8 JSON ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != BUFFER_DEMO_FORMAT:
+        raise ValueError(f"{path}: not a {BUFFER_DEMO_FORMAT} recording")
+    if data.get("target") != "meta":
+        raise ValueError(f"{path}: target must be 'meta', got {data.get('target')!r:.80}")
+    length = data.get("context_length")
+    if type(length) is not int or length != BUFFER_CONTEXT_LENGTH:
+        raise ValueError(f"{path}: context_length must be {BUFFER_CONTEXT_LENGTH}, got {length!r:.80}")
+    if data.get("columns") != list(BUFFER_COLUMNS):
+        raise ValueError(f"{path}: columns must be {list(BUFFER_COLUMNS)}, got {data.get('columns')!r:.200}")
+    rows = data.get("rows")
+    if not isinstance(rows, list) or len(rows) != len(MASK_HOLDERS):
+        raise ValueError(f"{path}: rows must be a list of {len(MASK_HOLDERS)} objects, one per mask holder")
+    cells = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or set(row) != set(BUFFER_COLUMNS):
+            missing = sorted(set(BUFFER_COLUMNS) - set(row)) if isinstance(row, dict) else list(BUFFER_COLUMNS)
+            extra = sorted(set(row) - set(BUFFER_COLUMNS)) if isinstance(row, dict) else []
+            raise ValueError(f"{path}: row {i} must hold the columns {list(BUFFER_COLUMNS)} "
+                             f"(missing {missing}, unexpected {extra!r:.200})")
+        for column, kind in BUFFER_COLUMN_TYPES.items():
+            if kind is bool and not isinstance(row[column], bool):
+                raise ValueError(f"{path}: row {i}, {column} must be true or false, got {row[column]!r:.80}")
+            if kind is str:
+                _text(row[column], f"{path}: row {i}, {column}")
+        cells.append(tuple(row[column] for column in BUFFER_COLUMNS))
+    holders = [row[0] for row in cells]
+    if holders != list(MASK_HOLDERS):
+        raise ValueError(f"{path}: holders must be {list(MASK_HOLDERS)} in that order, got {holders}")
+    return BufferRecording(pd.DataFrame(cells, columns=list(BUFFER_COLUMNS)),
+                           _text(data.get("torch"), f"{path}: torch"), _text(data.get("command"), f"{path}: command"))
+
+
+def meta_buffers(path: str | Path | None = None) -> MetaBuffers:
+    """``buffer_demo("meta")``'s table: the recording at ``path`` (default :data:`BUFFER_DEMO_FILE`) when the running
+    PyTorch made it, else run live.
+
+    Running modules on the meta device makes PyTorch import its compiler stack (``torch._dynamo``, SymPy:
+    its Python meta kernels are wrapped by ``torch._disable_dynamo``), hundreds of modules a server would
+    otherwise never load; the recording shows the same table without it, and the test suite reruns the code
+    and compares. Another PyTorch (its error text may differ) or no file runs the code live.
+
+    Raises:
+        ValueError: if the file exists but is damaged (see :func:`read_buffer_demo`).
+    """
+    try:
+        recording = read_buffer_demo(BUFFER_DEMO_FILE if path is None else path)
+    except FileNotFoundError:
+        recording = None
+    if recording is not None and recording.torch_version == torch.__version__:
+        return MetaBuffers(recording.table, recording.torch_version)
+    return MetaBuffers(buffer_demo("meta"), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``python -m engine.sections.causal_mask [--out PATH]``, writes :func:`buffer_demo_record`."""
+    parser = argparse.ArgumentParser(prog=BUFFER_DEMO_COMMAND,
+                                     description="Record buffer_demo('meta')'s table for the server (page 3).")
+    parser.add_argument("--out", default=str(BUFFER_DEMO_FILE), help=f"where to write it (default {BUFFER_DEMO_FILE})")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(buffer_demo_record(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {out} (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
