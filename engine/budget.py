@@ -4,7 +4,7 @@ The app runs as one process for every reader, on as little as Streamlit Communit
 allotment (690 MB). Anything a reader controls (the Lab's settings, an uploaded text, an uploaded
 checkpoint) is checked here *before* a tensor is allocated, from sizes alone:
 
-* parameters ``P`` (counted on the meta device, ``engine.gpt.config_params``);
+* parameters ``P`` (from the config alone, ``engine.gpt.config_params``);
 * training state ``16 P`` bytes: float32 weights, gradients and AdamW's two moments;
 * activations kept for the backward pass, which dominate: per layer ``B * T * n_embd`` floats for
   the LayerNorms, q/k/v, projections and the 4x MLP, ``B * n_head * T^2`` floats for the attention
@@ -116,7 +116,7 @@ def estimate(config: GPTConfig, batch_size: int, steps: int, eval_interval: int 
             forward passes, a third of a step each); 0 leaves evaluations out.
 
     Returns:
-        An :class:`Estimate`. Nothing is allocated (parameters are counted on the meta device).
+        An :class:`Estimate`. Nothing is allocated (parameters are counted from the config).
     """
     params = config_params(config)
     B, T, C, L, H, V = batch_size, config.block_size, config.n_embd, config.n_layer, config.n_head, config.vocab_size
@@ -147,7 +147,7 @@ def size_refusals(config: GPTConfig) -> list[Refusal]:
     out = [Refusal(name, getattr(config, name), cap) for name, cap in
            (("n_layer", MAX_N_LAYER), ("n_embd", MAX_N_EMBD), ("block_size", MAX_BLOCK_SIZE), ("vocab_size", MAX_VOCAB))
            if getattr(config, name) > cap]
-    if not out:  # counting parameters builds the model on the meta device: only for sizes within the caps
+    if not out:  # the parameter count lists every layer's shapes: only for sizes within the caps
         params = config_params(config)
         if params > MAX_PARAMS:
             out.append(Refusal("params", params, MAX_PARAMS))

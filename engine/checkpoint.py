@@ -12,7 +12,7 @@ description (GPT config, tokenizer vocabulary, training summary). Two forms:
 Loading trusts nothing in the file. Before any tensor is allocated, :func:`inspect_checkpoint`
 reads the safetensors header (an 8-byte length, then JSON), checks the declared config against
 the caps of :mod:`engine.budget`, and checks every stored tensor's dtype, shape and byte range
-against the shapes the config implies (computed on the meta device). Only then are the weights
+against the shapes the config implies (read from the config alone, nothing built). Only then are the weights
 read; a weight that is NaN or infinite is refused. A 420-byte file that declares n_embd 10^6
 is refused from its header, with memory near the file's size.
 
@@ -39,7 +39,7 @@ import safetensors.torch
 import torch
 
 from engine import budget
-from engine.gpt import GPT, GPTConfig
+from engine.gpt import GPT, GPTConfig, param_shapes
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 
@@ -340,9 +340,8 @@ def check_description(meta: object, where: str = "checkpoint") -> tuple[GPTConfi
 
 
 def _expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
-    """Name -> shape of every weight a GPT with ``config`` stores; built on the meta device (no memory)."""
-    with torch.device("meta"):
-        return {name: tuple(t.shape) for name, t in GPT(config).state_dict().items()}
+    """Name -> shape of every weight a GPT with ``config`` stores (``engine.gpt.param_shapes``: nothing built)."""
+    return param_shapes(config)
 
 
 def inspect_checkpoint(meta: object, header: dict, data_bytes: int, where: str = "checkpoint") -> CheckpointHeader:

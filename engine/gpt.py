@@ -158,17 +158,62 @@ PRESETS: dict[str, GPTConfig] = {
 def count_params(module: nn.Module) -> int:
     """Number of scalar parameters of ``module`` (every tensor in ``module.parameters()``).
 
-    The project's one parameter counter: the multi-head page's qkv/proj counts, the Lab's model
-    sizes and ``GPT.num_params`` all use it. Works on the ``meta`` device, so a size can be known
-    before any weight is allocated.
+    The counter of a built module (``GPT.num_params`` uses it); a size known before anything is built
+    comes from :func:`param_shapes` and :func:`config_params`, which the tests hold equal to it.
     """
     return sum(p.numel() for p in module.parameters())
 
 
+def _linear_shapes(prefix: str, d_in: int, d_out: int, bias: bool) -> dict[str, tuple[int, ...]]:
+    """``nn.Linear(d_in, d_out)``'s state_dict shapes: weight (d_out, d_in), bias (d_out,)."""
+    return {f"{prefix}.weight": (d_out, d_in), **({f"{prefix}.bias": (d_out,)} if bias else {})}
+
+
+def _layer_norm_shapes(prefix: str, n_embd: int, bias: bool) -> dict[str, tuple[int, ...]]:
+    """``nn.LayerNorm(n_embd)``'s state_dict shapes: weight (n_embd,), bias (n_embd,)."""
+    return {f"{prefix}.weight": (n_embd,), **({f"{prefix}.bias": (n_embd,)} if bias else {})}
+
+
+def attention_shapes(config: GPTConfig, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor :class:`CausalSelfAttention` stores in its ``state_dict``.
+
+    ``qkv``: (3 * n_embd, n_embd) and (3 * n_embd,), the query, key and value projections of every head
+    side by side; ``proj``: (n_embd, n_embd) and (n_embd,). Biases only with ``config.bias``; the mask
+    and RoPE tables are non-persistent buffers, so absent. ``prefix`` goes before each name ("blocks.0.attn.").
+    """
+    C = config.n_embd
+    qkv = _linear_shapes(f"{prefix}qkv", C, 3 * C, config.bias)  # W_query | W_key | W_value, (3C, C)
+    return qkv | _linear_shapes(f"{prefix}proj", C, C, config.bias)
+
+
+def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor a :class:`GPT` with ``config`` stores, in ``state_dict`` order.
+
+    Read from the config, not from a model: building one, even on the ``meta`` device (whose Python
+    kernels import PyTorch's compiler stack on first use), is not needed to know its sizes, so a
+    checkpoint's shapes and a planned model's size are checked before anything is built. The tests
+    hold it equal to ``GPT(config).state_dict()``'s shapes for every position encoding and bias setting.
+    Every stored tensor is a parameter (the buffers are non-persistent), so this is also the parameter list.
+    """
+    C, V = config.n_embd, config.vocab_size
+    shapes = {"tok_emb.weight": (V, C)}
+    if config.pos_encoding == "learned":
+        shapes["pos_emb.weight"] = (config.block_size, C)
+    for i in range(config.n_layer):
+        block = f"blocks.{i}."
+        shapes |= _layer_norm_shapes(f"{block}ln_1", C, config.bias)
+        shapes |= attention_shapes(config, f"{block}attn.")
+        shapes |= _layer_norm_shapes(f"{block}ln_2", C, config.bias)
+        shapes |= _linear_shapes(f"{block}mlp.fc", C, 4 * C, config.bias)
+        shapes |= _linear_shapes(f"{block}mlp.proj", 4 * C, C, config.bias)
+    shapes |= _layer_norm_shapes("ln_f", C, config.bias)
+    shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
 def config_params(config: GPTConfig) -> int:
-    """Parameters of a GPT with this config, counted on the ``meta`` device (nothing allocated)."""
-    with torch.device("meta"):
-        return count_params(GPT(config))
+    """Parameters of a GPT with this config (sum of :func:`param_shapes`' sizes; nothing is built)."""
+    return sum(math.prod(shape) for shape in param_shapes(config).values())
 
 
 @contextlib.contextmanager

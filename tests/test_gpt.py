@@ -4,8 +4,22 @@ import dataclasses
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.gpt import GPT, PRESETS, CausalSelfAttention, GPTConfig, generate_text, preset
+from engine.gpt import (
+    GPT,
+    POS_ENCODINGS,
+    PRESETS,
+    CausalSelfAttention,
+    GPTConfig,
+    attention_shapes,
+    config_params,
+    count_params,
+    generate_text,
+    param_shapes,
+    preset,
+)
 from engine.tokenizer import CharTokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -264,3 +278,28 @@ def test_tiny_model_overfits_one_batch():
         loss.backward()
         optimizer.step()
     assert model(x, y).loss.item() < 0.1 * start
+
+
+@st.composite
+def small_configs(draw) -> GPTConfig:
+    n_head = draw(st.integers(1, 4))
+    head_dim = draw(st.integers(1, 4)) * 2  # even, so rope fits too
+    return GPTConfig(vocab_size=draw(st.integers(1, 40)), block_size=draw(st.integers(1, 12)), n_embd=n_head * head_dim,
+                     n_head=n_head, n_layer=draw(st.integers(1, 3)), dropout=0.0, bias=draw(st.booleans()),
+                     pos_encoding=draw(st.sampled_from(POS_ENCODINGS)), causal=draw(st.booleans()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(small_configs())
+def test_param_shapes_are_the_built_models_state_dict(config):
+    """The shapes read from the config are those of a model built on the CPU, name by name and in order."""
+    model = GPT(config)
+    assert list(param_shapes(config).items()) == [(name, tuple(t.shape)) for name, t in model.state_dict().items()]
+    assert config_params(config) == count_params(model) == model.num_params()
+    layer = model.blocks[0].attn
+    assert attention_shapes(config) == {name: tuple(t.shape) for name, t in layer.state_dict().items()}
+
+
+def test_config_params_of_the_presets():
+    for name, config in PRESETS.items():
+        assert config_params(config) == count_params(GPT(config)), name

@@ -77,7 +77,7 @@ def test_lesson_numbers_n_embd_32(num_heads):
     assert counts.qkv == 32 * 96 + 96 and counts.proj == 32 * 32 + 32
 
 
-def test_param_counts_use_the_one_counter_on_the_one_class():
+def test_param_counts_equal_the_built_layer():
     layer = gpt.CausalSelfAttention(M.lesson_config(48, 6))
     counts = M.param_counts(48, 6)
     assert counts.total == gpt.count_params(layer)

@@ -97,6 +97,7 @@ EXEMPT: dict[str, str] = {
     "engine.gpt.GPT.forward_cached": "the forward pass that reads and extends the KV cache",
     "engine.gpt._reuses_cache": "whether the next step can extend the cache or must rebuild it",
     "engine.gpt.config_params": "the parameter count of a configuration, without building the model",
+    "engine.gpt._linear_shapes": "the weight and bias shapes of one nn.Linear(d_in, d_out)",
     "engine.lab.models.banned_ids": "the ids generation never emits (the unknown token's)",
     "engine.lab.models.poem_rule": "the punctuation rule of a five- or seven-character poem line",
     "engine.lab.models.corpus_fingerprint": "a hash of the corpus, the key of the cached experiments",

@@ -394,7 +394,7 @@ def heads_section() -> None:
 
 heads_section()
 page.show_code(sections.heads_on_line, sections.attention_steps, gpt.CausalSelfAttention, sections.param_counts,
-               gpt.count_params)
+               gpt.attention_shapes)
 
 page.prose("try")
 @st.fragment

@@ -37,7 +37,7 @@ from engine.bench.attention import machine_info, time_interleaved
 from engine.bench.machine import header_lines, median_seconds
 from engine.corpus import load_corpus
 from engine.device import configure_threads, pick_device
-from engine.gpt import GPT, GPTConfig, preset
+from engine.gpt import GPT, GPTConfig, param_shapes, preset
 from engine.training import TrainConfig, make_optimizer
 
 #: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
@@ -67,9 +67,8 @@ def _sync(device: torch.device) -> None:
 
 def training_flops_per_token(config: GPTConfig) -> int:
     """Matmul FLOPs of one training token (forward + backward), counted as the module docstring says."""
-    with torch.device("meta"):
-        model = GPT(config)
-    n_matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    linear = (".qkv.weight", ".proj.weight", ".fc.weight", "lm_head.weight")  # every nn.Linear's weight
+    n_matmul = sum(math.prod(shape) for name, shape in param_shapes(config).items() if name.endswith(linear))
     attention = 12 * config.n_layer * config.block_size * config.n_embd
     return 6 * n_matmul + attention
 

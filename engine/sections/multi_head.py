@@ -240,15 +240,15 @@ class ParamCounts:
 def param_counts(n_embd: int, num_heads: int) -> ParamCounts:
     """Parameters of :class:`engine.gpt.CausalSelfAttention` for this width and head count.
 
-    Built on the ``meta`` device (nothing allocated, no random numbers drawn) and counted
-    with :func:`engine.gpt.count_params`; neither count depends on ``num_heads``.
+    Summed over the shapes the layer stores (:func:`engine.gpt.attention_shapes`: nothing is built, no
+    random numbers drawn); neither count depends on ``num_heads``, which only splits the same matrices.
 
     Raises:
         ValueError: if ``num_heads`` does not divide ``n_embd``.
     """
-    with torch.device("meta"):
-        layer = gpt.CausalSelfAttention(lesson_config(n_embd, num_heads))
-    qkv, proj = gpt.count_params(layer.qkv), gpt.count_params(layer.proj)
+    shapes = gpt.attention_shapes(lesson_config(n_embd, num_heads))
+    qkv, proj = (sum(math.prod(shape) for name, shape in shapes.items() if name.startswith(part))
+                 for part in ("qkv.", "proj."))
     return ParamCounts(qkv=qkv, proj=proj, total=qkv + proj)
 
 
