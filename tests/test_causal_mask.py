@@ -1,9 +1,14 @@
 """Engine tests for section 3 (causal mask): both routes, leakage, triu, NaN guards, register_buffer."""
 
+import copy
+import json
 import math
 
+import pandas as pd
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import attention as A
 from engine import chapter
@@ -130,6 +135,119 @@ def test_buffer_demo_on_meta():
     assert table.loc[chap, "forward_result"] == "(2, 6, 2)"
     assert table.loc[plain, "forward_result"].startswith("RuntimeError")
     assert (table["weights_device"] == "meta").all()
+
+
+def test_the_recording_is_a_fresh_buffer_demo_of_this_torch():
+    """assets/buffer_demo.json, which the server shows, is what buffer_demo("meta") returns with the running PyTorch:
+    after a PyTorch upgrade this fails until someone reruns the command the file names."""
+    recording = sections.read_buffer_demo()
+    assert recording.torch_version == torch.__version__, f"regenerate it: {recording.command}"
+    assert recording.command == sections.BUFFER_DEMO_COMMAND
+    pd.testing.assert_frame_equal(recording.table, sections.buffer_demo("meta"))
+
+
+def test_the_command_writes_the_committed_recording(tmp_path):
+    out = tmp_path / "sub" / "buffer_demo.json"
+    assert sections.main(["--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == sections.BUFFER_DEMO_FILE.read_text(encoding="utf-8")
+    pd.testing.assert_frame_equal(sections.read_buffer_demo(out).table, sections.buffer_demo("meta"))
+
+
+@pytest.fixture(scope="module")
+def record():
+    return sections.buffer_demo_record()
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "buffer_demo.json"
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    return str(path)
+
+
+def damaged(record, change):
+    data = copy.deepcopy(record)
+    change(data)
+    return data
+
+
+#: Damaged recordings, each with the words of the error that must name what is wrong.
+DAMAGES = {
+    "missing column": (lambda d: d["rows"][1].pop("mask_device"),
+                       r"row 1 must hold the columns.*missing \['mask_device'\]"),
+    "extra column": (lambda d: d["rows"][0].update(extra=1), r"row 0 .*unexpected \['extra'\]"),
+    "string for a bool": (lambda d: d["rows"][2].update(forward_ok="false"),
+                          r"row 2, forward_ok must be true or false"),
+    "1 for a bool": (lambda d: d["rows"][0].update(in_state_dict=1), r"row 0, in_state_dict must be true or false"),
+    "bool for a string": (lambda d: d["rows"][0].update(forward_result=True),
+                          r"row 0, forward_result must be a string"),
+    "over-long cell": (lambda d: d["rows"][0].update(state_dict_keys="x" * 5000), r"state_dict_keys must be a string"),
+    "columns renamed": (lambda d: d.update(columns=[*d["columns"][:-1], "result"]), r"columns must be"),
+    "a row missing": (lambda d: d["rows"].pop(), r"rows must be a list of 3"),
+    "rows not a list": (lambda d: d.update(rows={"a": 1}), r"rows must be a list of 3"),
+    "holders swapped": (lambda d: d["rows"].reverse(), r"holders must be"),
+    "other format": (lambda d: d.update(format="buffer-demo/0"), r"not a buffer-demo/1 recording"),
+    "other target": (lambda d: d.update(target="cuda"), r"target must be 'meta'"),
+    "other mask size": (lambda d: d.update(context_length=6.0), r"context_length must be 6"),
+    "no torch version": (lambda d: d.pop("torch"), r"torch must be a string"),
+    "command not text": (lambda d: d.update(command=["python"]), r"command must be a string"),
+}
+
+
+@pytest.mark.parametrize("name", DAMAGES)
+def test_a_damaged_recording_is_refused_with_what_is_wrong(tmp_path, record, name):
+    change, words = DAMAGES[name]
+    path = write(tmp_path, damaged(record, change))
+    with pytest.raises(ValueError, match=words):
+        sections.read_buffer_demo(path)
+    with pytest.raises(ValueError, match=words):  # the page's reader does not fall back on a damaged file
+        sections.meta_buffers(path)
+
+
+def test_a_recording_that_is_not_json_or_too_large_is_refused(tmp_path, record):
+    with pytest.raises(ValueError, match="not valid UTF-8 JSON"):
+        sections.read_buffer_demo(write(tmp_path, "{not json"))
+    big = damaged(record, lambda d: d.update(padding=" " * sections.MAX_BUFFER_FILE_BYTES))
+    with pytest.raises(ValueError, match="bytes, more than"):
+        sections.read_buffer_demo(write(tmp_path, big))
+    with pytest.raises(FileNotFoundError):
+        sections.read_buffer_demo(tmp_path / "absent.json")
+
+
+#: JSON values of each kind a damaged cell may hold.
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
+                        st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(row=st.integers(0, len(sections.MASK_HOLDERS) - 1), column=st.sampled_from(sections.BUFFER_COLUMNS),
+       value=JSON_VALUES)
+def test_any_cell_of_another_type_is_refused(tmp_path, record, row, column, value):
+    kind = sections.BUFFER_COLUMN_TYPES[column]
+    data = damaged(record, lambda d: d["rows"][row].update({column: value}))
+    if type(value) is kind and (column != "holder" or value == record["rows"][row]["holder"]):
+        table = sections.read_buffer_demo(write(tmp_path, data)).table
+        assert table[column].iloc[row] == value
+        pd.testing.assert_frame_equal(table.drop(columns=column),
+                                      sections.read_buffer_demo(write(tmp_path, record)).table.drop(columns=column))
+    else:
+        with pytest.raises(ValueError, match=f"{column} must be|holders must be"):
+            sections.read_buffer_demo(write(tmp_path, data))
+
+
+def test_meta_buffers_reads_the_recording_of_this_torch_and_runs_another_live(tmp_path, record, monkeypatch):
+    live = sections.buffer_demo("meta")
+    marked = damaged(record, lambda d: d["rows"][2].update(forward_result="RuntimeError: recorded"))
+    this = sections.meta_buffers(write(tmp_path, marked))
+    assert this.recorded_with == torch.__version__
+    assert this.table["forward_result"].iloc[2] == "RuntimeError: recorded"  # read, not rerun
+    other = sections.meta_buffers(write(tmp_path, damaged(marked, lambda d: d.update(torch="1.0.0+other"))))
+    assert other.recorded_with is None
+    pd.testing.assert_frame_equal(other.table, live)
+    missing = sections.meta_buffers(tmp_path / "absent.json")
+    assert missing.recorded_with is None
+    pd.testing.assert_frame_equal(missing.table, live)
+    monkeypatch.setattr(sections, "buffer_demo", lambda *a, **k: pytest.fail("the shipped recording was rerun"))
+    assert sections.meta_buffers().recorded_with == torch.__version__  # the default is assets/buffer_demo.json
 
 
 def test_plain_mask_variant_computes_the_same_function():
