@@ -1,13 +1,20 @@
 """AppTest: page 3 (views/causal_mask.py) checks the chapter's matrices and drives every control."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
+import streamlit as st
+import torch
 from streamlit.testing.v1 import AppTest
 
 from engine import attention as A
 from engine import chapter
 from engine.diagrams.core import shape_text
 from engine.sections import causal_mask as sections
-from tests.plotly_json import ROOT, badges, cells, figures, open_page, texts
+from tests.plotly_json import ROOT, badges, captions, cells, figures, open_page, texts
 from ui.i18n import translations
 from ui.numbers import integer, plotly_separators, sci, seq
 
@@ -27,6 +34,12 @@ def plain(title: str | None) -> str:
 def msg(msgid: str, lang: str = "en", **values) -> str:
     """A message of the page as the reader sees it in ``lang``."""
     return translations(lang).gettext(msgid).format(**values)
+
+
+#: The note under the meta table when it is the recording (assets/buffer_demo.json).
+RECORDING_NOTE = ("This meta table is a recording of the code below, made with PyTorch {version}: running on the meta "
+                  "device loads PyTorch's compiler, a large import, so the server reads the recording and the test "
+                  "suite reruns the code to check it.")
 
 
 #: The page's tables in order (AppTest does not expose a dataframe's key); a machine with an
@@ -66,6 +79,8 @@ def test_runs_in_french_and_german_with_the_same_green_checks(fresh, lang):
     assert not other.exception
     assert len(badges(other, "green")) == len(badges(fresh, "green"))
     assert not badges(other, "red")
+    assert msg(RECORDING_NOTE, lang, version=torch.__version__) in captions(other)
+    assert msg(RECORDING_NOTE, lang, version=torch.__version__) != msg(RECORDING_NOTE, version=torch.__version__)
     # the same cells, written with the reader's decimal sign (the figure tells Plotly the same separators)
     decimal = plotly_separators(lang)[0]
     assert figures(other)[4]["data"][0]["text"][0] == [
@@ -166,6 +181,51 @@ def test_register_buffer_table(fresh):
                  holder=msg("plain attribute self.mask = ..."), outcome="")
     assert outcomes[2].startswith("- " + prefix[:-1] + "RuntimeError")  # the mask stayed behind on the CPU
     assert "cpu" in outcomes[2] and "meta" in outcomes[2]
+    # the recording of this very PyTorch, and the page says so with its version
+    assert sections.read_buffer_demo().torch_version == torch.__version__
+    assert msg(RECORDING_NOTE, version=torch.__version__) in captions(fresh)
+
+
+def test_another_torchs_recording_runs_the_table_live(tmp_path, monkeypatch):
+    data = sections.buffer_demo_record()
+    data["torch"] = "1.0.0+other"
+    data["rows"][2]["forward_result"] = "RuntimeError: recorded elsewhere"
+    other = tmp_path / "buffer_demo.json"
+    other.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(sections, "BUFFER_DEMO_FILE", other)
+    st.cache_data.clear()  # the page caches the meta table for the process
+    try:
+        app = open_page(PAGE)
+    finally:
+        st.cache_data.clear()
+    assert not app.exception
+    buffers = table(app, "cm_buffer_meta")
+    assert buffers[msg("mask after .to()")].tolist() == ["meta", "meta", "cpu"]
+    assert not [c for c in captions(app) if "1.0.0+other" in c or "PyTorch " + torch.__version__ in c]
+    assert not [t for t in texts(app) if "recorded elsewhere" in t]  # run live, not read
+
+
+#: Page 3 under AppTest in a fresh interpreter, reporting which of PyTorch's lazily imported packages it loaded.
+IMPORT_PROBE = """
+import json, sys
+from tests.plotly_json import open_page
+app = open_page("views/causal_mask.py", 120)
+print(json.dumps({"exception": [e.value for e in app.exception], "captions": [c.value for c in app.caption],
+                  "loaded": [name for name in ("torch._dynamo", "sympy") if name in sys.modules]}))
+"""
+
+
+def test_page_3_never_loads_torch_dynamo_or_sympy():
+    """Running on the meta device imports torch._dynamo and SymPy (hundreds of modules in every server process);
+    page 3 reads its meta table from the recording instead, so a fresh process running it loads neither."""
+    env = {**os.environ, "ATTENTION_DIAGRAMS": os.environ.get("ATTENTION_DIAGRAMS", "browser")}
+    run = subprocess.run([sys.executable, "-c", IMPORT_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["exception"] == []
+    assert msg(RECORDING_NOTE, version=torch.__version__) in report["captions"]
+    assert report["loaded"] == []
 
 
 @pytest.mark.parametrize("guard", GUARDS)
