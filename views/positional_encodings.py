@@ -128,7 +128,7 @@ def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> 
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)  # a table per size: the figures' bound
 def untrained_table(block_size: int, n_embd: int, seed: int) -> sections.PositionTable:
     return sections.untrained_table(block_size, n_embd, seed)
 
@@ -138,7 +138,7 @@ def shipped_table(path: str) -> sections.ShippedTable | None:
     return sections.shipped_learned_table(path)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)  # a table per size: the figures' bound
 def sinusoidal_table(block_size: int, n_embd: int) -> sections.PositionTable:
     return sections.sinusoidal_position_table(block_size, n_embd)
 
