@@ -1,11 +1,12 @@
 """Training the course's GPT: the loop, with callbacks, a stop flag and its own random generators.
 
 The loop is the usual one for a small GPT (nanoGPT's ``train.py``, minGPT's trainer): random
-windows of the training split, AdamW (weight decay on matrices only), linear warm-up then cosine
-decay of the learning rate, gradient clipping, and every ``eval_interval`` steps a mean loss over
-``eval_iters`` fixed batches of each split. It prints nothing: progress goes to callbacks, which
-the Lab page turns into a progress bar and a live loss chart, and ``python -m engine.train`` into
-lines of text. The caller names the device (``TrainConfig.device``, resolved by ``engine.device``).
+windows of the training split, AdamW (weight decay on matrices only; :mod:`engine.optim`'s class on
+PyTorch's fused kernel), linear warm-up then cosine decay of the learning rate, gradient clipping,
+and every ``eval_interval`` steps a mean loss over ``eval_iters`` fixed batches of each split. It
+prints nothing: progress goes to callbacks, which the Lab page turns into a progress bar and a live
+loss chart, and ``python -m engine.train`` into lines of text. The caller names the device
+(``TrainConfig.device``, resolved by ``engine.device``).
 
 Random numbers: a training never draws from PyTorch's global generator while it runs, so it can
 run in a thread beside pages that seed that generator chapter-style (``engine.rng``). The initial
@@ -42,8 +43,12 @@ from engine.checkpoint import _atomic_write
 from engine.corpus import Corpus
 from engine.device import pick_device
 from engine.gpt import GPT, GPTConfig, eval_mode
+from engine.optim import FusedAdamW, fused_supported
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
+
+#: What :func:`make_optimizer` returns, and what a resumable state saves and restores.
+Optimizer = FusedAdamW | torch.optim.Optimizer
 
 
 @dataclass(frozen=True)
@@ -183,8 +188,17 @@ class TrainResult:
         }
 
 
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on parameters of 2+ dimensions except embeddings; fused where supported."""
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> Optimizer:
+    """AdamW (Loshchilov & Hutter, 2019) with weight decay on parameters of 2+ dimensions except embeddings.
+
+    Two groups, in this order: the decayed matrices ("weight_decay": ``config.weight_decay``) and
+    the rest (0.0); lr ``config.learning_rate``, betas ``(config.beta1, config.beta2)``, eps 1e-8.
+    Where every parameter is one PyTorch's fused kernel takes (``engine.optim.fused_supported``),
+    an :class:`engine.optim.FusedAdamW`, which steps exactly as ``torch.optim.AdamW(fused=True)``
+    without importing PyTorch's compiler stack, as the Optimizer base class does on first use;
+    elsewhere ``torch.optim.AdamW`` without the fused kernel (that one may import ``torch._dynamo``).
+    Parameters with ``requires_grad`` False are left out.
+    """
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -195,10 +209,9 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
         {"params": no_decay, "weight_decay": 0.0},
     ]
     kwargs = dict(lr=config.learning_rate, betas=(config.beta1, config.beta2))
-    try:
-        return torch.optim.AdamW(groups, fused=True, **kwargs)  # one kernel per step where the device has it
-    except (RuntimeError, ValueError):
-        return torch.optim.AdamW(groups, **kwargs)
+    if fused_supported(decay + no_decay):
+        return FusedAdamW(groups, **kwargs)  # one kernel per step
+    return torch.optim.AdamW(groups, **kwargs)
 
 
 @torch.no_grad()
@@ -294,7 +307,7 @@ class ResumeError(ValueError):
     """A resumable state that cannot be continued: unreadable, damaged, or from another run's settings."""
 
 
-def _state_tensors(model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+def _state_tensors(model: GPT, optimizer: Optimizer, batches: torch.Generator,
                    masks: torch.Generator) -> dict[str, torch.Tensor]:
     """Everything of a run's state that is a tensor, under flat names (safetensors holds no nesting)."""
     tensors = {f"model.{name}": t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
@@ -312,7 +325,7 @@ def _resume_key(model: GPT, corpus: Corpus, config: TrainConfig) -> dict:
             "train_config": {k: v for k, v in dataclasses.asdict(config).items() if k != "device"}}
 
 
-def save_train_state(folder: Path, *, model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+def save_train_state(folder: Path, *, model: GPT, optimizer: Optimizer, batches: torch.Generator,
                      masks: torch.Generator, key: dict, step: int, history: list[dict],
                      step_losses: list[float], elapsed_s: float) -> None:
     """Writes a resumable state into ``folder``: ``state-<step>.safetensors`` then ``state.json``.
@@ -339,7 +352,7 @@ def _finite_numbers(values: object, length: int | None = None) -> bool:
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
 
 
-def load_train_state(folder: Path, *, model: GPT, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+def load_train_state(folder: Path, *, model: GPT, optimizer: Optimizer, batches: torch.Generator,
                      masks: torch.Generator, key: dict) -> tuple[int, list[dict], list[float], float] | None:
     """Restores the state in ``folder`` into the model, the optimizer and both generators.
 
