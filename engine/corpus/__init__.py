@@ -173,6 +173,20 @@ def parse_paragraphs(text: str) -> list[Record]:
     return [Record("", "", body) for body in paragraph_bodies(text)]
 
 
+class _Strings:
+    """A tuple of strings held as one string and offsets (int64, shape (n + 1,)): item i is
+    ``text[starts[i] : starts[i + 1]]``. Tens of thousands of short titles cost one object each in a tuple; here
+    they cost their characters and eight bytes."""
+
+    def __init__(self, values: Sequence[str]):
+        self._text = "".join(values)
+        self._starts = np.zeros(len(values) + 1, dtype=np.int64)  # (n + 1,)
+        np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=self._starts[1:])
+
+    def __getitem__(self, i: int) -> str:
+        return self._text[int(self._starts[i]) : int(self._starts[i + 1])]
+
+
 class Records(Sequence[Record]):
     """A corpus's records as a read-only sequence over its text: bodies are slices, nothing per record but offsets.
 
@@ -190,8 +204,8 @@ class Records(Sequence[Record]):
 
     def __init__(self, records: Sequence[Record]):
         has_names = any(r.title or r.author for r in records)
-        self._titles = tuple(r.title for r in records) if has_names else None
-        self._authors = tuple(r.author for r in records) if has_names else None
+        self._titles = _Strings([r.title for r in records]) if has_names else None
+        self._authors = _Strings([r.author for r in records]) if has_names else None
         self._set_bodies([r.body for r in records])
 
     @classmethod
