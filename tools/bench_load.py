@@ -238,7 +238,14 @@ class Session:
         return await self.rerun(page_hash=self.page_hashes.get(path, ""), page_name=path)
 
     async def click(self, user_key: str) -> float:
-        """Press the button whose key is ``user_key``."""
+        """Press the button whose key is ``user_key``, once the page has drawn it.
+
+        The run before may still be drawing: :meth:`rerun` returns when any run ends, and a polling fragment's run
+        can end first, while the page's full run has cleared the buttons and not yet sent this one again.
+        """
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while user_key not in self.buttons and time.monotonic() < deadline and not self.errors:
+            await asyncio.sleep(0.1)
         widget_id = self.buttons.get(user_key)
         if widget_id is None:
             raise LookupError(f"{self.name}: no button {user_key!r} on the page")
