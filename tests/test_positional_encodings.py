@@ -474,3 +474,17 @@ def test_rope_pair_titles_keep_a_parenthesised_group_on_one_line():
 def test_stacked_tables_figure_draws_an_empty_table():
     fig = figures.stacked_tables_figure([figures.TablePanel("empty", torch.zeros(0, 4), "R", "C")])
     assert np.asarray(fig.data[0].z).shape == (0, 4) and fig.data[0].zmax > 0
+
+
+def test_entry_shapes_come_from_a_cpu_run_that_leaves_the_global_generator_alone():
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    shapes = sections.entry_shapes(32, 4, "白日依山尽")
+    assert torch.equal(torch.get_rng_state(), before)
+    assert list(shapes) == list(G.POS_ENCODINGS)
+    T = 5
+    for encoding, s in shapes.items():
+        assert (s.idx, s.tok_emb, s.x) == ((1, T), (1, T, 32), (1, T, 32)), encoding
+        assert s.q == s.k == (1, 4, T, 8) and s.attn_scores == (1, 4, T, T), encoding
+        assert s.pos_table == ((T, 32) if encoding in ("learned", "sinusoidal") else None), encoding
+        assert s.rope == ((T, 4) if encoding == "rope" else None), encoding

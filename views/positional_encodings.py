@@ -10,9 +10,7 @@ from engine import chapter, positions
 from engine import gpt as G
 from engine.diagrams import positional_encodings as diagrams
 from engine.figures import positional_encodings as figures
-from engine.rng import uses_global_rng
 from engine.sections import positional_encodings as sections
-from engine.tokenizer import CharTokenizer
 from ui import notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
@@ -80,40 +78,7 @@ def positions_text(items) -> str:
 @st.cache_data(show_spinner=False, max_entries=16)
 def entry_shapes(n_embd: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
     """Shapes of a one-layer model of each encoding run on ``line`` (the permutation experiment's sizes)."""
-    return _run_for_shapes(n_embd, line)
-
-
-@uses_global_rng
-def _run_for_shapes(n_embd: int, line: str) -> dict[str, diagrams.PositionalEncodingsShapes]:
-    """Builds and runs each encoding's one-layer model on ``line`` on the CPU, and reads every shape from that run.
-
-    The ids, the token embeddings, the embedding with its position information, the attention weights
-    (B, n_head, T, T), and the position table (learned, sinusoidal) or RoPE's cos table the model used for T
-    positions. The models are as small as the page's sizes (one layer, a line of a few characters), so the run
-    costs little; their random weights come from the global generator forked by ``uses_global_rng``, so no other
-    reader's draws move. (The ``meta`` device would compute nothing, but its first use imports PyTorch's compiler.)
-    """
-    tokenizer = CharTokenizer(line)
-    idx = tokenizer.encode_tensor(line)[None, :]  # (T,) -> (1, T)
-    T = idx.size(1)
-    out = {}
-    for encoding in ENCODING_ORDER:
-        config = G.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=T, n_embd=n_embd, n_head=N_HEAD, n_layer=1,
-                             dropout=0.0, pos_encoding=encoding)
-        model = G.GPT(config).eval()
-        with torch.no_grad():
-            tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
-            x = model.embed(idx)  # (1, T, n_embd)
-            attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
-        heads = tuple(attn_weights.shape[:3]) + (config.head_dim,)  # q, k: (1, n_head, T, head_dim)
-        table = {"learned": lambda m: m.pos_emb.weight[:T], "sinusoidal": lambda m: m.pos_table[:T]}.get(encoding)
-        rope = model.blocks[0].attn.rope_cos[:T] if encoding == "rope" else None  # (T, head_dim // 2)
-        out[encoding] = diagrams.PositionalEncodingsShapes(
-            idx=tuple(idx.shape), tok_emb=tuple(tok_emb.shape), x=tuple(x.shape), q=heads, k=heads,
-            attn_scores=tuple(attn_weights.shape),
-            pos_table=tuple(table(model).shape) if table else None,
-            rope=tuple(rope.shape) if rope is not None else None)
-    return out
+    return sections.entry_shapes(n_embd, N_HEAD, line, ENCODING_ORDER)
 
 
 def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> str:

@@ -24,7 +24,8 @@ from torch import Tensor
 from engine import positions
 from engine.chapter import LESSON_LINE, PERMUTED_LINE
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, load_checkpoint
-from engine.gpt import GPT, GPTConfig
+from engine.diagrams.positional_encodings import PositionalEncodingsShapes
+from engine.gpt import GPT, POS_ENCODINGS, GPTConfig
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 
@@ -720,3 +721,41 @@ def run_past_block_size(T: int, block_size: int = PAST_BLOCK_SIZE, seed: int = 0
         else:
             runs.append(PastBlockRun(pos_encoding=enc, logits_shape=tuple(logits.shape), error=None))
     return PastBlockSize(T=T, block_size=block_size, runs=tuple(runs))
+
+
+@uses_global_rng
+def entry_shapes(n_embd: int, n_head: int, line: str = LESSON_LINE, encodings: Sequence[str] = POS_ENCODINGS,
+                 ) -> dict[str, PositionalEncodingsShapes]:
+    """Page 7's entry diagrams' shapes: each encoding's one-layer model built and run on ``line`` on the CPU.
+
+    Every shape is read from that run: the ids, the token embeddings, the embedding with its position
+    information, the attention weights (B, n_head, T, T), and the position table (learned, sinusoidal) or
+    RoPE's cos table the model used for T positions. The models are as small as the page's sizes (one layer, a
+    line of a few characters), so the run costs little; their random weights come from the global generator
+    forked by ``uses_global_rng``, so no other reader's draws move. (The ``meta`` device would compute nothing,
+    but its first use imports PyTorch's compiler.)
+
+    Raises:
+        ValueError: if ``n_head`` does not divide ``n_embd`` (from ``GPTConfig``).
+    """
+    tokenizer = CharTokenizer(line)
+    idx = tokenizer.encode_tensor(line)[None, :]  # (T,) -> (1, T)
+    T = idx.size(1)
+    out = {}
+    for encoding in encodings:
+        config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=T, n_embd=n_embd, n_head=n_head, n_layer=1,
+                             dropout=0.0, pos_encoding=encoding)
+        model = GPT(config).eval()
+        with torch.no_grad():
+            tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
+            x = model.embed(idx)  # (1, T, n_embd)
+            attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
+        heads = tuple(attn_weights.shape[:3]) + (config.head_dim,)  # q, k: (1, n_head, T, head_dim)
+        table = {"learned": lambda m: m.pos_emb.weight[:T], "sinusoidal": lambda m: m.pos_table[:T]}.get(encoding)
+        rope = model.blocks[0].attn.rope_cos[:T] if encoding == "rope" else None  # (T, head_dim // 2)
+        out[encoding] = PositionalEncodingsShapes(
+            idx=tuple(idx.shape), tok_emb=tuple(tok_emb.shape), x=tuple(x.shape), q=heads, k=heads,
+            attn_scores=tuple(attn_weights.shape),
+            pos_table=tuple(table(model).shape) if table else None,
+            rope=tuple(rope.shape) if rope is not None else None)
+    return out
