@@ -1,0 +1,215 @@
+"""The Lab's training queue: first come first served, its place known, one job per browser, reclaimed only there."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import pytest
+
+from engine.corpus import corpus_from_bytes
+from engine.lab import jobs as J
+from engine.lab import runner as R
+from engine.lab import settings as S
+from engine.presets import preset
+from engine.training import TrainConfig
+
+TEXT = "\n\n".join(f"白日依山尽，黄河入海流。\n欲穷千里目，更上一层楼{i % 7}。" for i in range(30))
+LONG = TrainConfig(steps=100_000, batch_size=2, learning_rate=3e-3, warmup_steps=2, eval_interval=100_000,
+                   eval_iters=1, device="cpu")
+
+
+class HeldJob(J.Job):
+    """A job whose work only records when it started and waits until it is stopped (no model, no torch)."""
+
+    started: list[HeldJob]
+
+    def __init__(self, runner, started: list, name: str, **options):
+        super().__init__(runner, steps=1, **options)
+        self.started, self.name = started, name
+
+    def _work(self, progress, should_stop):
+        self.started.append(self)
+        while not should_stop():
+            time.sleep(0.005)
+        return None, True
+
+
+def wait_state(job, state, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while job.snapshot().state != state and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert job.snapshot().state == state, job.snapshot().state
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return corpus_from_bytes(TEXT.encode("utf-8"), "poems.txt")
+
+
+def submit(runner, corpus, n_layer=1, **options):
+    plan = S.TrainingPlan(preset("tiny", n_layer=n_layer, vocab_size=corpus.vocab_size), LONG, None, (), None)
+    return runner.submit(plan, corpus, **options)
+
+
+@pytest.mark.parametrize("trial", range(5))
+def test_first_queued_is_served_first(trial):
+    """Five readers queue behind a running training; each freed slot goes to the one who waited longest, whatever
+    the thread timing (before: whoever polled first won, and the first queued was served last in 3 of 5 trials)."""
+    runner, started = R.LabRunner(max_concurrent=1), []
+    holder = HeldJob(runner, started, "holder").start()
+    wait_state(holder, "running")
+    queued = []
+    for i in range(5):
+        queued.append(HeldJob(runner, started, f"reader {i}").start())
+        time.sleep(0.001 * ((trial * 7 + i * 3) % 5))  # a different interleaving in each trial
+    assert [j.snapshot().position for j in queued] == [1, 2, 3, 4, 5]
+    assert all(j.snapshot().state == "queued" for j in queued) and runner.waiting_count() == 5
+    for job in [holder, *queued]:
+        wait_state(job, "running")
+        job.stop()
+        assert job.join(10)
+    assert [j.name for j in started] == ["holder"] + [f"reader {i}" for i in range(5)]
+    assert runner.running_count() == 0 and runner.waiting_count() == 0
+
+
+def test_leaving_the_queue_moves_everyone_behind_up():
+    runner, started = R.LabRunner(max_concurrent=1), []
+    holder = HeldJob(runner, started, "holder").start()
+    wait_state(holder, "running")
+    a, b, c = (HeldJob(runner, started, n).start() for n in "abc")
+    assert [j.snapshot().position for j in (a, b, c)] == [1, 2, 3]
+    b.stop()
+    assert b.join(10) and b.snapshot().stop_reason == "while_queued" and b.snapshot().position == 0
+    assert [j.snapshot().position for j in (a, c)] == [1, 2]
+    for job in (holder, a, c):
+        wait_state(job, "running")
+        assert job.snapshot().position == 0
+        job.stop()
+        job.join(10)
+    assert [j.name for j in started] == ["holder", "a", "c"]
+
+
+def test_one_browser_holds_at_most_one_queued_or_running_training(corpus):
+    runner = R.LabRunner(max_concurrent=1)
+    first = submit(runner, corpus, browser_id="browser-1").job
+    with pytest.raises(R.BrowserBusy) as busy:  # a second tab of the same browser
+        submit(runner, corpus, n_layer=2, browser_id="browser-1")
+    assert busy.value.job is first and runner.waiting_count() + runner.running_count() == 1
+    other = submit(runner, corpus, n_layer=2, browser_id="browser-2").job  # another reader queues as before
+    with pytest.raises(R.BrowserBusy):
+        runner.submit_experiment("heads", corpus, steps=2, batch_size=2, browser_id="browser-2")
+    first.stop()
+    assert J.wait_until_finished(first, 30).finished
+    wait_state(other, "running")
+    again = submit(runner, corpus, n_layer=2, browser_id="browser-1").job  # its first job ended: it may queue again
+    assert again.snapshot().position == 1
+    for job in (other, again):
+        job.stop()
+        assert J.wait_until_finished(job, 30).finished
+
+
+def test_two_tabs_submitting_at_once_get_one_place(corpus):
+    runner = R.LabRunner(max_concurrent=1)
+    start, results = threading.Barrier(8), []
+
+    def tab(n_layer):
+        start.wait()
+        try:
+            results.append(submit(runner, corpus, n_layer=1 + n_layer % 3, browser_id="one-browser").job)
+        except R.BrowserBusy as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=tab, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    jobs = [r for r in results if isinstance(r, J.Job)]
+    assert len(jobs) == 1 and all(r.job is jobs[0] for r in results if isinstance(r, R.BrowserBusy))
+    jobs[0].stop()
+    assert J.wait_until_finished(jobs[0], 30).finished
+
+
+def test_a_shared_link_cannot_take_a_job_over_from_another_browser(corpus):
+    """The reader's tab closes; within the grace time someone else opens the link with the job's token. Only the
+    same browser (its reload) gets the job back, by token or by browser alone."""
+    owner = {"alive": True}
+    runner = R.LabRunner(max_concurrent=1)
+    job = submit(runner, corpus, browser_id="reader", owner_alive=lambda: owner["alive"], orphan_grace_s=30).job
+    wait_state(job, "running")
+    assert runner.reattach(job.token, lambda: True, browser_id="reader") is None  # its reader is still there
+    owner["alive"] = False  # the tab closed
+    assert runner.reattach(job.token, lambda: True, browser_id="stranger") is None
+    assert runner.reattach(job.token, lambda: True) is None  # a session without a browser id
+    assert runner.reclaim("stranger", lambda: True) is None and runner.reclaim(None, lambda: True) is None
+    assert job.snapshot().state == "running"  # nothing was handed over
+    assert runner.reclaim("reader", lambda: True, kind=J.ExperimentJob) is None  # not the kind asked for
+    assert runner.reclaim("reader", lambda: True) is job  # the reader's reload, no token needed
+    job.stop()
+    assert J.wait_until_finished(job, 30).finished
+
+
+def test_a_finished_job_lets_go_of_its_text(corpus):
+    runner = R.LabRunner(max_concurrent=1)
+    job = submit(runner, corpus, browser_id="reader").job
+    assert job.corpus is corpus
+    job.stop()
+    assert J.wait_until_finished(job, 30).finished and job.join(10)
+    assert job.corpus is None  # the runner keeps jobs findable; an upload must not live on with them
+    assert dataclasses.is_dataclass(job.key) and job.key.corpus  # the fingerprint stays, for the registry
+
+
+def test_the_browser_id_is_the_xsrf_token_whatever_its_mask(monkeypatch):
+    """Streamlit re-masks its XSRF cookie on every response; the Lab's browser id must not change with the mask,
+    must differ between browsers, and must not be the token itself."""
+    import types
+
+    from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
+
+    from ui.lab import session
+
+    cookies = {}
+    monkeypatch.setattr(session, "st", types.SimpleNamespace(context=types.SimpleNamespace(cookies=cookies)))
+    monkeypatch.setattr(session.runtime, "exists", lambda: True)
+    token, other = b"\x01" * 16, b"\x02" * 16
+    ids = []
+    for raw in (generate_xsrf_token_string(token, 1700000000), generate_xsrf_token_string(token, 1700000000),
+                generate_xsrf_token_string(other, 1700000000)):
+        cookies[session.XSRF_COOKIE_NAME] = raw
+        ids.append(session.browser_id())
+    assert ids[0] == ids[1] != ids[2] and len(ids[0]) == 32 and token.hex() not in ids[0]
+    for garbage in ("", "2|zz|zz|1", "nonsense", "2|00"):
+        cookies[session.XSRF_COOKIE_NAME] = garbage
+        assert session.browser_id() is None
+    cookies.clear()
+    assert session.browser_id() is None
+
+
+def test_a_reload_finds_the_job_by_browser_and_the_url_keeps_no_token(monkeypatch, corpus):
+    """LabSession on the runner: the job is never written into the URL (an old link's token is dropped), the same
+    browser's reload takes the job over once the first session is gone, another browser's session does not."""
+    from ui.lab import session
+
+    runner = R.LabRunner(max_concurrent=1)
+    who = {"browser": "reader-browser"}
+    alive = {"first": True}
+    monkeypatch.setattr(session, "browser_id", lambda: who["browser"])
+    monkeypatch.setattr(session, "owner_alive", lambda: (lambda: alive["first"]))
+    first_state, first_query = {}, {session.JOB_TOKEN: "0" * 32}
+    first = session.LabSession(runner, first_state, first_query)
+    plan = S.TrainingPlan(preset("tiny", n_layer=1, vocab_size=corpus.vocab_size), LONG, None, (), None)
+    first.start_training(plan, corpus)
+    job = first.job
+    assert job is not None and first_query == {}  # nothing to share in the URL
+    first.start_training(plan, corpus)  # the same browser again (a second click, another tab)
+    assert first.pop_busy_notice("training") and not first.pop_busy_notice("training")
+    monkeypatch.setattr(session, "owner_alive", lambda: (lambda: True))
+    alive["first"] = False  # the tab closed
+    who["browser"] = "someone-elses-browser"
+    assert session.LabSession(runner, {}, {session.JOB_TOKEN: job.token}).job is None  # a shared link, token and all
+    who["browser"] = "reader-browser"
+    assert session.LabSession(runner, {}, {}).job is job  # the reader's own reload
+    job.stop()
+    assert J.wait_until_finished(job, 30).finished
