@@ -12,8 +12,9 @@ checkpoint) is checked here *before* a tensor is allocated, from sizes alone:
   softmax and its gradient.
 
 The coefficients are fitted to the peak resident memory of single training steps, and the time estimate
-divides the step's floating-point operations by a cautious rate; the measurements behind both are in the
-README ("Resource budget"). The estimate is a guide for the reader, not a promise.
+divides the step's floating-point operations by a cautious rate; the measurements behind both are in
+``engine/budget_steps.json`` (a test refits the coefficients from it). The estimate is a guide for the reader,
+not a promise.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ MB = 2**20
 # --- caps ----------------------------------------------------------------------------------------------------------
 # One training runs at a time (LabRunner.max_concurrent is 1), so the 690 MB allotment holds the Lab page plus any
 # training estimated under MAX_TRAINING_BYTES. The process sizes and the single steps the estimate is fitted to
-# are in the README ("Resource budget").
+# are in engine/budget_steps.json.
 #: Memory one training may take (bytes): weights, gradients, AdamW moments and the activations of one step.
 MAX_TRAINING_BYTES = 240 * MB
 #: Longest a training may run (seconds); the job stops itself there and keeps what it learned.
@@ -62,13 +63,13 @@ MAX_SESSION_UPLOAD_FILES = 4
 #: What every session together may hold in uploaded files, or have on the way (bytes): two sessions' worth.
 MAX_UPLOADS_HELD_BYTES = 2 * MAX_SESSION_UPLOAD_BYTES
 
-#: Bytes per unit of each term, fitted (least squares) to the single steps of the README: (training state per parameter,
+#: Bytes per unit of each term, fitted (least squares) to the steps of budget_steps.json: (training state per parameter,
 #: per B*T*n_embd*n_layer activation, per B*n_head*T^2*n_layer attention entry, per B*T*vocab_size logit).
 MEMORY_COEFFICIENTS = (16.0, 146.0, 14.0, 13.0)
 #: Fixed cost of a first training step (allocator arenas, the backward pass's libraries, the batches), fitted.
 MEMORY_OVERHEAD = 110 * MB
 #: Floating-point operations per second of one training thread: a cautious middle for a shared machine, below
-#: what the fitted steps reached (less for long blocks and large vocabularies; README, "Resource budget").
+#: what the fitted steps reached (less for long blocks and large vocabularies; budget_steps.json).
 FLOPS_PER_S = 15e9
 
 

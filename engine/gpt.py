@@ -12,12 +12,13 @@ Attention has two paths that give the same output (tests hold them equal to 1e-5
 * the manual path writes out ``attn_scores = q @ k^T / sqrt(head_dim)``, the causal mask,
   the softmax and ``attn_weights @ v``; it runs when the attention weights are asked for.
 
-Position information is chosen by ``GPTConfig.pos_encoding``: "learned" (GPT-2's absolute
-position table, added to the token embeddings in ``GPT.embed``), "none" (no position
-information: the permutation experiment shows what the causal mask alone leaks), "sinusoidal"
-(the fixed table of Vaswani et al., 2017, added in ``GPT.embed``) or "rope" (RoFormer, Su et al.,
-2021: q and k rotated inside ``CausalSelfAttention``, nothing added to the input). The tables and
-rotations come from ``engine.positions``. Only "learned" is limited to block_size positions.
+Position information is chosen by ``GPTConfig.pos_encoding``, a key of ``engine.positions.ENCODINGS``,
+and the model asks that record what to do: add a table to the token embeddings in ``GPT.embed`` (GPT-2's
+trained table, Radford et al., 2019; or the fixed sinusoidal one of Vaswani et al., 2017), rotate q and k
+inside ``CausalSelfAttention`` (RoPE: Su et al., 2021, RoFormer), add a bias to the attention scores (ALiBi:
+Press, Smith & Lewis, 2022, "Train Short, Test Long"), or nothing at all (the permutation experiment shows what
+the causal mask alone leaks; Haviv et al., 2022). The tables, rotations and biases come from
+``engine.positions``. Only a trained table limits a model to block_size positions.
 
 Dropout has two rates, kept apart as in nanoGPT's modules: ``attn_dropout`` on the attention weights
 (inside SDPA, or after the softmax on the manual path) and ``resid_dropout`` on the embeddings and
@@ -26,17 +27,16 @@ kernel onto the math path, which also stores the T x T weights (``python -m engi
 prices each setting). A config that gives only ``dropout`` (every checkpoint written before
 the split) uses it for both.
 
-Generation (``GPT.generate``) keeps a KV cache by default: see :class:`KVCache` for what is reused,
-and for the window slide past block_size. It draws every token by one rule, :func:`sampling_probs`
-(temperature, top-k, top-p), which the Lab's next-character view shows; :func:`eval_mode` is the one
-way to run a model without dropout and give it back in the mode it was in.
+Generation, its sampling rule and the KV cache are ``engine.sampling``'s (the blocks' ``forward_cached``
+is the attention it reads the cache with); :func:`eval_mode` is the one way to run a model without dropout
+and give it back in the mode it was in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import NamedTuple
 
@@ -46,7 +46,6 @@ import torch.nn.functional as F
 
 from engine import positions
 
-POS_ENCODINGS = ("learned", "none", "sinusoidal", "rope")
 #: The sinusoidal table (entries in [-1, 1]) is multiplied by this before it is added: the token embeddings
 #: start with std 0.02, and a table 50 times louder would drown which character sits where (an untrained
 #: model then hardly tells "白日依山尽" from "山依日白尽"). Vaswani et al. (2017, section 3.4) balance the two
@@ -60,7 +59,7 @@ class GPTConfig:
 
     Dropout rates: ``attn_dropout`` (attention weights) and ``resid_dropout`` (embeddings and the
     two residual branches of every block) are each in [0, 1) or None, and None means "use
-    ``dropout``". So ``GPTConfig(dropout=0.1)``, ``preset(name, dropout=p)`` and the config dicts of
+    ``dropout``". So ``GPTConfig(dropout=0.1)``, ``engine.presets.preset(name, dropout=p)`` and the config dicts of
     older checkpoints (which hold ``dropout`` only) set both; read the rates in force from
     :attr:`attn_dropout_rate` and :attr:`resid_dropout_rate`.
 
@@ -76,7 +75,7 @@ class GPTConfig:
     n_layer: int = 4  # number of Transformer blocks
     dropout: float = 0.1  # the rate of attn_dropout and resid_dropout when they are None (training only)
     bias: bool = True  # biases in Linear layers and LayerNorm (the lesson counts them: qkv 3168 at n_embd 32)
-    pos_encoding: str = "learned"  # "learned" absolute (GPT-2), "none", "sinusoidal" (fixed table) or "rope" (rotary)
+    pos_encoding: str = positions.LEARNED.key  # a key of engine.positions.ENCODINGS; GPT-2's learned table by default
     causal: bool = True  # mask future positions; False lets every token see the whole block
     attn_dropout: float | None = None  # on the attention weights (training only); None: dropout
     resid_dropout: float | None = None  # on the embeddings and both residual branches (training only); None: dropout
@@ -97,13 +96,16 @@ class GPTConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        if self.pos_encoding not in POS_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
-        if self.pos_encoding == "rope" and (self.n_embd // self.n_head) % 2:
+        if self.encoding.rotates_qk and (self.n_embd // self.n_head) % 2:
             raise ValueError(
-                f"rope rotates pairs of dimensions, so head_dim = n_embd // n_head must be even; "
+                f"{self.pos_encoding} rotates pairs of dimensions, so head_dim = n_embd // n_head must be even; "
                 f"got {self.n_embd} // {self.n_head} = {self.n_embd // self.n_head}"
             )
+
+    @property
+    def encoding(self) -> positions.PositionEncoding:
+        """The record of ``pos_encoding`` (what it adds, rotates or biases); ValueError for an unknown key."""
+        return positions.encoding(self.pos_encoding)
 
     @property
     def head_dim(self) -> int:
@@ -141,20 +143,6 @@ class GPTConfig:
         return cls(**data)
 
 
-PRESETS: dict[str, GPTConfig] = {
-    # The lesson's model: 4 heads of 32 dimensions, 4 layers, 128 tokens of context. No dropout: the course
-    # training sees each window of the Tang corpus about once, and the dropout experiment
-    # (assets/lab_dropout.json, made by the experiments command's earlier version named in the README; shown in the Lab)
-    # found no rate that lowers the validation loss beyond the seed noise. Dropout pays off when a small
-    # text is seen many times over (tang300).
-    "course": GPTConfig(block_size=128, n_embd=128, n_head=4, n_layer=4, dropout=0.0),
-    # The Lab's one-click training: a smaller model and context, no dropout for the course preset's reason.
-    "quick": GPTConfig(block_size=64, n_embd=64, n_head=4, n_layer=2, dropout=0.0),
-    # For tests: about 27k parameters at vocab_size 16, no dropout so runs are deterministic.
-    "tiny": GPTConfig(vocab_size=16, block_size=16, n_embd=32, n_head=4, n_layer=2, dropout=0.0),
-}
-
-
 def count_params(module: nn.Module) -> int:
     """Number of scalar parameters of ``module`` (every tensor in ``module.parameters()``).
 
@@ -179,7 +167,8 @@ def attention_shapes(config: GPTConfig, prefix: str = "") -> dict[str, tuple[int
 
     ``qkv``: (3 * n_embd, n_embd) and (3 * n_embd,), the query, key and value projections of every head
     side by side; ``proj``: (n_embd, n_embd) and (n_embd,). Biases only with ``config.bias``; the mask
-    and RoPE tables are non-persistent buffers, so absent. ``prefix`` goes before each name ("blocks.0.attn.").
+    and the RoPE and ALiBi tables are non-persistent buffers, so absent. ``prefix`` goes before each name
+    ("blocks.0.attn.").
     """
     C = config.n_embd
     qkv = _linear_shapes(f"{prefix}qkv", C, 3 * C, config.bias)  # W_query | W_key | W_value, (3C, C)
@@ -197,7 +186,7 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """
     C, V = config.n_embd, config.vocab_size
     shapes = {"tok_emb.weight": (V, C)}
-    if config.pos_encoding == "learned":
+    if config.encoding.trained_table:
         shapes["pos_emb.weight"] = (config.block_size, C)
     for i in range(config.n_layer):
         block = f"blocks.{i}."
@@ -234,17 +223,6 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
-def preset(name: str, **overrides) -> GPTConfig:
-    """A named preset ("course", "quick", "tiny"), with fields replaced by ``overrides``.
-
-    Raises:
-        ValueError: for an unknown name or an invalid override.
-    """
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-    return GPTConfig(**{**PRESETS[name].to_dict(), **overrides})
-
-
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention with one Linear for q, k and v (lesson section "several heads").
 
@@ -267,7 +245,12 @@ class CausalSelfAttention(nn.Module):
             # rebuilt from the config, so checkpoints hold weights only.
             mask = torch.ones(config.block_size, config.block_size, dtype=torch.bool).tril()
             self.register_buffer("mask", mask, persistent=False)
-        self.rope = config.pos_encoding == "rope"
+        self.rope = config.encoding.rotates_qk
+        self.alibi = config.encoding.biases_scores
+        if self.alibi:
+            # ALiBi's -m_h * |i - j| for queries and keys < block_size, (n_head, block_size, block_size); fixed, so not
+            # persistent. Longer sequences compute theirs on the fly (see _score_bias).
+            self.register_buffer("score_bias", positions.alibi_bias(config.block_size, config.n_head), persistent=False)
         if self.rope:
             # cos/sin of the angles t * theta_i for t < block_size, (block_size, head_dim // 2) each; fixed, so
             # not persistent. Longer sequences compute theirs on the fly (see _rope_cos_sin).
@@ -291,6 +274,11 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._split_heads(x, start=0)  # 3 x (B, nh, T, hs)
         if return_weights:
             context_vec, attn_weights = self._manual_attention(q, k, v)
+        elif self.alibi:  # the bias and the mask in one float attn_mask, (nh, T, T) broadcast over B
+            context_vec = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=self._attn_mask(0, T, q.dtype), dropout_p=self.dropout if self.training else 0.0
+            )  # (B, nh, T, hs)
+            attn_weights = None
         else:
             context_vec = F.scaled_dot_product_attention(
                 q, k, v, is_causal=self.causal, dropout_p=self.dropout if self.training else 0.0
@@ -310,7 +298,8 @@ class CausalSelfAttention(nn.Module):
             start: absolute position of the first token (>= 0).
 
         Returns:
-            q, k, v: float (B, n_head, T, head_dim) each; q and k rotated by their positions with "rope".
+            q, k, v: float (B, n_head, T, head_dim) each; q and k rotated by their positions when the encoding
+                rotates them.
         """
         B, T, C = x.size()
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, 3C) -> 3 x (B, T, C)
@@ -331,10 +320,34 @@ class CausalSelfAttention(nn.Module):
         cos, sin = positions.rope_cos_sin(range(start, end), 2 * self.rope_cos.size(1))
         return cos.to(self.rope_cos.device), sin.to(self.rope_sin.device)
 
+    def _score_bias(self, start: int, end: int) -> torch.Tensor:
+        """ALiBi's bias of the queries at positions start..end-1 on the keys 0..end-1: (nh, end - start, end).
+
+        Read from the buffer inside block_size, computed by ``positions.alibi_bias`` past it.
+        """
+        if end <= self.score_bias.size(-1):
+            return self.score_bias[:, start:end, :end]
+        return positions.alibi_bias(range(start, end), self.n_head, end).to(self.score_bias.device)
+
+    def _attn_mask(self, start: int, end: int, dtype: torch.dtype) -> torch.Tensor:
+        """SDPA's float ``attn_mask`` for queries start..end-1 and keys 0..end-1: the score bias, -inf where masked.
+
+        Returns:
+            (nh, end - start, end) of ``dtype``; with the causal mask, key j > query i gets -inf.
+        """
+        mask = self._score_bias(start, end).to(dtype)  # (nh, Tq, Tk)
+        if self.causal:
+            query = torch.arange(start, end, device=mask.device)  # (Tq,)
+            future = torch.arange(end, device=mask.device)[None, :] > query[:, None]  # (1, Tk) > (Tq, 1) -> (Tq, Tk)
+            mask = mask.masked_fill(future, float("-inf"))  # (nh, Tq, Tk)
+        return mask
+
     def _manual_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scaled dot-product attention written out; q, k, v are (B, nh, T, hs)."""
+        """Attention written out (scores, ALiBi's bias if any, mask, softmax); q, k, v are (B, nh, T, hs)."""
         T, head_dim = q.size(-2), q.size(-1)
         attn_scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # (B, nh, T, hs) @ (B, nh, hs, T) -> (B, nh, T, T)
+        if self.alibi:
+            attn_scores = attn_scores + self._score_bias(0, T).to(attn_scores.dtype)  # (B, nh, T, T) + (nh, T, T)
         if self.causal:
             # past block_size (sinusoidal, rope, none) the cached mask is too small: build one for T
             mask = (self.mask[:T, :T] if T <= self.mask.size(0)
@@ -378,7 +391,12 @@ class CausalSelfAttention(nn.Module):
         k_cache[:, :, start:end] = k  # (B, nh, T, hs) into positions start..end-1
         v_cache[:, :, start:end] = v
         keys, values = k_cache[:, :, :end], v_cache[:, :, :end]  # (B, nh, end, hs): every position so far
-        if last_only or T == 1:
+        if self.alibi:  # the bias of the queries kept (the last one, or all T) on every key so far, masked
+            first = end - 1 if last_only or T == 1 else start
+            q = q[:, :, first - start:]  # (B, nh, T, hs) -> (B, nh, end - first, hs)
+            mask = self._attn_mask(first, end, q.dtype)  # (nh, end - first, end)
+            context_vec = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # (B, nh, end - first, hs)
+        elif last_only or T == 1:
             # the last query sees every key up to itself: no mask
             q = q[:, :, -1:]  # (B, nh, T, hs) -> (B, nh, 1, hs)
             context_vec = F.scaled_dot_product_attention(q, keys, values)  # (B, nh, 1, hs)
@@ -461,9 +479,9 @@ class GPT(nn.Module):
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.n_embd)
-        if config.pos_encoding == "learned":
+        if config.encoding.trained_table:
             self.pos_emb = nn.Embedding(config.block_size, config.n_embd)  # row t: the vector of position t
-        elif config.pos_encoding == "sinusoidal":
+        elif config.encoding.adds_table:
             # fixed table, rebuilt from the config, so not in the state_dict; scaled (see SINUSOIDAL_SCALE)
             table = SINUSOIDAL_SCALE * positions.sinusoidal_table(config.block_size, config.n_embd)  # (block_size, C)
             self.register_buffer("pos_table", table, persistent=False)
@@ -490,7 +508,7 @@ class GPT(nn.Module):
         total = count_params(self)
         if not include_embeddings:
             total -= self.tok_emb.weight.numel()
-            if self.config.pos_encoding == "learned":
+            if self.config.encoding.trained_table:
                 total -= self.pos_emb.weight.numel()
         return total
 
@@ -498,21 +516,22 @@ class GPT(nn.Module):
         """Token embeddings plus position information: int64 (B, T) -> float (B, T, C).
 
         The tokens sit at positions start..start+T-1 (``start`` > 0 when a KV cache already holds
-        the earlier ones). "learned" adds row t of ``pos_emb`` at position t; "sinusoidal" adds row t
-        of the fixed table times ``SINUSOIDAL_SCALE`` (computed by formula past block_size); "none"
-        and "rope" add nothing (rope acts in attention).
+        the earlier ones). A trained table (learned) adds row t of ``pos_emb`` at position t; the fixed one
+        (sinusoidal) adds row t of its table times ``SINUSOIDAL_SCALE`` (computed by formula past block_size);
+        the other encodings add nothing (RoPE and ALiBi act in attention).
 
         Raises:
-            ValueError: with "learned", if start + T > block_size (the table has no row for later positions).
+            ValueError: with a trained table, if start + T > block_size (no row for later positions).
         """
         T = idx.size(1)
         end = start + T
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
-        if self.config.pos_encoding == "learned":
+        encoding = self.config.encoding
+        if encoding.trained_table:
             positions.check_learned_positions(end, self.config.block_size)
             pos = torch.arange(start, end, device=idx.device)  # (T,)
             x = x + self.pos_emb(pos)  # (B, T, C) + (T, C) -> (B, T, C)
-        elif self.config.pos_encoding == "sinusoidal":
+        elif encoding.adds_table:
             if end <= self.pos_table.size(0):
                 table = self.pos_table[start:end]  # (T, C)
             else:  # past block_size: the same formula, computed for these positions
@@ -527,7 +546,7 @@ class GPT(nn.Module):
         """Next-token logits for every position, and the loss if ``targets`` are given.
 
         Args:
-            idx: int64 (B, T) token ids, T >= 1 (T <= block_size with "learned"), ids < vocab_size.
+            idx: int64 (B, T) token ids, T >= 1 (T <= block_size with a trained table), ids < vocab_size.
             targets: int64 (B, T) next-token ids, or None.
             return_weights: use the manual attention path and return every layer's weights.
 
@@ -535,7 +554,7 @@ class GPT(nn.Module):
             GPTOutput(logits (B, T, vocab_size), loss or None, list of n_layer (B, nh, T, T) or None).
 
         Raises:
-            ValueError: if idx is not 2-d, is empty, or T > block_size with "learned" positions (crop
+            ValueError: if idx is not 2-d, is empty, or T > block_size with a trained position table (crop
                 the prompt first: ``generate`` does it for you).
         """
         if idx.dim() != 2:
@@ -543,7 +562,7 @@ class GPT(nn.Module):
         B, T = idx.size()
         if T == 0:
             raise ValueError("idx holds no tokens (T = 0)")
-        if T > self.config.block_size and self.config.pos_encoding == "learned":
+        if self.config.encoding.limited_to_block and T > self.config.block_size:
             raise ValueError(
                 f"sequence of {T} tokens is longer than block_size {self.config.block_size}: the learned position "
                 f"table has no row for positions {self.config.block_size}..{T - 1}; "
@@ -560,395 +579,3 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))  # (B*T, V) vs (B*T,)
         return GPTOutput(logits, loss, weights if return_weights else None)
-
-    def new_cache(self, batch_size: int) -> KVCache:
-        """An empty :class:`KVCache` for ``batch_size`` sequences, on the model's device and dtype."""
-        weight = self.lm_head.weight
-        return KVCache(self.config, batch_size, device=weight.device, dtype=weight.dtype)
-
-    @torch.no_grad()
-    def forward_cached(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Next-token logits of the last position, computing keys/values only for the new tokens.
-
-        ``idx`` holds the tokens at positions cache.length .. cache.length + T - 1; their keys and
-        values are added to ``cache`` in every layer, the earlier ones are read from it. Only the last
-        position goes through the last block's MLP, ``ln_f`` and ``lm_head``: generation needs no more.
-
-        Args:
-            idx: int64 (B, T), T >= 1, ids < vocab_size, with cache.length + T <= block_size.
-            cache: from :meth:`new_cache`; updated in place (its ``length`` grows by T).
-
-        Returns:
-            float (B, vocab_size): the logits at the last position, equal (to float rounding) to
-            ``self(all tokens so far).logits[:, -1]``.
-
-        Raises:
-            ValueError: if the model is not causal, idx is not (B, T) with T >= 1, the batch size
-                differs from the cache's, or the tokens would pass block_size.
-        """
-        if idx.dim() != 2 or idx.size(1) == 0:
-            raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
-        if idx.size(0) != cache.batch_size:
-            raise ValueError(f"idx has batch size {idx.size(0)} but the cache was made for {cache.batch_size}")
-        start, T = cache.length, idx.size(1)
-        if start + T > self.config.block_size:
-            raise ValueError(
-                f"{start} cached + {T} new tokens pass block_size {self.config.block_size}; "
-                f"recompute the window in a new cache (generate does)"
-            )
-        x = self.embed(idx, start=start)  # (B, T, C)
-        last = len(self.blocks) - 1
-        for layer, block in enumerate(self.blocks):
-            x = block.forward_cached(x, cache.k[layer], cache.v[layer], start, last_only=layer == last)
-        cache.length = start + T
-        return self.lm_head(self.ln_f(x[:, -1]))  # (B, 1, C) -> (B, C) -> (B, vocab_size)
-
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-        seed: int | None = None,
-        banned_ids: Sequence[int] = (),
-        top_p: float = 1.0,
-        allowed_next: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
-    ) -> torch.Tensor:
-        """Extends each row of ``idx`` by up to ``max_new_tokens`` sampled tokens.
-
-        The model runs in eval mode (no dropout) and is put back in its previous mode afterwards.
-        Each new token is predicted from the last block_size tokens only (a longer sequence is
-        cropped, so positions always run 0..block_size-1 within the window), and drawn by
-        :func:`sample_next` (the rule of :func:`sampling_probs`: banned and disallowed ids, then
-        temperature, top-k and top-p).
-
-        With ``use_cache`` (the default) keys and values are kept per layer and per head
-        (:class:`KVCache`): while the sequence fits in block_size each step computes them for the one
-        new token and reuses the others; once the window slides, every step recomputes the whole
-        window (see :class:`KVCache` for why), so the tokens are those of the uncached path, which
-        runs the full forward pass on the cropped window at every step. A non-causal model
-        (``causal=False``) is never cached. :func:`kv_cache_steps` lists what each step reuses.
-
-        Random draws come from ``generator``, else from a private generator seeded with ``seed``,
-        else from a private generator seeded from the operating system's entropy (different every
-        call); never from the global RNG.
-
-        Args:
-            idx: int64 (B, T) prompt ids, T >= 1 (any length).
-            max_new_tokens: most tokens to add (>= 0); fewer only when ``allowed_next`` stops.
-            temperature: 0 picks the most likely token (greedy, deterministic, no random draw);
-                > 0 divides the logits before sampling (below 1: sharper, above 1: flatter).
-            top_k: keep only the k most likely tokens before sampling; values above vocab_size keep
-                every token; None keeps all.
-            generator: a ``torch.Generator`` on the model's device, for reproducible samples.
-            use_cache: reuse keys/values between steps (same tokens, faster); False runs the full
-                forward pass on the window at every step.
-            seed: seeds the private generator when ``generator`` is None.
-            banned_ids: token ids never emitted (probability 0 at every step, and greedy picks among
-                the others): e.g. ``(tokenizer.unk_id,)``, the unknown token that stands for rare
-                characters and has no character to show.
-            top_p: nucleus sampling's mass in (0, 1]; 1 keeps every token (see :func:`sampling_probs`).
-            allowed_next: called before each step with the int64 (B, n) tokens generated so far
-                (n = 0 at the first step); returns a bool mask broadcastable to (B, vocab_size) of the
-                ids allowed at this step, or None to stop generating. This is how a caller imposes a
-                form (e.g. a poem's line lengths) inside the sampling loop.
-
-        Returns:
-            int64 (B, T + n) with n <= max_new_tokens: the prompt followed by the new ids (all
-            < vocab_size, none in ``banned_ids``, each allowed by ``allowed_next`` at its step).
-
-        Raises:
-            ValueError: for an empty prompt, a negative max_new_tokens, sampling settings that
-                :func:`check_sampling` refuses, ``banned_ids`` outside [0, vocab_size) or covering the
-                whole vocabulary, a step where no id is allowed, or logits that are not finite (a
-                diverged model, or a temperature so small that logits / temperature overflows: use
-                0 for greedy).
-        """
-        if idx.dim() != 2 or idx.size(1) == 0:
-            raise ValueError(f"idx must be (B, T) with T >= 1, got {tuple(idx.shape)}")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        check_sampling(temperature, top_k, top_p)
-        banned = sorted({int(i) for i in banned_ids})
-        vocab_size = self.config.vocab_size
-        if banned and (banned[0] < 0 or banned[-1] >= vocab_size or len(banned) >= vocab_size):
-            raise ValueError(f"banned_ids must be ids in [0, {vocab_size}) leaving one allowed, got {banned}")
-        not_banned = torch.ones(vocab_size, dtype=torch.bool, device=idx.device)  # (V,)
-        not_banned[banned] = False
-        if generator is None:
-            generator = torch.Generator(device=idx.device)
-            if seed is None:
-                generator.seed()  # from the OS's entropy source, not the global RNG
-            else:
-                generator.manual_seed(seed)
-        block_size = self.config.block_size
-        use_cache = use_cache and self.config.causal
-        prompt_len = idx.size(1)
-        with eval_mode(self):
-            cache = self.new_cache(idx.size(0)) if use_cache and max_new_tokens else None
-            for _ in range(max_new_tokens):
-                allowed = not_banned
-                if allowed_next is not None:
-                    rule = allowed_next(idx[:, prompt_len:])  # (B, n) so far -> bool (B or 1, V), or None
-                    if rule is None:
-                        break
-                    allowed = allowed & rule.to(device=idx.device, dtype=torch.bool)  # (B or 1, V)
-                if cache is None:
-                    idx_cond = idx[:, -block_size:]  # (B, <= block_size)
-                    logits = self(idx_cond).logits[:, -1, :]  # (B, T, V) -> (B, V): last position only
-                elif _reuses_cache(cache.length, idx.size(1), block_size):
-                    logits = self.forward_cached(idx[:, -1:], cache)  # the one new token: (B, 1) -> (B, V)
-                else:  # first step, or the window slid: compute the last block_size tokens afresh
-                    cache.length = 0
-                    logits = self.forward_cached(idx[:, -block_size:], cache)  # (B, <= block_size) -> (B, V)
-                idx_next = sample_next(logits, temperature, top_k, top_p, generator, allowed)  # (B, 1)
-                idx = torch.cat((idx, idx_next), dim=1)  # (B, T) -> (B, T + 1)
-        return idx
-
-
-class KVCache:
-    """Keys and values of the tokens already read, per layer and per head, for generation.
-
-    When the model predicts the next token, every earlier token's key and value would come out the
-    same as at the previous step: a causal layer's output at position t depends on positions <= t
-    only. So they are computed once, stored here, and each step computes q, k, v for the new token
-    alone; its query attends to the stored keys. The uncached path recomputes all of them every step.
-
-    The window slide. A model reads at most block_size tokens, so past that the uncached path crops
-    to the last block_size and numbers them 0..block_size-1 again. After such a slide the stored
-    keys and values are stale for three reasons: every token's position dropped by one (the learned
-    and sinusoidal tables add a different row; RoPE turns q and k by different angles), the oldest
-    token left the window (from the second layer on, every stored key and value was computed by
-    attending to it), and there is no room left. So once a sequence is longer than block_size the
-    cached path empties the cache and recomputes the whole window at every step: the same work as
-    the uncached path except ``lm_head`` and the last block's MLP on one position, and the same
-    tokens. With no position encoding the last two reasons still hold (only a one-layer model
-    without position encoding could keep its keys, in a ring buffer; the course's models have four
-    layers). Only inside the block is the cache a gain (:func:`kv_cache_steps` counts both regimes).
-
-    Attributes:
-        k, v: lists of n_layer float tensors (B, n_head, block_size, head_dim), preallocated;
-            positions 0..length-1 are filled. Keys are stored after the RoPE rotation.
-        length: number of positions filled (0..block_size).
-        batch_size: B.
-    """
-
-    def __init__(self, config: GPTConfig, batch_size: int, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        shape = (batch_size, config.n_head, config.block_size, config.head_dim)  # (B, nh, block_size, hs)
-        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.length = 0
-        self.batch_size = batch_size
-
-
-def _reuses_cache(cached: int, seq_len: int, block_size: int) -> bool:
-    """Whether a step can read the cache: it holds every token but the newest, and the sequence fits the block."""
-    return 0 < cached == seq_len - 1 and seq_len <= block_size
-
-
-@dataclass(frozen=True)
-class KVCacheStep:
-    """What one generation step does with the KV cache, per layer and per head.
-
-    Attributes:
-        step: 0-based index of the token being predicted.
-        seq_len: tokens in the sequence before this step's token is appended.
-        window_start: index of the first token the model reads (seq_len - block_size when the window slid, else 0).
-        reused: keys (and as many values) read from the cache without computing them.
-        computed: keys (and values) computed at this step.
-    """
-
-    step: int
-    seq_len: int
-    window_start: int
-    reused: int
-    computed: int
-
-
-def kv_cache_steps(prompt_len: int, max_new_tokens: int, block_size: int, causal: bool = True) -> list[KVCacheStep]:
-    """For each step of ``GPT.generate(use_cache=True)``, how many keys/values are reused vs computed.
-
-    The data for a "cache growing" figure. It follows the rule ``generate`` follows: the first step
-    computes the (cropped) prompt; each later step computes one key/value and reuses the others while
-    the sequence fits in block_size; once it is longer, every step recomputes the whole window (see
-    :class:`KVCache`). A non-causal model reuses nothing. The counts hold in every layer and head.
-
-    Args:
-        prompt_len: tokens in the prompt (>= 1).
-        max_new_tokens: steps (>= 0).
-        block_size: the model's context length (>= 1).
-        causal: False for a model built with ``causal=False``.
-
-    Returns:
-        max_new_tokens :class:`KVCacheStep` rows; ``reused + computed`` is the window's length.
-
-    Raises:
-        ValueError: if prompt_len or block_size < 1 or max_new_tokens < 0.
-    """
-    if prompt_len < 1 or block_size < 1 or max_new_tokens < 0:
-        raise ValueError(
-            "need prompt_len >= 1, block_size >= 1, max_new_tokens >= 0; "
-            f"got {prompt_len}, {block_size}, {max_new_tokens}"
-        )
-    rows, cached = [], 0
-    for step in range(max_new_tokens):
-        seq_len = prompt_len + step
-        window = min(seq_len, block_size)
-        if causal and _reuses_cache(cached, seq_len, block_size):
-            reused, computed = cached, 1
-        else:
-            reused, computed = 0, window
-        cached = window if causal else 0
-        rows.append(KVCacheStep(step, seq_len, seq_len - window, reused, computed))
-    return rows
-
-
-def check_sampling(temperature: float, top_k: int | None, top_p: float) -> None:
-    """Checks the settings of :func:`sampling_probs`.
-
-    Raises:
-        ValueError: unless temperature is a finite number >= 0, top_k is None or an integer >= 1
-            and top_p is a number in (0, 1] (the message names the value).
-    """
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not math.isfinite(temperature) \
-            or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be an integer >= 1 or None, got {top_k!r}")
-    if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
-
-
-def sampling_probs(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float = 1.0,
-    allowed: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The probability of each next token under the project's one sampling rule.
-
-    ``GPT.generate`` draws from these probabilities and the Lab's next-character view shows them, so
-    the two cannot disagree. In order:
-
-    1. ids where ``allowed`` is False get probability 0 (the unknown token, a poem form's mask);
-    2. temperature 0 puts all the mass on the most likely allowed id (greedy);
-    3. otherwise the logits are divided by the temperature (below 1: sharper, above 1: flatter);
-    4. top-k keeps the k most likely allowed ids (exactly k; all of them when fewer are allowed);
-    5. top-p keeps, of those, the smallest set of the most likely ids whose probabilities add up
-       to at least top_p, and always the most likely one (nucleus sampling, Holtzman et al., 2019,
-       "The Curious Case of Neural Text Degeneration");
-    6. a softmax over what is kept.
-
-    Args:
-        logits: float (..., V) unnormalised scores, e.g. (B, V) or (V,).
-        temperature: >= 0; 0 means greedy.
-        top_k: None keeps every id; values above V keep every id.
-        top_p: in (0, 1]; 1 keeps every id.
-        allowed: bool tensor broadcastable to (..., V), or None (every id allowed).
-
-    Returns:
-        float32 (float64 for float64 logits) (..., V): rows sum to 1, zeros outside the kept set.
-
-    Raises:
-        ValueError: for settings :func:`check_sampling` refuses, a logit that is NaN or infinite, a
-            row with no allowed id, or a temperature so small that logits / temperature overflows
-            (use 0 for greedy).
-    """
-    check_sampling(temperature, top_k, top_p)
-    if not torch.isfinite(logits).all():
-        raise ValueError("the model's logits are not finite (NaN or inf): its weights have diverged")
-    x = logits if logits.dtype == torch.float64 else logits.float()  # (..., V)
-    neg_inf = float("-inf")
-    n_allowed = x.size(-1)
-    if allowed is not None:
-        allowed = allowed.to(device=x.device, dtype=torch.bool).expand_as(x)  # (..., V)
-        n_allowed = allowed.sum(-1)  # (...,)
-        if not bool((n_allowed > 0).all()):
-            raise ValueError("no token is allowed at this step: the mask of allowed ids is all False")
-        x = x.masked_fill(~allowed, neg_inf)
-    if temperature == 0:
-        return F.one_hot(x.argmax(dim=-1), x.size(-1)).to(x.dtype)  # (..., V)
-    scaled = x / temperature  # (..., V)
-    if bool(torch.isnan(scaled).any() | torch.isposinf(scaled).any()) \
-            or bool((torch.isfinite(scaled).sum(-1) < n_allowed).any()):
-        raise ValueError(f"temperature {temperature} is too small: logits / temperature overflows; use 0 for greedy")
-    if top_k is not None and top_k < x.size(-1):
-        top = torch.topk(scaled, top_k, dim=-1).indices  # (..., k); disallowed ids (-inf) only when fewer are allowed
-        keep = torch.zeros_like(scaled, dtype=torch.bool).scatter_(-1, top, True)  # (..., V)
-        scaled = scaled.masked_fill(~keep, neg_inf)
-    probs = torch.softmax(scaled, dim=-1)  # (..., V)
-    if top_p < 1:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)  # (..., V) each, most likely first
-        before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V): mass of the more likely ids; 0 for the first
-        keep = torch.empty_like(before, dtype=torch.bool).scatter_(-1, order, before < top_p)  # back to id order
-        probs = torch.softmax(scaled.masked_fill(~keep, neg_inf), dim=-1)  # (..., V)
-    return probs
-
-
-def sample_next(
-    logits: torch.Tensor,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-    allowed: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """One id per row drawn by the rule of :func:`sampling_probs`: logits (B, V) -> int64 (B, 1), (V,) -> (1,).
-
-    Temperature 0 takes the most likely allowed id without a random draw (so ``generator`` is
-    untouched); otherwise one draw per row from ``generator`` (the global RNG when it is None).
-
-    Raises:
-        ValueError: as :func:`sampling_probs`.
-    """
-    probs = sampling_probs(logits, temperature, top_k, top_p, allowed)
-    if temperature == 0:
-        return probs.argmax(dim=-1, keepdim=True)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
-
-
-def generate_text(
-    model: GPT,
-    tokenizer,
-    prompt: str,
-    max_new_tokens: int = 100,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    seed: int | None = None,
-    use_cache: bool = True,
-    top_p: float = 1.0,
-) -> str:
-    """Text in, text out: the prompt followed by ``max_new_tokens`` generated characters.
-
-    Args:
-        model: a GPT whose vocabulary matches ``tokenizer``.
-        tokenizer: a ``CharTokenizer``; the prompt is encoded with errors="strict".
-        prompt: the start of the text; an empty prompt starts the model from a newline (when the
-            vocabulary has one), which is not repeated in the result.
-        temperature, top_k, top_p, use_cache: see ``GPT.generate``; the tokenizer's unknown token (if it has
-            one) is never emitted.
-        seed: seeds a private generator, so the same seed gives the same text; None seeds it from
-            the operating system (different text each call). The global RNG is never used.
-
-    Raises:
-        ValueError: for characters outside the vocabulary (named in the message), an empty prompt
-            when the vocabulary has no newline, or an invalid sampling setting.
-    """
-    start = prompt
-    if not start:
-        if "\n" not in tokenizer.stoi:
-            raise ValueError("the prompt is empty and the vocabulary has no newline to start from")
-        start = "\n"
-    device = next(model.parameters()).device
-    idx = torch.tensor([tokenizer.encode(start)], dtype=torch.long, device=device)  # (1, T)
-    unk_id = getattr(tokenizer, "unk_id", None)
-    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, use_cache=use_cache,
-                         banned_ids=() if unk_id is None else (unk_id,), top_p=top_p)
-    return prompt + tokenizer.decode(out[0, idx.size(1) :].tolist())

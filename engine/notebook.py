@@ -2,23 +2,29 @@
 
 The notebook holds, in the page's order, the page's prose (Markdown handed in by the caller, in the reader's
 language), the listings the page shows under "Code that ran" (the same source, :func:`listing`), and after a
-listing the cells of :mod:`engine.notebook_recipes` that print the numbers the page shows with the reader's
-settings, beside the chapters' printed values where the page checks them.
+listing the cells of the page's recipes module (``engine/notebooks/<slug>.py``, see :mod:`engine.notebooks`) that
+print the numbers the page shows with the reader's settings, beside the chapters' printed values where the page
+checks them, and draw its charts; after the page, its prediction gates as exercises (:class:`Exercise`): the
+question, an empty cell, and a folded cell that prints the answer computed by the engine the notebook carries.
 
-It needs no file outside itself and no install of this project: its first code cell carries the source of every
-``engine`` module the listings and recipes import (their import closure, read from the modules' own files) and
-registers them as in-memory modules, so the notebook runs what the app ran, at the version the app ran, with
-only :data:`REQUIREMENTS` installed (``torch``, ``numpy``, ``pandas``, and ``plotly`` for the page's charts). The
-listings are then defined again in the notebook's own namespace, so a reader who edits one and reruns the cells
-below sees its effect.
+It needs no file outside itself and no install of this project. Its first cells say how to install what it
+imports (:func:`requirements`: read from the imports of every module it carries, so a module cannot be missing
+from the line) and set the reader's settings; then one folded cell carries the source of every ``engine`` module
+the listings and recipes import (their import closure, read from the modules' own files) and registers them as
+in-memory modules, so the notebook runs what the app ran, at the version the app ran. The listings are then
+defined again in the notebook's own namespace, so a reader who edits one and reruns the cells below sees its
+effect.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import importlib.metadata
 import inspect
 import json
+import math
+import struct
 import sys
 import textwrap
 import types
@@ -26,19 +32,84 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine import notebook_recipes
+from engine.notebooks import core
 
 if TYPE_CHECKING:
     import nbformat
 
-#: The packages the notebook needs, with the versions the app runs (pyproject.toml pins the same).
-REQUIREMENTS: tuple[str, ...] = ("torch==2.13.0", "numpy==2.3.5", "pandas==2.3.3", "plotly==6.5.0")
 #: Kernel name written into the notebook's metadata.
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 #: Tag of the cells that print the page's numbers (the test reads their output).
 NUMBERS_TAG = "numbers"
 #: Largest settings value accepted, as the length of its Python literal (a Lab corpus slice included).
-MAX_SETTING_CHARS = 400_000
+MAX_SETTING_CHARS = 2_000_000
+#: A setting whose literal is longer than this goes into a folded cell of its own, after the settings cell.
+BULKY_SETTING_CHARS = 2_000
+#: PyTorch's index of CPU-only wheels: the build the notebook installs where there is no GPU (PyPI's Linux wheel
+#: is the CUDA build, 2.9 GB).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: The command the install lines begin with.
+PIP_INSTALL = ("pip", "install")
+#: What opens the notebook (not imported by it): the last word of its install line.
+JUPYTER = "jupyterlab"
+#: Modules a notebook needs beside one it imports, for that one's output to show in Jupyter: Plotly's
+#: ``Figure.show()`` draws through nbformat, which it imports only then.
+SHOWN_WITH: dict[str, tuple[str, ...]] = {"plotly": ("nbformat",)}
+#: Cell metadata that folds a cell's source in JupyterLab and classic Jupyter.
+FOLDED = {"jupyter": {"source_hidden": True}, "collapsed": True}
+
+
+@dataclass(frozen=True)
+class Install:
+    """How to install what a notebook imports: ``pip install`` lines, with the versions the app runs.
+
+    Attributes:
+        torch: ``torch==<version>``, or "" when the notebook does not import it.
+        others: ``name==version`` of every other distribution it imports, sorted.
+    """
+
+    torch: str
+    others: tuple[str, ...]
+
+    @property
+    def cpu_lines(self) -> tuple[str, ...]:
+        """The commands for a machine without a GPU: PyTorch's CPU build from its own index, then the rest."""
+        first = (" ".join((*PIP_INSTALL, self.torch, "--index-url", TORCH_CPU_INDEX)),) if self.torch else ()
+        return (*first, " ".join((*PIP_INSTALL, *self.others, JUPYTER)))
+
+    @property
+    def cuda_line(self) -> str:
+        """The command that takes PyPI's CUDA build of PyTorch instead (a machine with an NVIDIA GPU), or ""."""
+        return " ".join((*PIP_INSTALL, self.torch)) if self.torch else ""
+
+
+def requirements(sources: Mapping[str, tuple[str, str]], cells: Sequence[str] = ()) -> Install:
+    """The distributions the notebook imports: the top-level modules named by every import statement (at any
+    depth) of the carried engine ``sources`` and of its code ``cells``, less the standard library and
+    ``engine``, with the modules :data:`SHOWN_WITH` adds, each as the installed distribution that provides it
+    and its version (its public part: a ``+cpu`` local label dropped).
+
+    Raises:
+        LookupError: for an imported module no installed distribution provides.
+    """
+    names: set[str] = set()
+    for source in [src for _path, src in sources.values()] + list(cells):
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    names -= set(sys.stdlib_module_names) | {"engine", "__future__"}
+    names |= {extra for name in list(names) for extra in SHOWN_WITH.get(name, ())}
+    providers = importlib.metadata.packages_distributions()
+    pins = {}
+    for name in sorted(names):
+        if name not in providers:
+            raise LookupError(f"no installed distribution provides the module {name!r}")
+        dist = providers[name][0]
+        pins[dist.lower()] = f"{dist.lower()}=={importlib.metadata.version(dist).split('+')[0]}"
+    torch = pins.pop("torch", "")
+    return Install(torch, tuple(sorted(pins.values())))
 
 
 @dataclass(frozen=True)
@@ -56,24 +127,60 @@ class Listing:
 
 
 @dataclass(frozen=True)
+class Exercise:
+    """One of the page's prediction gates as an exercise: its question, an empty cell for the reader, then a folded
+    cell that computes the answer with the notebook's own code and the reader's settings, and prints it.
+
+    Attributes:
+        question: the Markdown cell (the question, its options listed), in the reader's language.
+        answer: the engine function that answers it (the page's gate calls the same one).
+        controls: ``(parameter, expression)`` of each argument of ``answer``: Python over the notebook's settings
+            and the names of the page's recipes module or of ``answer``'s module.
+        comment: the first line of the answer cell, a comment (without its ``#``).
+        decimals: the decimals of a number answer, printed by ``show``; None for an option's key, printed by
+            ``say`` with the option's label under it.
+        options: ``{key: label}`` of an option answer.
+    """
+
+    question: str
+    answer: Callable
+    controls: tuple[tuple[str, str], ...]
+    comment: str
+    decimals: int | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Name the answer cell of an exercise binds and prints (the test reads its ``name = value`` line).
+ANSWER = "answer"
+#: Tag of an exercise's answer cell.
+EXERCISE_TAG = "exercise"
+
+
+@dataclass(frozen=True)
 class NotebookLabels:
     """Every sentence of the notebook's own cells, in the reader's language (from the caller).
 
     Attributes:
         title: the notebook's first heading (the page's title).
-        about: Markdown under the title: what the notebook is, how to run it (may name the packages).
-        engine: Markdown before the cell that carries the engine's modules.
+        about: Markdown under the title: what the notebook is, how to run it.
+        install: Markdown before the install commands for a machine without a GPU.
+        cuda: Markdown before the command that takes PyTorch's CUDA build instead.
+        engine: Markdown before the folded cell that carries the engine's modules.
         settings: Markdown before the cell of the reader's settings.
         numbers: Markdown before each cell that prints the page's numbers.
-        timing: Markdown before a cell that times code (:data:`engine.notebook_recipes.TIMING`): times depend on
+        data: Markdown before the folded cell of the settings too long to read (a corpus slice).
+        timing: Markdown before a cell that times code (a recipes module's ``TIMING``): times depend on
             the machine, so the notebook shows how to measure them instead of the page's.
         method_note: Markdown before a listing of a method, shown as text (it runs inside its class).
     """
 
     title: str
     about: str
+    install: str
+    cuda: str
     engine: str
     settings: str
+    data: str
     numbers: str
     timing: str
     method_note: str
@@ -233,14 +340,38 @@ def engine_sources(modules: set[str]) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _float32_text(value: float) -> float:
+    """``value`` as the reader set it when it is a float32 widened to float64 (0.4300000071525574 -> 0.43):
+    the shortest decimal that reads back as the same float32; any other float unchanged."""
+    if not math.isfinite(value) or struct.unpack("f", struct.pack("f", value))[0] != value:
+        return value
+    for digits in range(1, 10):
+        short = float(f"{value:.{digits}g}")
+        if struct.unpack("f", struct.pack("f", short))[0] == value:
+            return short
+    return value
+
+
+def plain(value: object) -> object:
+    """``value`` with every float that is a widened float32 written as the reader set it (:func:`_float32_text`),
+    in lists, tuples and dicts too; float64 values are written as they are (repr is already the shortest)."""
+    if isinstance(value, float):
+        return _float32_text(value)
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
 def _literal(name: str, value: object) -> str:
-    """``name = <value as a Python literal>``.
+    """``name = <value as a Python literal>`` (floats as :func:`plain` writes them).
 
     Raises:
         ValueError: when ``value`` is not a literal of str, numbers, bools, None, lists, tuples and dicts, or
             longer than :data:`MAX_SETTING_CHARS`.
     """
-    text = repr(value)
+    text = repr(plain(value))
     if len(text) > MAX_SETTING_CHARS:
         raise ValueError(f"setting {name!r} is {len(text)} characters long (at most {MAX_SETTING_CHARS})")
     try:
@@ -250,9 +381,10 @@ def _literal(name: str, value: object) -> str:
     return f"{name} = {text}"
 
 
-def settings_cell(recipes: Sequence[Callable], settings: Mapping[str, object]) -> str:
-    """The cell that sets the reader's controls: one line per parameter of ``recipes`` (their defaults are
-    the page's), the reader's value where ``settings`` has one.
+def settings_cells(recipes: Sequence[Callable], settings: Mapping[str, object]) -> tuple[str, str]:
+    """The cells that set the reader's controls: one line per parameter of ``recipes`` (their defaults are the
+    page's), the reader's value where ``settings`` has one; ``(short lines, long lines)``, a line longer than
+    :data:`BULKY_SETTING_CHARS` in the second (a folded cell), "" when there is none.
 
     Raises:
         ValueError: for a setting no recipe takes, or a value :func:`_literal` refuses.
@@ -264,82 +396,148 @@ def settings_cell(recipes: Sequence[Callable], settings: Mapping[str, object]) -
     unknown = set(settings) - set(defaults)
     if unknown:
         raise ValueError(f"no recipe of this page takes the settings {sorted(unknown)}")
-    return "\n".join(_literal(name, settings.get(name, default)) for name, default in defaults.items())
+    lines = [_literal(name, settings.get(name, default)) for name, default in defaults.items()]
+    return ("\n".join(line for line in lines if len(line) <= BULKY_SETTING_CHARS),
+            "\n".join(line for line in lines if len(line) > BULKY_SETTING_CHARS))
+
+
+def settings_cell(recipes: Sequence[Callable], settings: Mapping[str, object]) -> str:
+    """Every line of :func:`settings_cells` in one text (the two cells run one after the other)."""
+    return "\n".join(part for part in settings_cells(recipes, settings) if part)
 
 
 def _markdown_listing(obj: Callable | type) -> str:
     return "```python\n" + listing(obj).rstrip() + "\n```"
 
 
-def build(slug: str, items: Sequence[Prose | Listing], settings: Mapping[str, object],
-          labels: NotebookLabels) -> nbformat.NotebookNode:
-    """The notebook of page ``slug``.
+def page_recipes(page: types.ModuleType) -> dict[str, Callable]:
+    """The ``RECIPES`` of a page's recipes module (:mod:`engine.notebooks`).
+
+    Raises:
+        TypeError: for a module without a ``RECIPES`` dict of functions defined in it.
+    """
+    recipes = getattr(page, "RECIPES", None)
+    if not isinstance(recipes, dict) or not all(
+            inspect.isfunction(r) and r.__module__ == page.__name__ for r in recipes.values()):
+        raise TypeError(f"{page.__name__} has no RECIPES dict of its own functions")
+    return recipes
+
+
+def _exercise_code(exercise: Exercise, home: str, defined: set[str], imports: _Imports) -> str:
+    """The answer cell of ``exercise``: its comment, the imports its expressions and its engine function need
+    (resolved in the recipes module ``home``, then in the function's module), the call, the print; the engine
+    modules it reaches are added to ``imports``."""
+    call = f"{exercise.answer.__name__}(" + ", ".join(f"{p}={e}" for p, e in exercise.controls) + ")"
+    own = _Imports()
+    own.lines[exercise.answer.__name__] = _import_line(exercise.answer.__name__, exercise.answer,
+                                                       exercise.answer.__module__)
+    own.modules.add(exercise.answer.__module__)
+    _add_imports(own, call, home, defined | set(own.lines))
+    _add_imports(own, call, exercise.answer.__module__, defined | set(own.lines))
+    imports.modules.update(own.modules)
+    if exercise.decimals is None:
+        shown = (f"say({ANSWER!r}, {ANSWER})\nprint({json.dumps(dict(exercise.options), ensure_ascii=False)}"
+                 f"[{ANSWER}])")
+    else:
+        shown = f"show({ANSWER!r}, {ANSWER}, decimals={int(exercise.decimals)})"
+    return (f"# {exercise.comment}\n" + "\n".join(sorted(own.lines.values())) + f"\n\n{ANSWER} = {call}\n{shown}")
+
+
+def build(page: types.ModuleType, items: Sequence[Prose | Listing], settings: Mapping[str, object],
+          labels: NotebookLabels, exercises: Sequence[Exercise] = ()) -> nbformat.NotebookNode:
+    """The notebook of one page.
 
     Args:
-        slug: the page's slug (``self_attention``); selects its recipes in :data:`engine.notebook_recipes.RECIPES`.
+        page: the page's recipes module, ``engine.notebooks.<slug>`` (``RECIPES``, optional ``TIMING``).
         items: the page's prose parts and listings in the page's order.
         settings: the reader's controls by recipe parameter name (plain literals); a missing one takes the
             page's default.
         labels: the notebook's own sentences.
+        exercises: the page's prediction gates, after the page's cells: each its question, an empty cell, and
+            its answer in a folded cell (:data:`FOLDED`) that prints ``answer = ...``.
 
     Returns:
-        An nbformat v4 notebook; code cells that print the page's numbers carry the tag :data:`NUMBERS_TAG`.
+        An nbformat v4 notebook: the title, the install commands (:func:`requirements`), the settings, the folded
+        cells of long settings and of the engine's modules, then the page; code cells that print the page's
+        numbers carry the tag :data:`NUMBERS_TAG`.
 
     Raises:
-        KeyError: for a slug without recipes.
+        TypeError: for a module without recipes.
         ValueError: for a setting no recipe takes, a value that is no plain literal, or two listings that need
             one name bound two ways.
+        LookupError: for an imported module no installed distribution provides.
     """
     import nbformat  # here, not at the top: importing it costs the app's pages a quarter of a second
 
-    recipes = notebook_recipes.RECIPES[slug]
+    recipes = page_recipes(page)
+    timing = getattr(page, "TIMING", frozenset())
+    helpers = (core.show, core.say)
     listings = [obj for item in items if isinstance(item, Listing) for obj in item.objects if not is_method(obj)]
-    defined = {obj.__name__ for obj in listings} | {notebook_recipes.show.__name__, notebook_recipes.say.__name__}
+    defined = {obj.__name__ for obj in listings} | {helper.__name__ for helper in helpers}
     imports = _Imports()
     for obj in listings:
         _add_imports(imports, listing(obj), obj.__module__, defined)
-    used = [recipe for recipe in recipes.values()]
+    used = list(recipes.values())
     for recipe in used:  # what a recipe cell sets, a later one reads from the notebook, not from an import
         defined |= _global_names(body_of(recipe))
-    for recipe in [notebook_recipes.show, notebook_recipes.say, *used]:
-        helper = recipe in (notebook_recipes.show, notebook_recipes.say)
-        source = listing(recipe) if helper else body_of(recipe)
-        params = set() if helper else set(inspect.signature(recipe).parameters)
-        _add_imports(imports, source, notebook_recipes.__name__, defined | params)
+    for helper in helpers:
+        _add_imports(imports, listing(helper), core.__name__, defined)
+    for recipe in used:
+        _add_imports(imports, body_of(recipe), page.__name__, defined | set(inspect.signature(recipe).parameters))
+    settings_names = {p for recipe in used for p in inspect.signature(recipe).parameters}
+    exercise_cells = []
+    for exercise in exercises:
+        exercise_cells += [nbformat.v4.new_markdown_cell(exercise.question), nbformat.v4.new_code_cell(""),
+                           nbformat.v4.new_code_cell(_exercise_code(exercise, page.__name__, defined | settings_names,
+                                                                    imports),
+                                                    metadata={**FOLDED, "tags": [EXERCISE_TAG]})]
     sources = engine_sources(imports.modules)
     loader = _Imports()
-    _add_imports(loader, listing(notebook_recipes.load_engine), notebook_recipes.__name__, set())
+    _add_imports(loader, listing(core.load_engine), core.__name__, set())
+    short, bulky = settings_cells(used, settings)
+    engine_code = ("\n".join(sorted(loader.lines.values()))
+                   + f"\n\nENGINE_SOURCES = {json.dumps(sources, ensure_ascii=False, indent=0)}\n\n"
+                   + listing(core.load_engine) + "\n\nload_engine(ENGINE_SOURCES)")
+    helpers_code = ("\n".join(sorted(imports.lines.values())) + "\n\n"
+                    + "\n\n".join(listing(helper) for helper in helpers))
+    page_cells = []
+    for item in items:
+        if isinstance(item, Prose):
+            page_cells.append(nbformat.v4.new_markdown_cell(item.markdown))
+            continue
+        for obj in item.objects:
+            if is_method(obj):
+                page_cells.append(nbformat.v4.new_markdown_cell(
+                    f"{labels.method_note}\n\n`{obj.__module__}.{obj.__qualname__}`\n\n{_markdown_listing(obj)}"))
+            else:
+                page_cells.append(nbformat.v4.new_code_cell(f"# {obj.__module__}.{obj.__qualname__}\n{listing(obj)}"))
+        recipe = recipes.get(item.objects[0].__qualname__) if item.objects else None
+        if recipe in timing:
+            page_cells.append(nbformat.v4.new_markdown_cell(labels.timing))
+            page_cells.append(nbformat.v4.new_code_cell(body_of(recipe)))
+        elif recipe is not None:
+            page_cells.append(nbformat.v4.new_markdown_cell(labels.numbers))
+            page_cells.append(nbformat.v4.new_code_cell(body_of(recipe), metadata={"tags": [NUMBERS_TAG]}))
+    page_cells += exercise_cells
+    install = requirements(sources, [helpers_code, engine_code] + [c.source for c in page_cells
+                                                                   if c.cell_type == "code"])
+    commands = "```bash\n" + "\n".join(install.cpu_lines) + "\n```"
+    install_md = f"{labels.install}\n\n{commands}"
+    if install.cuda_line:
+        install_md += f"\n\n{labels.cuda}\n\n```bash\n{install.cuda_line}\n```"
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = KERNEL
     nb.metadata["language_info"] = {"name": "python"}
     cells = [nbformat.v4.new_markdown_cell(f"# {labels.title}\n\n{labels.about}"),
-             nbformat.v4.new_markdown_cell(labels.engine),
-             nbformat.v4.new_code_cell(
-                 "\n".join(sorted(loader.lines.values()))
-                 + f"\n\nENGINE_SOURCES = {json.dumps(sources, ensure_ascii=False, indent=0)}\n\n"
-                 + listing(notebook_recipes.load_engine) + "\n\nload_engine(ENGINE_SOURCES)"),
-             nbformat.v4.new_code_cell("\n".join(sorted(imports.lines.values())) + "\n\n"
-                                       + listing(notebook_recipes.show) + "\n\n" + listing(notebook_recipes.say)),
+             nbformat.v4.new_markdown_cell(install_md),
              nbformat.v4.new_markdown_cell(labels.settings),
-             nbformat.v4.new_code_cell(settings_cell(used, settings))]
-    for item in items:
-        if isinstance(item, Prose):
-            cells.append(nbformat.v4.new_markdown_cell(item.markdown))
-            continue
-        for obj in item.objects:
-            if is_method(obj):
-                cells.append(nbformat.v4.new_markdown_cell(
-                    f"{labels.method_note}\n\n`{obj.__module__}.{obj.__qualname__}`\n\n{_markdown_listing(obj)}"))
-            else:
-                cells.append(nbformat.v4.new_code_cell(f"# {obj.__module__}.{obj.__qualname__}\n{listing(obj)}"))
-        recipe = recipes.get(item.objects[0].__qualname__) if item.objects else None
-        if recipe in notebook_recipes.TIMING:
-            cells.append(nbformat.v4.new_markdown_cell(labels.timing))
-            cells.append(nbformat.v4.new_code_cell(body_of(recipe)))
-        elif recipe is not None:
-            cells.append(nbformat.v4.new_markdown_cell(labels.numbers))
-            cells.append(nbformat.v4.new_code_cell(body_of(recipe), metadata={"tags": [NUMBERS_TAG]}))
+             nbformat.v4.new_code_cell(short)]
+    if bulky:
+        cells += [nbformat.v4.new_markdown_cell(labels.data), nbformat.v4.new_code_cell(bulky, metadata=dict(FOLDED))]
+    cells += [nbformat.v4.new_markdown_cell(labels.engine),
+              nbformat.v4.new_code_cell(engine_code, metadata=dict(FOLDED)),
+              nbformat.v4.new_code_cell(helpers_code), *page_cells]
     nb.cells = cells
     nbformat.validate(nb)
     return nb

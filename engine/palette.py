@@ -42,6 +42,11 @@ DROPOUT = "#F0E442"
 #: Position information (learned or sinusoidal table, RoPE's rotation): Paul Tol's wine, dark enough
 #: to stay apart from QUERY's light purple.
 POSITION = "#882255"
+#: The alternative a figure sets beside the chapter's choice, to show why the chapter chose otherwise: dividing by
+#: the sum beside the softmax (page 1), scores without the 1/√d_k scale beside the scaled ones and torch.rand's
+#: initialisation beside nn.Linear's (page 2). A dark neutral grey that is no tensor's colour, so "without scale"
+#: never borrows KEY's orange; the chapter's choice keeps its tensor's colour (ATTN_SCORES, ATTN_WEIGHTS).
+ALTERNATIVE = "#6F6F6F"
 #: Text, arrows and the outline of plain tensors (inputs, embeddings): black.
 INK = "#000000"
 #: Background of every diagram: white (Graphviz charts do not follow Streamlit's theme).

@@ -1,7 +1,9 @@
-"""Position information for the course's GPT: none, learned absolute, sinusoidal, rotary (RoPE).
+"""Position information for the course's GPT: none, learned absolute, sinusoidal, rotary (RoPE), ALiBi.
 
 Attention scores compare contents only, so without help a Transformer sees a set of tokens,
-not a sequence (lesson "multi-head attention and positional encoding", part 2). Four answers:
+not a sequence (lesson "multi-head attention and positional encoding", part 2). Five answers,
+each one :class:`PositionEncoding` record of :data:`ENCODINGS`, the one place their keys and
+order are written (the model, the Lab and the pages ask the record what an encoding does):
 
 * ``"none"``: nothing is added. A causal model still learns some order, because the mask lets
   position t see t + 1 tokens (Haviv et al., 2022); see :func:`visible_token_counts`.
@@ -13,17 +15,94 @@ not a sequence (lesson "multi-head attention and positional encoding", part 2). 
 * ``"rope"``: Su et al. (2021), RoFormer, section 3.4: nothing is added to the input; inside
   attention, q and k of position m are rotated by angles m * theta_i, so q·k depends only on
   the distance between the two positions (:func:`apply_rope`).
+* ``"alibi"``: Press, Smith & Lewis (2022), "Train Short, Test Long", section 3: nothing is added
+  and nothing rotated; each head h adds -m_h·(i - j) to the score of query i and key j, a penalty
+  growing with the distance at a fixed slope per head (:func:`alibi_slopes`, :func:`alibi_bias`).
 
 Pure functions, no parameters and no Streamlit: the GPT builds its buffers from them.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-#: The position encodings the GPT knows, in the order pages list them.
-POS_ENCODINGS: tuple[str, ...] = ("none", "learned", "sinusoidal", "rope")
+#: ``PositionEncoding.table`` of an encoding whose table is a parameter, one trained row per position.
+TRAINED_TABLE = "trained"
+#: ``PositionEncoding.table`` of an encoding whose table is a formula of the position (a fixed buffer).
+FIXED_TABLE = "fixed"
+
+
+@dataclass(frozen=True)
+class PositionEncoding:
+    """What one position encoding does to the GPT: the record the model, the Lab and the pages ask.
+
+    Attributes:
+        key: the value of ``GPTConfig.pos_encoding`` (and of checkpoints' configs, URLs, results files).
+        table: what is added to the token embeddings: :data:`TRAINED_TABLE` (an ``nn.Embedding`` of
+            block_size rows, in the state_dict), :data:`FIXED_TABLE` (a formula, rebuilt from the config),
+            or None (nothing is added).
+        rotates_qk: q and k are rotated inside attention by their positions (needs an even head_dim).
+        biases_scores: a fixed bias is added to the attention scores before the softmax.
+        limited_to_block: no position at or past block_size exists (a trained table has no row for it).
+
+    The papers behind each record are named in the module's docstring.
+    """
+
+    key: str
+    table: str | None
+    rotates_qk: bool
+    biases_scores: bool
+    limited_to_block: bool
+
+    def __post_init__(self) -> None:
+        if self.table not in (None, TRAINED_TABLE, FIXED_TABLE):
+            raise ValueError(f"table must be None, {TRAINED_TABLE!r} or {FIXED_TABLE!r}, got {self.table!r}")
+
+    @property
+    def adds_table(self) -> bool:
+        """Whether a table of vectors is added to the token embeddings (learned, sinusoidal)."""
+        return self.table is not None
+
+    @property
+    def trained_table(self) -> bool:
+        """Whether the added table is a parameter (the state_dict holds ``pos_emb.weight``)."""
+        return self.table == TRAINED_TABLE
+
+    def max_positions(self, block_size: int) -> int | None:
+        """Most positions a model of context ``block_size`` can read at once: block_size, or None (no limit)."""
+        return block_size if self.limited_to_block else None
+
+
+NONE = PositionEncoding("none", table=None, rotates_qk=False, biases_scores=False, limited_to_block=False)  # Haviv 2022
+LEARNED = PositionEncoding("learned", table=TRAINED_TABLE, rotates_qk=False, biases_scores=False,
+                           limited_to_block=True)  # GPT-2, Radford et al. (2019)
+SINUSOIDAL = PositionEncoding("sinusoidal", table=FIXED_TABLE, rotates_qk=False, biases_scores=False,
+                              limited_to_block=False)  # Vaswani et al. (2017), section 3.5
+ROPE = PositionEncoding("rope", table=None, rotates_qk=True, biases_scores=False,
+                        limited_to_block=False)  # RoFormer, Su et al. (2021), section 3.4
+ALIBI = PositionEncoding("alibi", table=None, rotates_qk=False, biases_scores=True,
+                         limited_to_block=False)  # Train Short, Test Long, Press, Smith & Lewis (2022), section 3
+
+#: Every position encoding the GPT knows, in the order pages, the Lab and tables list them.
+ENCODINGS: tuple[PositionEncoding, ...] = (NONE, LEARNED, SINUSOIDAL, ROPE, ALIBI)
+_BY_KEY = {enc.key: enc for enc in ENCODINGS}
+
+
+def encoding(key: str) -> PositionEncoding:
+    """The record of the encoding named ``key``.
+
+    Raises:
+        ValueError: for a key of no record of :data:`ENCODINGS` (the message lists them).
+    """
+    try:
+        return _BY_KEY[key]
+    except (KeyError, TypeError):
+        raise ValueError(f"pos_encoding must be one of {tuple(_BY_KEY)}, got {key!r}") from None
+
 
 #: Base of the geometric frequency ladder in both sinusoidal and rotary encodings (Vaswani et al.; Su et al.).
 BASE = 10000.0
@@ -110,7 +189,7 @@ def check_learned_positions(T: int, block_size: int) -> None:
             f"position {block_size} is past the learned position table: it has {block_size} rows "
             f"(block_size {block_size}, positions 0..{block_size - 1}) and a sequence of {T} tokens needs "
             f"positions up to {T - 1}. Crop to the last {block_size} tokens, or use a position encoding "
-            f"computed by a formula (sinusoidal, rope)."
+            f"without this limit ({', '.join(e.key for e in ENCODINGS if not e.limited_to_block)})."
         )
 
 
@@ -244,3 +323,65 @@ def visible_token_counts(T: int) -> Tensor:
         raise ValueError(f"T must be >= 1, got {T}")
     mask = torch.ones(T, T, dtype=torch.int64).tril()  # (T, T): 1 where key j <= query i
     return mask.sum(dim=-1)  # (T,)
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """ALiBi's slope m_h of each head: the geometric sequence of Press, Smith & Lewis (2022), section 3.
+
+    For a power of two n, m_h = 2^(-8h/n) for h = 1..n (8 heads: 1/2, 1/4, ..., 1/256; 4 heads: 1/4,
+    1/16, 1/64, 1/256). For any other n, the paper's rule (its reference code): the n' = 2^floor(log2 n)
+    slopes of n' heads, then every other slope of 2n' heads (the 1st, 3rd, ...) for the n - n' heads left.
+    So 6 heads get 1/4, 1/16, 1/64, 1/256, then 1/2, 1/8.
+
+    Args:
+        num_heads: number of heads, >= 1.
+
+    Returns:
+        float64 (num_heads,), every slope in (0, 1).
+
+    Raises:
+        ValueError: if num_heads < 1.
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, got {num_heads!r}")
+
+    def power_of_2(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    low = 2 ** math.floor(math.log2(num_heads))  # the largest power of two <= num_heads
+    slopes = power_of_2(low)
+    if low < num_heads:
+        slopes += power_of_2(2 * low)[0::2][: num_heads - low]
+    return torch.tensor(slopes, dtype=torch.float64)
+
+
+def alibi_bias(
+    positions: Tensor | int | range | list[int],
+    num_heads: int,
+    key_positions: Tensor | int | range | list[int] | None = None,
+) -> Tensor:
+    """ALiBi's bias on the attention scores: -m_h · |i - j| for query position i and key position j.
+
+    Press, Smith & Lewis (2022), section 3: the bias is added to q·k / sqrt(head_dim) before the softmax,
+    and nothing is added to the input. Under the causal mask only j <= i is read, where it is the paper's
+    -m_h·(i - j); the distance is taken as |i - j| so that a model without the mask penalises the future
+    as the past (the paper defines causal models only). It depends on i - j alone, so a window that moves
+    keeps its biases, and any position has one: a model reads past its block_size with no new table.
+
+    Args:
+        positions: (T_q,) query positions, or an int T for 0 .. T-1.
+        num_heads: number of heads (slopes from :func:`alibi_slopes`).
+        key_positions: (T_k,) key positions, or an int for 0 .. T_k-1; None: the same as ``positions``.
+
+    Returns:
+        float32 (num_heads, T_q, T_k): 0 on the diagonal, <= 0 everywhere, falling by m_h per step of distance.
+
+    Raises:
+        ValueError: if num_heads < 1 or the positions are not 1-d.
+    """
+    slopes = alibi_slopes(num_heads)  # (nh,)
+    query = _as_positions(positions)  # (T_q,)
+    key = query if key_positions is None else _as_positions(key_positions)  # (T_k,)
+    distance = (query[:, None] - key[None, :]).abs()  # (T_q, 1) - (1, T_k) -> (T_q, T_k), float64
+    bias = 0.0 - slopes[:, None, None] * distance[None, :, :]  # (nh, 1, 1) * (1, T_q, T_k) -> (nh, T_q, T_k); 0 - x: +0
+    return bias.to(torch.float32)

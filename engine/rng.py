@@ -38,12 +38,3 @@ def uses_global_rng(fn: F) -> F:
 
     return wrapper  # type: ignore[return-value]
 
-
-def global_rng_lock() -> threading.RLock:
-    """The process-wide re-entrant lock :func:`uses_global_rng` holds.
-
-    For code that draws from the global generator over a long time and cannot hold the lock
-    throughout, such as a training thread whose dropout masks come from it: it takes the lock
-    around each short stretch of draws (one training step).
-    """
-    return _LOCK

@@ -8,8 +8,8 @@ control's last messages.
 
 Streamlit's own full collection after every run (``runner.postScriptGC``) is switched off in
 ``.streamlit/config.toml``: even with the start-up objects frozen, it walks everything made later (Plotly's and
-pandas' lazily built classes, the caches) on every slider move. What both cost is measured in the README
-(Architecture, "A server entry point beside the app script"; ``python -m engine.bench pages --browser``).
+pandas' lazily built classes, the caches) on every slider move. What both cost is measured in docs/architecture.md
+("A server entry point beside the app script"; ``python -m engine.bench pages --browser``).
 
 Without it, garbage that only the cycle collector frees (a Plotly figure and its traces point at each other) waits
 for the interpreter's own thresholds, which in a long-lived server rarely reach the oldest generation: a class of

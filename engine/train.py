@@ -23,7 +23,8 @@ from engine.chapter import SAMPLE_PROMPTS
 from engine.checkpoint import save_checkpoint
 from engine.corpus import BUILTIN_CORPORA, DEFAULT_CORPUS, FALLBACK_NAME, corpus_from_bytes, load_corpus
 from engine.device import configure_threads, describe_device, pick_device
-from engine.gpt import PRESETS, generate_text, preset
+from engine.presets import PRESETS, preset
+from engine.sampling import generate_text
 from engine.training import Callbacks, TrainConfig, train
 
 

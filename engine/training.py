@@ -41,7 +41,7 @@ from torch import nn
 
 from engine.checkpoint import _atomic_write
 from engine.corpus import Corpus
-from engine.device import pick_device
+from engine.device import pick_device, training_autocast_dtype
 from engine.gpt import GPT, GPTConfig, eval_mode
 from engine.optim import FusedAdamW, fused_supported
 from engine.rng import uses_global_rng
@@ -126,6 +126,42 @@ class Callbacks:
 
     on_step: Callable[[int, float, float], None] | None = None
     on_eval: Callable[[int, float, float], None] | None = None
+
+
+class EarlyStop:
+    """Stops a training whose validation loss has risen: pass it to :func:`train` as a callback and as ``stop``.
+
+    After ``patience`` evaluations in a row whose validation loss is above the best seen so far, :meth:`__call__`
+    answers True, so the run ends at its next step (with an evaluation, as any stopped run). The usual guard
+    against a model that has begun to learn its training text by heart (Prechelt, "Early stopping — but when?",
+    1998). ``patience`` 0 never stops.
+
+    Attributes:
+        best: the lowest validation loss seen (nats; inf before the first evaluation).
+        best_step: the step of that evaluation (-1 before it).
+        stopped_at: the step of the evaluation that stopped the run, or None.
+
+    Raises:
+        ValueError: for a negative patience.
+    """
+
+    def __init__(self, patience: int = 2):
+        if not isinstance(patience, int) or patience < 0:
+            raise ValueError(f"patience must be a non-negative integer, got {patience!r}")
+        self.patience = patience
+        self.best, self.best_step, self.stopped_at = math.inf, -1, None
+        self._worse = 0
+
+    def on_eval(self, step: int, train_loss: float, val_loss: float) -> None:
+        if val_loss < self.best:
+            self.best, self.best_step, self._worse = val_loss, step, 0
+            return
+        self._worse += 1
+        if self.patience and self._worse >= self.patience and self.stopped_at is None:
+            self.stopped_at = step
+
+    def __call__(self) -> bool:
+        return self.stopped_at is not None
 
 
 class TrainingDivergedError(RuntimeError):
@@ -518,6 +554,7 @@ def train(
             f"allows at most {corpus.max_block_size}"
         )
     model.to(device)
+    autocast_dtype = training_autocast_dtype(device)  # None (float32) unless the CPU has AMX and bf16 is adopted
     optimizer = make_optimizer(model, config)
     batches = torch.Generator().manual_seed(config.seed)
     masks = torch.Generator(device=device).manual_seed(config.seed)
@@ -564,7 +601,9 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = corpus.get_batch("train", config.batch_size, block_size, batches, device)  # (B, T) each
-            loss = model(x, y, return_weights=manual_attention).loss
+            with (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
+                  else contextlib.nullcontext()):
+                loss = model(x, y, return_weights=manual_attention).loss
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise TrainingDivergedError(

@@ -62,10 +62,11 @@ from websockets.protocol import State
 
 from engine.bench import machine
 from tools.bench_pages_browser import CONTROLS_JS, LAUNCH_ARGS, free_port, redraw_times, wait_idle
+from ui.i18n import LANGUAGES
 from ui.nav import PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
-LANGS = ("fr", "de", "en")
+LANGS = tuple(LANGUAGES)
 #: Essay pages a reader opens and switches between (url paths; Home is "").
 ESSAY_PATHS = tuple(p.url_path for p in PAGES if p.group == "essay")
 #: Seconds a single run may take before the reader gives up on it (a busy two-core machine is slow).

@@ -12,9 +12,14 @@ SVG ``ui.diagram`` draws as an image: laid over the image at its drawn size to b
 - ``small``: a text drawn smaller than :data:`MIN_FONT_PX` CSS px (its font size times the SVG's scale);
 - ``cut``: a badge, heading, table cell, metric, widget label or tab whose content is cut (``scrollWidth >
   clientWidth`` where it cannot scroll, or an ellipsis), a heading or badge that breaks inside a word, or a
-  table wider than its place that does not scroll inside itself.
+  table wider than its place that does not scroll inside itself;
+- ``broken``: a word broken inside a table cell: a run of characters without a space (a word, a number such as
+  ``1,549E-30``, a name such as ``split_folded``) drawn on two lines, except at a hyphen between two letters
+  (``Positions-|Embedding``, where German and English break compounds);
+- ``hidden``: at :data:`WIDE_MIN_PX` and wider, a table (``st.table``) or data grid (``st.dataframe``) whose last
+  columns hide behind a sideways scroll.
 
-``visit()`` is what ``tests/test_legibility.py`` calls with one shared server and browser: one load of a page
+``visit()`` is what ``tests/browser/test_legibility.py`` calls with one shared server and browser: one load of a page
 serves both widths (measured at 1400 px, then at 390 px after the viewport narrows). The command starts
 its own server (``serve.py``) unless ``--url`` names a running one. Prints one line per fault with the page,
 language, width, figure and texts; exits 1 when there is any.
@@ -36,6 +41,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ui.i18n import LANGUAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -46,6 +53,8 @@ MIN_FONT_PX = 9.0
 OVERLAP_PX = 1.0
 #: A text may stand this far (px) past its figure's edge (anti-aliasing, rounding of the layout).
 EDGE_PX = 1.0
+#: From this viewport width (px) on, a desktop: no table or data grid may hide columns behind a sideways scroll.
+WIDE_MIN_PX = 1000
 #: Tallest viewport used to show a page whole (px): Streamlit scrolls inside its own container.
 MAX_HEIGHT = 40_000
 
@@ -100,7 +109,7 @@ class Fault:
 #: Runs in the page: returns every fault as {figure, kind, texts, detail}. Diagram images are measured by
 #: laying their SVG, parsed from the image's data URL, over the image at the image's drawn size.
 _COLLECT_JS = """
-async ({minFont, overlapPx, edgePx}) => {
+async ({minFont, overlapPx, edgePx, wideMin}) => {
   const faults = [];
   let counted = 0, figures = 0;
   const vw = document.documentElement.clientWidth;
@@ -224,11 +233,14 @@ async ({minFont, overlapPx, edgePx}) => {
     '[data-testid="stMain"] [data-testid="stMetricValue"]', '[data-testid="stMain"] [data-testid="stMetricLabel"]',
     '[data-testid="stMain"] [data-testid="stWidgetLabel"]', '[data-testid="stMain"] [role="tab"]',
     '[data-testid="stMain"] summary'].join(','));
-  const wordBroken = (el) => {
+  // the first word of el drawn on two lines (words: runs without spaces and, by default, without the dashes,
+  // slashes and punctuation after which a line may break; a table cell's words run from space to space, cut only
+  // at a hyphen between two letters, as in Positions-Embedding: no break inside a number such as 1,549E-30)
+  const wordBroken = (el, words = /[^\\s\\-\\/–—·(),:;.]+/g) => {
     const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       if (node.parentElement.closest('.katex, code')) continue;
-      const re = /[^\\s\\-\\/–—·(),:;.]+/g;
+      const re = new RegExp(words.source, words.flags.includes('g') ? words.flags : words.flags + 'g');
       let m;
       while ((m = re.exec(node.data))) {
         if (m[0].length < 2) continue;
@@ -257,6 +269,23 @@ async ({minFont, overlapPx, edgePx}) => {
     if (kind === 'badge' || /^h[123]$/.test(kind)) {
       const broken = wordBroken(el);
       if (broken) faults.push({figure: kind, kind: 'cut', texts: [text], detail: `breaks inside «${broken}»`});
+    } else if (kind === 'td' || kind === 'th') {
+      const broken = wordBroken(el, /(?:[^\\s-]|(?<!\\p{L})-|-(?!\\p{L}))+/gu);
+      if (broken) faults.push({figure: kind, kind: 'broken', texts: [text],
+                               detail: `a word broken inside a cell: «${broken}»`});
+    }
+  }
+  // on a desktop no table or grid hides its last columns behind a sideways scroll
+  if (vw >= wideMin) {
+    const frames = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stTable"] > div')]
+      .map((e) => ['table', e, e.innerText])
+      .concat([...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"] .dvn-scroller')]
+        .map((e) => ['grid', e, e.closest('[data-testid="stDataFrame"]').querySelector('table')?.innerText || '']));
+    for (const [figure, e, head] of frames) {
+      if (!visible(e) || e.closest('[data-testid="stExpanderDetails"]') && !e.closest('details[open]')) continue;
+      if (e.scrollWidth > e.clientWidth + 1)
+        faults.push({figure, kind: 'hidden', texts: [short(head, 40)], detail:
+                     `columns hidden behind a sideways scroll at ${vw} px: ${e.scrollWidth} > ${e.clientWidth} px`});
     }
   }
   // tables wider than their place that do not scroll inside themselves
@@ -371,7 +400,8 @@ def visit(browser, base_url: str, slug: str, lang: str, widths: Sequence[int] = 
             if k:
                 page.set_viewport_size({"width": width, "height": 1000})
             settle(page, timeout_ms, width, min_charts)
-            found = page.evaluate(_COLLECT_JS, {"minFont": MIN_FONT_PX, "overlapPx": OVERLAP_PX, "edgePx": EDGE_PX})
+            found = page.evaluate(_COLLECT_JS, {"minFont": MIN_FONT_PX, "overlapPx": OVERLAP_PX, "edgePx": EDGE_PX,
+                                                "wideMin": WIDE_MIN_PX})
             findings = accessibility(page) if width == audit_width else ()
             faults = tuple(Fault(name, lang, width, f["figure"], f["kind"], tuple(f["texts"]), f.get("detail", ""))
                            for f in found["faults"])
@@ -465,7 +495,7 @@ def chromium() -> Iterator[object]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--page", action="append", required=True, help="page slug (repeatable): self_attention")
-    parser.add_argument("--lang", action="append", choices=("fr", "de", "en"), help="language (repeatable; all)")
+    parser.add_argument("--lang", action="append", choices=tuple(LANGUAGES), help="language (repeatable; all)")
     parser.add_argument("--width", action="append", type=int, help="viewport width in px (repeatable; 390, 1400)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a URL parameter")
     parser.add_argument("--url", help="a running app (default: start one)")
@@ -479,7 +509,7 @@ def main(argv: list[str]) -> int:
         browser = stack.enter_context(chromium())
         widths = sorted(args.width or [390, 1400], reverse=True)
         for slug in args.page:
-            for lang in args.lang or ["fr", "de", "en"]:
+            for lang in args.lang or LANGUAGES:
                 reports = visit(browser, base, slug, lang, widths, query, audit_width=widths[0] if args.axe else None,
                                 min_charts=args.min_charts)
                 for width, report in zip(widths, reports, strict=True):

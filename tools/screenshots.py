@@ -6,7 +6,7 @@ progress, every chart drawn, the same height three times while the viewport grow
 takes the page whole. Start the app first (``streamlit run serve.py``), or give ``--url``.
 
 ``--all`` takes every page of the registry; ``--width 390`` is a phone; ``--lang fr`` opens the pages in French;
-``--webp`` writes WebP files (Pillow, quality 70; JPEG for a page taller than WebP allows), the README's
+``--webp`` writes WebP files (Pillow, quality 70; JPEG for a page taller than WebP allows), the
 screenshots in ``docs/screenshots/phone`` (French, 390 px) and ``docs/screenshots/desktop`` (English, 1400 px);
 ``--jpeg`` JPEG files.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 from PIL import Image
 
 from tools import legibility
+from ui.i18n import LANGUAGES
 from ui.nav import PAGES
 
 #: Tallest WebP image (px): a taller page (the Lab on a phone) is written as JPEG, which goes to 65 535.
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--url", help="the running app's address (default: http://127.0.0.1:PORT)")
     parser.add_argument("--out", default="runs/screenshots")
     parser.add_argument("--width", type=int, default=1400, help="viewport width in px (390: a phone)")
-    parser.add_argument("--lang", choices=("en", "fr", "de"), default=None, help="the page's language (?lang=)")
+    parser.add_argument("--lang", choices=tuple(LANGUAGES), default=None, help="the page's language (?lang=)")
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--jpeg", action="store_true", help="JPEG at quality 70 instead of PNG")
     kind.add_argument("--webp", action="store_true", help="WebP at quality 70 instead of PNG")

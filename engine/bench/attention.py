@@ -26,7 +26,9 @@ variants do not depend on what is installed. Without it, a note says it was skip
 
 Each is timed forward (under ``torch.no_grad``) and forward+backward (sum of
 the output, gradients of every parameter); the median of several runs is
-reported. Runs are interleaved (variant after variant, repeat after repeat) so
+reported; a size whose forward median is not below its forward+backward
+median for some variant is measured again with twice the repeats (``--rounds``), and the
+command exits with status 1 if that still holds. Runs are interleaved (variant after variant, repeat after repeat) so
 a background load hits every variant alike. The run first prints the machine
 (CPU model, ISA flags, torch threads) and the fp32 matmul ceiling it measured
 before and after the timings (:mod:`engine.bench.machine`). Results print as a
@@ -77,6 +79,12 @@ REFERENCE = "split"
 #: The book's class, timed beside the table when its package is installed.
 BOOK_REFERENCE = "llms_from_scratch.ch03.MultiHeadAttention"
 DEFAULT_JSON = Path("runs") / "bench_attention.json"
+#: A variant's median counts as stable when it is within this factor of the fastest run of its mode: above it,
+#: other processes inflated most of the runs and the median says more about the machine than about the code.
+STABLE_RATIO = 1.5
+#: Timed runs per variant and mode of a full run, and the most rounds :func:`bench_size_checked` takes (each one
+#: doubles the repeats) before it reports the size as still inconsistent.
+DEFAULT_REPEATS, DEFAULT_ROUNDS = 15, 3
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class BenchSize:
 #: The chapter-sized input: small enough that every variant takes milliseconds.
 SMALL = BenchSize(8, 64, 256, 4)
 #: GPT-2 small's attention at its full context, 1024 × 768 with 12 heads, at batch 2 instead of 8 to keep the
-#: default run short (README, Performance).
+#: default run short (docs/performance.md).
 LARGE = BenchSize(2, 1024, 768, 12, note="batch reduced from 8 to 2 to keep the default run short; ratios can shift "
                                          "with the batch size")
 #: For tests: runs in milliseconds.
@@ -476,6 +484,66 @@ def bench_size(size: BenchSize, repeats: int = 5, warmup: int = 1, backward: boo
     return {**asdict(size), "label": size.label, "results": results, "book_reference": book_row}
 
 
+def size_checks(measured: dict) -> dict:
+    """What one measured size says about its own reliability.
+
+    A forward+backward call does the forward work and more, so a variant whose forward+backward median is not
+    above its forward median was timed under a load that changed during the run; a median more than
+    :data:`STABLE_RATIO` times its mode's fastest run is dominated by that load.
+
+    Args:
+        measured: one :func:`bench_size` result (or one ``sizes`` entry of a results file).
+
+    Returns:
+        ``{"unordered": [...], "unstable": [...]}``: the variants whose forward median is not below their
+        forward+backward median (empty without backward times), and those with a median (either mode) above
+        :data:`STABLE_RATIO` × its fastest run, in the file's order.
+    """
+    unordered, unstable = [], []
+    for r in measured["results"]:
+        fwd, fb = r["forward_ms"], r.get("forward_backward_ms")
+        if fb is not None and not fwd < fb:
+            unordered.append(r["variant"])
+        pairs = ((fwd, r.get("forward_min_ms")), (fb, r.get("forward_backward_min_ms")))
+        if any(median is not None and low is not None and median > STABLE_RATIO * low for median, low in pairs):
+            unstable.append(r["variant"])
+    return {"unordered": unordered, "unstable": unstable}
+
+
+def bench_size_checked(size: BenchSize, repeats: int = DEFAULT_REPEATS, warmup: int = 1, backward: bool = True,
+                       rounds: int = DEFAULT_ROUNDS, measure: Callable[..., dict] | None = None,
+                       progress: Callable[[str], None] | None = None) -> dict:
+    """:func:`bench_size`, measured again with twice the repeats while a variant's forward median is not below its
+    forward+backward median (:func:`size_checks`), at most ``rounds`` times in all.
+
+    Args:
+        size, repeats, warmup, backward: as :func:`bench_size` (``repeats`` for the first round).
+        rounds: the most measurements of this size (>= 1).
+        measure: the measuring function (default :func:`bench_size`; a test passes its own).
+        progress: called with a line saying what failed and that it measures again.
+
+    Returns:
+        The last round's result with ``checks``: :func:`size_checks` plus ``repeats`` (of the last round) and
+        ``rounds`` (how many were taken). Its ``unordered`` list is not empty when the last round still failed.
+
+    Raises:
+        ValueError: if ``rounds`` or ``repeats`` is below 1.
+    """
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"rounds and repeats must be at least 1, got {rounds} and {repeats}")
+    measure = measure or bench_size
+    for round_ in range(1, rounds + 1):
+        measured = measure(size, repeats, warmup, backward)
+        checks = size_checks(measured)
+        if not checks["unordered"] or round_ == rounds:
+            break
+        if progress:
+            progress(f"{size.label}: forward not below forward+backward for {', '.join(checks['unordered'])} "
+                     f"with {repeats} repeats; measuring again with {2 * repeats}")
+        repeats *= 2
+    return {**measured, "checks": {**checks, "repeats": repeats, "rounds": round_}}
+
+
 def _paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
     """Median over rounds of ours[i] / theirs[i]."""
     return statistics.median(a / b for a, b in zip(ours, theirs, strict=False))
@@ -488,11 +556,12 @@ def machine_info() -> dict:
 
 
 def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1, backward: bool = True,
-                  progress: Callable[[str], None] | None = None, ceiling: bool = True) -> dict:
-    """The whole benchmark: machine info, settings, and :func:`bench_size` for each size, in one run.
+                  progress: Callable[[str], None] | None = None, ceiling: bool = True, rounds: int = 1) -> dict:
+    """The whole benchmark: machine info, settings, and :func:`bench_size_checked` for each size, in one run.
 
     With ``ceiling`` the fp32 matmul ceiling is measured before and after the sizes
-    (``machine["matmul_ceiling_gflops"]``, a dict ``before``/``after``; None without).
+    (``machine["matmul_ceiling_gflops"]``, a dict ``before``/``after``; None without). ``rounds`` > 1 measures a
+    size again, with doubled repeats, while a variant's forward median is not below its forward+backward one.
     """
     started = time.perf_counter()
     load_at_start = machine_info()["load_average_1min"]
@@ -501,7 +570,7 @@ def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1,
     for size in sizes:
         if progress:
             progress(f"timing {len(VARIANTS)} variants on {size.label} …")
-        measured.append(bench_size(size, repeats, warmup, backward))
+        measured.append(bench_size_checked(size, repeats, warmup, backward, rounds, progress=progress))
     ceiling_after = matmul_ceiling() if ceiling else None
     machine = machine_info()
     machine["load_average_1min_end"] = machine["load_average_1min"]
@@ -512,16 +581,20 @@ def run_benchmark(sizes: Sequence[BenchSize], repeats: int = 5, warmup: int = 1,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "settings": {"repeats": repeats, "warmup": warmup, "backward": backward, "dtype": "float32",
-                     "statistic": "median", "seconds_total": round(time.perf_counter() - started, 1)},
+                     "statistic": "median", "rounds": rounds, "stable_ratio": STABLE_RATIO,
+                     "seconds_total": round(time.perf_counter() - started, 1)},
         "sizes": measured,
     }
 
 
 def results_table(data: dict) -> pd.DataFrame:
     """One row per (size, variant): median ms forward and forward+backward, slowdown vs the fastest median,
-    the fastest single run of each (None in files written before it was recorded), output difference."""
+    the fastest single run of each (None in files written before it was recorded), output difference, and
+    :func:`size_checks`' verdicts: ``ordered`` (forward median below forward+backward) and ``stable`` (medians
+    within :data:`STABLE_RATIO` × the fastest run)."""
     rows = []
     for size in data["sizes"]:
+        checks = size_checks(size)
         fastest_fwd = min(r["forward_ms"] for r in size["results"])
         bwd_values = [r["forward_backward_ms"] for r in size["results"] if r["forward_backward_ms"] is not None]
         fastest_bwd = min(bwd_values) if bwd_values else None
@@ -538,6 +611,8 @@ def results_table(data: dict) -> pd.DataFrame:
                 "forward min ms": r.get("forward_min_ms"),
                 "forward+backward min ms": r.get("forward_backward_min_ms"),
                 "max |out − split|": r["max_abs_diff_vs_split"],
+                "ordered": r["variant"] not in checks["unordered"],
+                "stable": r["variant"] not in checks["unstable"],
             })
     return pd.DataFrame(rows)
 
@@ -635,17 +710,33 @@ def main(argv: list[str]) -> int:
                         help=f"where to write the results (default {DEFAULT_JSON})")
     parser.add_argument("--size", action="append", type=_parse_size, metavar="B,T,C,H",
                         help="input size to time instead of the defaults (repeatable)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default 7, quick 3)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"timed runs per variant (default {DEFAULT_REPEATS}, quick 3)")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                        help="measure a size again, with twice the repeats, while a variant's forward median is not "
+                             f"below its forward+backward median, at most this many times in all (default "
+                             f"{DEFAULT_ROUNDS})")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     parser.add_argument("--no-backward", action="store_true", help="time the forward pass only")
     args = parser.parse_args(argv)
     sizes = args.size or ([SMALL] if args.quick else [SMALL, LARGE])
-    repeats = args.repeats or (3 if args.quick else 7)
-    if repeats < 1 or args.warmup < 0:
-        parser.error("--repeats must be at least 1 and --warmup at least 0")
+    repeats = args.repeats or (3 if args.quick else DEFAULT_REPEATS)
+    if repeats < 1 or args.warmup < 0 or args.rounds < 1:
+        parser.error("--repeats and --rounds must be at least 1 and --warmup at least 0")
     data = run_benchmark(sizes, repeats, args.warmup, not args.no_backward,
-                         progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                         progress=lambda msg: print(msg, file=sys.stderr, flush=True), rounds=args.rounds)
     print(format_table(data))
+    failed = False
+    for size in data["sizes"]:
+        checks = size["checks"]
+        if checks["unordered"]:
+            failed = True
+            print(f"error: {size['label']}: forward is not below forward+backward for "
+                  f"{', '.join(checks['unordered'])} after {checks['rounds']} rounds ({checks['repeats']} repeats): "
+                  "the machine is too busy for these timings; rerun on a quiet machine", file=sys.stderr)
+        if checks["unstable"]:
+            print(f"note: {size['label']}: median above {STABLE_RATIO}× the fastest run for "
+                  f"{', '.join(checks['unstable'])} (noisy)", file=sys.stderr)
     machine = data["machine"]
     busiest = max(v for v in (machine["load_average_1min"], machine["load_average_1min_end"]) if v is not None) \
         if machine["load_average_1min"] is not None else None
@@ -656,4 +747,4 @@ def main(argv: list[str]) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1), encoding="utf-8")
     print(f"wrote {out}")
-    return 0
+    return 1 if failed else 0

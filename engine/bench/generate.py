@@ -1,13 +1,13 @@
 """``python -m engine.bench generate``: text generation with and without the KV cache.
 
-Times ``GPT.generate`` on the shipped course model (``assets/models/course_tang``) at one
+Times ``engine.sampling.generate_ids`` on the shipped course model (``assets/models/course_tang``) at one
 thread by default, in two settings:
 
 * ``within_block``: from a one-character prompt to block_size tokens, so the cache is reused at
   every step (the regime a KV cache is for);
 * ``n_chars``: from the same prompt, ``--chars`` new characters (200 by default), crossing
   block_size, where the cached path recomputes the sliding window at every step
-  (:class:`engine.gpt.KVCache` says why).
+  (:class:`engine.sampling.KVCache` says why).
 
 Cached and uncached runs alternate (interleaved repeats, median reported), and each setting first
 checks that both paths produce the same tokens, greedy and sampled with the same seed.
@@ -27,7 +27,8 @@ import torch
 from engine.bench.attention import time_interleaved
 from engine.bench.machine import header_lines, machine_info, matmul_ceiling
 from engine.checkpoint import load_checkpoint
-from engine.gpt import GPT, kv_cache_steps
+from engine.gpt import GPT
+from engine.sampling import generate_ids, kv_cache_steps
 
 #: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).
 PRINTS_MACHINE = True
@@ -40,8 +41,8 @@ def same_tokens(model: GPT, idx: torch.Tensor, max_new_tokens: int, seed: int = 
     """Whether the cached and uncached paths give identical ids, greedy and sampled (temperature 1, top_k 20)."""
     result = {}
     for mode, kwargs in (("greedy", {"temperature": 0.0}), ("sampled", {"temperature": 1.0, "top_k": 20})):
-        cached = model.generate(idx, max_new_tokens, seed=seed, use_cache=True, **kwargs)
-        uncached = model.generate(idx, max_new_tokens, seed=seed, use_cache=False, **kwargs)
+        cached = generate_ids(model, idx, max_new_tokens, seed=seed, use_cache=True, **kwargs)
+        uncached = generate_ids(model, idx, max_new_tokens, seed=seed, use_cache=False, **kwargs)
         result[mode] = bool(torch.equal(cached, uncached))
     return result
 
@@ -49,7 +50,8 @@ def same_tokens(model: GPT, idx: torch.Tensor, max_new_tokens: int, seed: int = 
 def bench_setting(model: GPT, idx: torch.Tensor, max_new_tokens: int, repeats: int, warmup: int) -> dict:
     """Median wall time of ``generate`` (greedy) cached and uncached, interleaved; JSON-ready."""
     fns = {
-        name: (lambda use_cache=use_cache: model.generate(idx, max_new_tokens, temperature=0.0, use_cache=use_cache))
+        name: (lambda use_cache=use_cache: generate_ids(model, idx, max_new_tokens, temperature=0.0,
+                                                        use_cache=use_cache))
         for name, use_cache in (("uncached", False), ("cached", True))
     }
     samples = time_interleaved(fns, repeats, warmup)
@@ -103,7 +105,7 @@ def main(argv: list[str]) -> int:
         "benchmark": "generate",
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine,
-        "model": str(args.model),
+        "model": Path(args.model).resolve().name,  # the checkpoint folder's name: no machine's path in a results file
         "config": model.config.to_dict(),
         "settings": {"repeats": args.repeats, "warmup": args.warmup, "statistic": "median, interleaved",
                      "seconds_total": round(time.perf_counter() - started, 1)},

@@ -37,7 +37,8 @@ from engine.bench.attention import machine_info, time_interleaved
 from engine.bench.machine import header_lines, median_seconds
 from engine.corpus import load_corpus
 from engine.device import configure_threads, pick_device
-from engine.gpt import GPT, GPTConfig, param_shapes, preset
+from engine.gpt import GPT, GPTConfig, param_shapes
+from engine.presets import preset
 from engine.training import TrainConfig, make_optimizer
 
 #: This command prints the machine and its measured ceiling itself (see engine.bench.__main__).

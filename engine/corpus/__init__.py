@@ -59,7 +59,7 @@ TANG_NAME = "tang"
 TANG_ASSET = ASSET_DIR / "tang.jsonl.xz"
 # Characters seen fewer times in tang's training split share the unknown token: the logits (batch x block x vocab)
 # of a Lab training stay within the resource budget, and the characters kept are the ones a small model meets often
-# enough to learn (the README's corpus section gives the counts).
+# enough to learn (assets/corpus/README.md gives the counts).
 TANG_MIN_COUNT = 50
 # What `python -m engine.corpus build` writes from chinese-poetry 2.0.1 (OpenCC 1.4.2, CPython's liblzma).
 TANG_RECORDS = 55840
@@ -166,11 +166,6 @@ def paragraph_bodies(text: str) -> list[str]:
     """Plain text cut into paragraphs at blank lines (colour codes removed, blank paragraphs dropped)."""
     text = strip_ansi(text.replace("\r\n", "\n"))
     return [body for p in re.split(r"\n[ \t]*\n", text) if (body := p.strip("\n")).strip()]
-
-
-def parse_paragraphs(text: str) -> list[Record]:
-    """Splits plain text into records at blank lines (title and author left empty)."""
-    return [Record("", "", body) for body in paragraph_bodies(text)]
 
 
 class _Strings:

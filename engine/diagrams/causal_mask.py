@@ -26,7 +26,7 @@ MASK_ICON = 4
 #: own size or a little under it.
 ICON_PT = 8
 #: The two routes, each of which :func:`causal_mask` can draw alone (a phone's narrow column).
-ROUTES = ("masked", "renorm")
+ROUTES = ("renorm", "masked")
 
 
 def _matrix_icon(n: int, above: str, above_fill: str, below_fill: str) -> str:
@@ -82,7 +82,7 @@ class CausalMaskLabels(CheckedLabels):
 class CausalMaskShapes(CheckedShapes):
     """Shapes of page 3 (the keys of ``sections.causal_mask.mask_two_ways``): attn_scores, mask,
     masked_scores, attn_weights_causal, attn_weights (softmax of all scores), masked_simple,
-    masked_simple_norm (T, T) each; row_sums (T,); d_k, the size in the √d_k scale."""
+    masked_simple_norm (T, T) each; row_sums (T, 1), the divisor as it ran; d_k, the size in the √d_k scale."""
 
     attn_scores: Shape
     mask: Shape
@@ -97,7 +97,8 @@ class CausalMaskShapes(CheckedShapes):
 
 def causal_mask(labels: CausalMaskLabels, shapes: CausalMaskShapes, rankdir: str = "TB",
                 route: str | None = None) -> str:
-    """Scores → mask (−∞ above the diagonal) → softmax, beside softmax → zero the future → ÷ row sums.
+    """Scores → softmax → zero the future → ÷ row sums (the naive route, first as on the page), beside scores → mask
+    (−∞ above the diagonal) → softmax.
 
     Both routes give the same weights (the chapter's section "applying a causal attention
     mask"). Each mask box draws a min(T, 4) square of the mask it applies.
@@ -118,16 +119,6 @@ def causal_mask(labels: CausalMaskLabels, shapes: CausalMaskShapes, rankdir: str
     scale = f"÷ √{shapes.d_k}"
     dot = Dot(rankdir)
     scores = tensor_node(dot, "scores", labels.attn_scores, shape_text(shapes.attn_scores), P.ATTN_SCORES)
-    if route in (None, "masked"):
-        with dot.cluster("masked", labels.masked_route):
-            mask = op_node(dot, "mask", _icon_op(labels.mask, shape_text(shapes.mask),
-                                             _matrix_icon(n, "−∞", P.NEG_INF, P.PAPER)), colour=P.MASK)
-            soft_a = op_node(dot, "softmax_a", labels.softmax, scale, P.ATTN_WEIGHTS)
-        out_a = tensor_node(dot, "weights_a", labels.attn_weights, shape_text(shapes.attn_weights_causal),
-                            P.ATTN_WEIGHTS)
-        flow(dot, scores, mask, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
-        flow(dot, mask, soft_a, "−∞", shapes.masked_scores, P.ATTN_SCORES)
-        flow(dot, soft_a, out_a, shape=shapes.attn_weights_causal, colour=P.ATTN_WEIGHTS)
     if route in (None, "renorm"):
         with dot.cluster("renorm", labels.renormalise_route):
             soft_b = op_node(dot, "softmax_b", labels.softmax, scale, P.ATTN_WEIGHTS)
@@ -140,6 +131,16 @@ def causal_mask(labels: CausalMaskLabels, shapes: CausalMaskShapes, rankdir: str
         flow(dot, soft_b, zero, shape=shapes.attn_weights, colour=P.ATTN_WEIGHTS)
         flow(dot, zero, divide, shape=shapes.masked_simple, colour=P.ATTN_WEIGHTS)
         flow(dot, divide, out_b, shape=shapes.masked_simple_norm, colour=P.ATTN_WEIGHTS)
+    if route in (None, "masked"):
+        with dot.cluster("masked", labels.masked_route):
+            mask = op_node(dot, "mask", _icon_op(labels.mask, shape_text(shapes.mask),
+                                             _matrix_icon(n, "−∞", P.NEG_INF, P.PAPER)), colour=P.MASK)
+            soft_a = op_node(dot, "softmax_a", labels.softmax, scale, P.ATTN_WEIGHTS)
+        out_a = tensor_node(dot, "weights_a", labels.attn_weights, shape_text(shapes.attn_weights_causal),
+                            P.ATTN_WEIGHTS)
+        flow(dot, scores, mask, shape=shapes.attn_scores, colour=P.ATTN_SCORES)
+        flow(dot, mask, soft_a, "−∞", shapes.masked_scores, P.ATTN_SCORES)
+        flow(dot, soft_a, out_a, shape=shapes.attn_weights_causal, colour=P.ATTN_WEIGHTS)
     if route is None:
         dot.same_rank(out_a, out_b)
         dot.edge(out_a, out_b, label=arrow_label(labels.same, None), style="dashed", dir="none", color=P.RESIDUAL,

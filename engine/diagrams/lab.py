@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import palette as P
+from engine import positions
 from engine.diagrams.core import (
     CheckedLabels,
     CheckedShapes,
@@ -20,7 +21,7 @@ from engine.diagrams.core import (
     shape_text,
     tensor_node,
 )
-from engine.gpt import GPT, POS_ENCODINGS, count_params
+from engine.gpt import GPT, count_params
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class LabLabels(CheckedLabels):
         tokens: the input characters' ids.
         tok_emb: the token embedding.
         position: the model's position information (the view picks the word for its
-            pos_encoding: learned table, sinusoidal table, RoPE; unused for "none").
+            pos_encoding: ``ui.positions.part``; unused when the encoding does nothing).
         block: title of the repeated Transformer block (drawn as "<block> × n_layer").
         ln_1, ln_2, ln_f: the three LayerNorms.
         attn: causal multi-head self-attention.
@@ -143,8 +144,9 @@ def lab(labels: LabLabels, shapes: LabShapes, parts: GPTParts, rankdir: str = "T
 
     token + position → n_layer × [LayerNorm → attention → + residual → LayerNorm → MLP →
     + residual] → LayerNorm → lm_head → softmax → next-character probabilities (GPT-2's
-    pre-LayerNorm layout, Radford et al., 2019; ``engine.gpt``). The learned and sinusoidal
-    tables are added to the token embeddings; RoPE's rotation feeds the attention box.
+    pre-LayerNorm layout, Radford et al., 2019; ``engine.gpt``). An encoding's table (learned,
+    sinusoidal) is added to the token embeddings; a rotation of q and k (RoPE) or a bias on the
+    scores (ALiBi) feeds the attention box (``engine.positions.PositionEncoding``).
 
     Args:
         parts: from :func:`gpt_parts` on the model the Lab ran.
@@ -155,8 +157,7 @@ def lab(labels: LabLabels, shapes: LabShapes, parts: GPTParts, rankdir: str = "T
     Raises:
         ValueError: for an unknown rankdir or pos_encoding in ``parts``.
     """
-    if parts.pos_encoding not in POS_ENCODINGS:
-        raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {parts.pos_encoding!r}")
+    encoding = positions.encoding(parts.pos_encoding)
     def count(n: int) -> str:
         return call_label(labels.params, n)
     dot = Dot(rankdir)
@@ -164,7 +165,7 @@ def lab(labels: LabLabels, shapes: LabShapes, parts: GPTParts, rankdir: str = "T
     emb = op_node(dot, "tok_emb", labels.tok_emb, count(parts.tok_emb))
     flow(dot, idx, emb, shape=shapes.idx)
     stream = emb
-    if parts.pos_encoding in ("learned", "sinusoidal"):
+    if encoding.adds_table:
         pos = op_node(dot, "pos", labels.position, count(parts.pos_emb), P.POSITION)
         add = add_node(dot, "emb_add")
         dot.same_rank(emb, pos)
@@ -182,7 +183,7 @@ def lab(labels: LabLabels, shapes: LabShapes, parts: GPTParts, rankdir: str = "T
         ln_2 = op_node(dot, "ln_2", labels.ln_2, count(parts.ln_2))
         mlp = op_node(dot, "mlp", labels.mlp, count(parts.mlp), P.CONTEXT)
         add_2 = add_node(dot, "add_2")
-        if parts.pos_encoding == "rope":
+        if encoding.rotates_qk or encoding.biases_scores:
             rope = op_node(dot, "pos", labels.position, count(parts.pos_emb), P.POSITION)
             dot.same_rank(rope, attn)
             flow(dot, rope, attn, colour=P.POSITION, penwidth=2.5, style="dashed")

@@ -1,10 +1,11 @@
-"""Page 7's diagram: where position information enters attention (added, rotated, or nowhere)."""
+"""Page 7's diagram: where position information enters attention (added, rotated, biasing the scores, or nowhere)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from engine import palette as P
+from engine import positions
 from engine.diagrams.core import (
     CheckedLabels,
     CheckedShapes,
@@ -19,7 +20,6 @@ from engine.diagrams.core import (
     shape_text,
     tensor_node,
 )
-from engine.gpt import POS_ENCODINGS
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class PositionalEncodingsLabels(CheckedLabels):
         tok_emb: the token embedding lookup.
         learned, sinusoidal: the position table of each additive kind.
         rope: RoPE's rotation angles (cos, sin per position).
+        alibi: ALiBi's bias on the scores (−m_h·(i − j) per head).
         none: the note drawn when no position information enters.
         projections: W_query, W_key, W_value.
         rotate: the rotation of q and k by their positions.
@@ -42,6 +43,7 @@ class PositionalEncodingsLabels(CheckedLabels):
     learned: str
     sinusoidal: str
     rope: str
+    alibi: str
     none: str
     projections: str
     rotate: str
@@ -52,7 +54,10 @@ class PositionalEncodingsLabels(CheckedLabels):
 class PositionalEncodingsShapes(CheckedShapes):
     """Shapes of page 7: idx (B, T); tok_emb and x (B, T, n_embd); q, k (B, n_head, T, head_dim);
     attn_scores (B, n_head, T, T); pos_table (T, n_embd) for "learned" and "sinusoidal", else None;
-    rope (T, head_dim // 2), the shape of RoPE's cos (and sin) table, for "rope", else None."""
+    rope (T, head_dim // 2), the shape of RoPE's cos (and sin) table, for "rope", else None; bias
+    (n_head, T, T), ALiBi's score bias, for an encoding that biases the scores, else None; qkv
+    (3 * n_embd, n_embd), the weight of the one linear layer ``qkv`` that computes q, k and v at once (the lesson's
+    ``self.qkv``), read from the module that ran; None draws the box without its size."""
 
     idx: Shape
     tok_emb: Shape
@@ -62,41 +67,45 @@ class PositionalEncodingsShapes(CheckedShapes):
     attn_scores: Shape
     pos_table: Shape | None = None
     rope: Shape | None = None
+    bias: Shape | None = None
+    qkv: Shape | None = None
 
 
 def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEncodingsShapes, pos_encoding: str,
                          rankdir: str = "TB") -> str:
-    """Where position information enters: added to the embedding, rotating q and k, or nowhere.
+    """Where position information enters: added to the embedding, rotating q and k, biasing the scores, or nowhere.
 
-    "learned" (GPT-2) and "sinusoidal" (Vaswani et al., 2017) add a (T, n_embd) table to the
-    token embeddings; "rope" (Su et al., 2021) rotates each head's q and k by angles that grow
-    with the position and adds nothing to the input; "none" gives the model no position at all.
+    What is drawn is what the encoding's record says (``engine.positions.ENCODINGS``): a table (learned, GPT-2;
+    sinusoidal, Vaswani et al., 2017) is added to the token embeddings; "rope" (Su et al., 2021) rotates each
+    head's q and k by angles that grow with the position; "alibi" (Press, Smith & Lewis, 2022) adds −m_h·(i − j)
+    to each head's scores; "none" gives the model no position at all.
 
     Args:
-        pos_encoding: one of ``engine.gpt.POS_ENCODINGS``.
+        pos_encoding: a key of ``engine.positions.ENCODINGS``.
 
     Returns:
         DOT source (str).
 
     Raises:
         ValueError: for an unknown pos_encoding or rankdir, or when the shape this encoding
-            draws (pos_table or rope) is missing.
+            draws (pos_table, rope or bias) is missing.
     """
-    if pos_encoding not in POS_ENCODINGS:
-        raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
-    additive = pos_encoding in ("learned", "sinusoidal")
-    if additive and shapes.pos_table is None:
+    enc = positions.encoding(pos_encoding)
+    if enc.adds_table and shapes.pos_table is None:
         raise ValueError(f"{pos_encoding!r} adds a table: pass shapes.pos_table")
-    if pos_encoding == "rope" and shapes.rope is None:
-        raise ValueError("'rope' rotates q and k: pass shapes.rope")
+    if enc.rotates_qk and shapes.rope is None:
+        raise ValueError(f"{pos_encoding!r} rotates q and k: pass shapes.rope")
+    if enc.biases_scores and shapes.bias is None:
+        raise ValueError(f"{pos_encoding!r} biases the scores: pass shapes.bias")
     dot = Dot(rankdir)
     idx = tensor_node(dot, "idx", labels.tokens, shape_text(shapes.idx))
     emb = op_node(dot, "tok_emb", labels.tok_emb, "nn.Embedding")
     flow(dot, idx, emb, shape=shapes.idx)
     qkv = (("W_query", P.QUERY), ("W_key", P.KEY), ("W_value", P.VALUE))
-    proj = op_node(dot, "proj", cells(qkv, labels.projections))
-    if additive:
-        title = labels.learned if pos_encoding == "learned" else labels.sinusoidal
+    layer = f"qkv = nn.Linear({shapes.qkv[1]}, {shapes.qkv[0]})" if shapes.qkv else None  # weight (out, in)
+    proj = op_node(dot, "proj", cells(qkv, labels.projections, layer))
+    if enc.adds_table:
+        title = labels.learned if enc.trained_table else labels.sinusoidal
         table = tensor_node(dot, "pos", title, shape_text(shapes.pos_table), P.POSITION)
         add = add_node(dot, "add")
         dot.same_rank(emb, table)
@@ -105,12 +114,12 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
         residual(dot, add, proj, "x", shapes.x)
     else:
         residual(dot, emb, proj, "x", shapes.x)
-        if pos_encoding == "none":
+        if not (enc.rotates_qk or enc.biases_scores):
             note = dot.node("none", label=node_label(labels.none, bold=False), shape="box", style="rounded,dashed",
                             color=P.RESIDUAL)
             dot.same_rank(emb, note)
     scores = op_node(dot, "scores", labels.dot_products, "q · kᵀ " + shape_text(shapes.attn_scores), P.ATTN_SCORES)
-    if pos_encoding == "rope":
+    if enc.rotates_qk:
         rot_q = op_node(dot, "rot_q", labels.rotate, "q", P.POSITION)
         angles = tensor_node(dot, "rope", labels.rope, "cos/sin " + shape_text(shapes.rope), P.POSITION)
         rot_k = op_node(dot, "rot_k", labels.rotate, "k", P.POSITION)
@@ -129,4 +138,8 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
     else:
         flow(dot, proj, scores, "q", shapes.q, P.QUERY)
         flow(dot, proj, scores, "k", shapes.k, P.KEY)
+    if enc.biases_scores:  # the bias joins the scores where they are made, before the softmax
+        bias = tensor_node(dot, "bias", labels.alibi, "−m_h·(i − j) " + shape_text(shapes.bias), P.POSITION)
+        dot.same_rank(proj, bias)
+        flow(dot, bias, scores, "+", colour=P.POSITION, penwidth=2.5)
     return dot.source()

@@ -57,11 +57,16 @@ class TrainableWeightsShapes(CheckedShapes):
     d_k: int
 
 
-def trainable_weights(labels: TrainableWeightsLabels, shapes: TrainableWeightsShapes, rankdir: str = "TB") -> str:
+def trainable_weights(labels: TrainableWeightsLabels, shapes: TrainableWeightsShapes, rankdir: str = "TB",
+                      show_scale: bool = True) -> str:
     """x → W_query / W_key / W_value → q, k, v → attn_scores / √d_k → attn_weights → context_vec.
 
     Chapter section "implementing self-attention with trainable weights" (scaled dot-product
     attention, Vaswani et al., 2017).
+
+    Args:
+        show_scale: write the divisor (``÷ √d_k``) in the scale's box; False writes ``÷ ?``, for a page that asks
+            the reader which number it is before it shows it.
 
     Returns:
         DOT source (str).
@@ -76,7 +81,7 @@ def trainable_weights(labels: TrainableWeightsLabels, shapes: TrainableWeightsSh
     wv = op_node(dot, "wv", labels.W_value, shape_text(shapes.W_value), P.VALUE)
     dot.same_rank(wq, wk, wv)
     scores = op_node(dot, "dot", labels.dot_products, "q · kᵀ", P.ATTN_SCORES)
-    scale = op_node(dot, "scale", labels.scale, f"÷ √{shapes.d_k}", P.ATTN_SCORES)
+    scale = op_node(dot, "scale", labels.scale, f"÷ √{shapes.d_k}" if show_scale else "÷ ?", P.ATTN_SCORES)
     softmax = op_node(dot, "softmax", labels.softmax, None, P.ATTN_WEIGHTS)
     wsum = op_node(dot, "wsum", labels.weighted_sum, "Σ α · v", P.CONTEXT)
     context = tensor_node(dot, "context", labels.context_vec, shape_text(shapes.context_vec), P.CONTEXT)

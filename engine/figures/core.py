@@ -55,10 +55,11 @@ def format_value(v: float, decimals: int = 4, separators: str = SEPARATORS) -> s
 def format_number(v: float, decimals: int = 0, separators: str = SEPARATORS, group: bool = True) -> str:
     """``v`` with ``decimals`` digits, written with Plotly's ``separators`` (decimal sign, then the group
     separator): what ``layout.separators`` makes of a d3 format, for the texts a figure builds itself
-    (titles, cell and bar texts)."""
+    (titles, cell and bar texts). A negative number takes the minus sign U+2212, as Plotly writes its ticks and
+    ``ui.numbers`` its numbers (``−0.0330``)."""
     text = f"{v:,.{decimals}f}" if group else f"{v:.{decimals}f}"
     point, comma = (separators + ".,")[:2] if len(separators) < 2 else separators[:2]
-    return text.translate({ord("."): point, ord(","): comma})
+    return text.translate({ord("."): point, ord(","): comma, ord("-"): "\u2212"})
 
 
 def label_px(text: str, size: float = 13) -> float:
@@ -137,7 +138,7 @@ def base_layout(
 ) -> go.Figure:
     """Apply :func:`app_layout` to a built figure (one ``update_layout`` call). A figure built in one
     ``go.Figure(data=..., layout=...)`` call with the layout merged in is cheaper still: an update of a
-    figure that has traces costs Plotly's bookkeeping on every rerun (README, Architecture)."""
+    figure that has traces costs Plotly's bookkeeping on every rerun (docs/architecture.md)."""
     fig.update_layout(app_layout(title, height, top, separators))
     return fig
 
@@ -193,8 +194,10 @@ def heatmap_trace(
         text=text,
         texttemplate="%{text}" if show_values and rows * cols <= 400 else None,
         # a fixed size that stays legible on a phone where the cells are wide enough for it (10 px from six columns
-        # on); wider matrices keep Plotly's automatic size
-        textfont=dict(size=11 if cols < 6 else 10) if cols <= 8 else None,
+        # on, 9 px there when a cell's text has six characters or more, such as −0.033: at 10 px two of them touched
+        # in a 390 px frame); wider matrices keep Plotly's automatic size
+        textfont=dict(size=_cell_font_px(cols, max((len(t) for row in text for t in row), default=0)))
+        if cols <= 8 else None,
         customdata=customdata,
         # [row, col] as a tensor is indexed, then the two labels: no words, so no translation needed.
         hovertemplate="[%{y}, %{x}] %{customdata[0]} · %{customdata[1]}" + colon + "%{text}<extra></extra>",
@@ -210,6 +213,13 @@ def heatmap_trace(
         # a thin colour bar leaves the cells more of a phone's width
         colorbar=dict(thickness=12),
     )
+
+
+def _cell_font_px(cols: int, longest: int) -> int:
+    """The cells' font size (px) of a heatmap of ``cols`` columns whose longest cell text has ``longest`` characters."""
+    if cols < 6:
+        return 11
+    return 10 if longest < 6 else 9
 
 
 def matrix_axes_layout(
@@ -474,10 +484,12 @@ def weighted_sum_bars(
     return go.Figure(data=data, layout=layout)
 
 
-def _coordinates(vector, decimals: int, separators: str) -> str:
+def _coordinates(vector, decimals: int, separators: str, between: str | None = None) -> str:
     """A point's coordinates for a hover: ``0.43, 0.15, 0.89``, or ``0,43 ; 0,15 ; 0,89`` where the decimal sign
-    is a comma (a comma between them would read as a decimal sign)."""
-    between = " ; " if separators[:1] == "," else ", "
+    is a comma (a comma between them would read as a decimal sign); ``between``, when given, is the reader's
+    list separator (``ui.numbers.list_separator``: ``"; "`` in German)."""
+    if between is None:
+        between = " ; " if separators[:1] == "," else ", "
     return between.join(format_value(float(c), decimals, separators) for c in vector)
 
 
@@ -491,6 +503,7 @@ def vectors_3d(
     axis_titles: Sequence[str] = ("x₀", "x₁", "x₂"),
     extra_text: bool = True,
     separators: str = SEPARATORS,
+    between: str | None = None,
 ) -> go.Figure:
     """3-d arrows from the origin to each vector (the running example's embeddings), named in a legend.
 
@@ -505,6 +518,7 @@ def vectors_3d(
         extra: name -> (3,) vectors drawn dashed (e.g. a context vector).
         extra_text: list each extra vector in the legend (False: in its hover only, for many vectors).
         separators: the reader's ``layout.separators`` (ticks and hovers follow it).
+        between: what separates a hover's coordinates, the reader's list separator (default: from ``separators``).
 
     Raises:
         ValueError: if vectors are not (N, 3).
@@ -519,7 +533,7 @@ def vectors_3d(
             type="scatter3d", x=[0, vec[0]], y=[0, vec[1]], z=[0, vec[2]], mode="lines+markers",
             line=dict(width=9 if i == highlight else 5, color=color), marker=dict(size=[0, 5], color=color),
             name=name, legendgroup=str(i),
-            hovertemplate=f"{name} = (" + _coordinates(vec, 2, separators) + ")<extra></extra>",
+            hovertemplate=f"{name} = (" + _coordinates(vec, 2, separators, between) + ")<extra></extra>",
         ))
     for i, (name, vec) in enumerate((extra or {}).items()):
         e = to_numpy(vec)
@@ -528,7 +542,7 @@ def vectors_3d(
             type="scatter3d", x=[0, e[0]], y=[0, e[1]], z=[0, e[2]], mode="lines+markers",
             line=dict(width=5, color=color, dash="dash"), marker=dict(size=[0, 4], color=color, symbol="diamond"),
             name=name, legendgroup=str(i), showlegend=extra_text,
-            hovertemplate=f"{name} = (" + _coordinates(e, 4, separators) + ")<extra></extra>",
+            hovertemplate=f"{name} = (" + _coordinates(e, 4, separators, between) + ")<extra></extra>",
         ))
     layout = dict(
         app_layout(title, height, separators=separators),

@@ -616,7 +616,7 @@ def kv_cache_figure(steps: Sequence, labels: KvCacheLabels, height: int = 320) -
     """Keys/values reused from the cache and computed at each generation step, stacked.
 
     Args:
-        steps: ``engine.gpt.kv_cache_steps`` rows (``step``, ``seq_len``, ``window_start``,
+        steps: ``engine.sampling.kv_cache_steps`` rows (``step``, ``seq_len``, ``window_start``,
             ``reused``, ``computed``).
         labels: the figure's words.
 

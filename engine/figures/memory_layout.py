@@ -148,7 +148,9 @@ def memory_walk_figure(walk: MemoryWalk, title: str, labels: WalkLabels, height:
     captions = []
     for k, cell in enumerate(walk.order):
         i, j = divmod(k, cols)
-        where = f"({walk.row_labels[i]}, {j})" if rows > 1 or walk.row_labels[0] != "0" else f"({j})"
+        # a 3-d start labels its rows "(0, 1)": the element's index is one flat tuple, (0, 1, 2), never ((0, 1), 2)
+        row = walk.row_labels[i].strip("()")
+        where = f"({row}, {j})" if rows > 1 or walk.row_labels[0] != "0" else f"({j})"
         captions.append(labels.step.format(k=k, where=where, cell=cell))
         # the lit cell repeats the grid cell's own text, in white on the highlight
         fig.add_trace(_lit(rows, cols, i, j, grid_text[i][j], captions[-1]), row=1, col=1)

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine import palette
 from engine.figures.core import (
     MODEBAR_MARGIN,
-    PALETTE,
     SIGNED_SCALE,
     add_step_slider,
     app_layout,
@@ -33,12 +33,18 @@ from engine.sections.positional_encodings import RopeRotation, Visibility
 
 #: The mark of :func:`visibility_figure`'s rows whose inputs are the same in both lines.
 SAME_MARK = "✓"
-#: Colour of each encoding, the same in every figure of the page.
-ENCODING_COLORS = {"none": PALETTE[7], "learned": PALETTE[0], "sinusoidal": PALETTE[2], "rope": PALETTE[1]}
 #: Differences below this are drawn at this height on the log axis (an exact 0 has no logarithm).
 LOG_FLOOR = 1e-10
-#: Float32 rounding of logits of size ~1: differences around here mean "the same".
-ROUNDING_LEVEL = 1e-6
+#: Bar patterns, one per encoding in the order they are drawn (a second cue besides the colour).
+PATTERNS = ("", "", "/", "x", ".", "-")
+
+
+def encoding_colors(encodings: Sequence[str]) -> dict[str, str]:
+    """One colour per encoding, in the page's colour meanings: the first (no position information) the residual
+    stream's grey, the others shades of the position colour (``palette.POSITION``), darkest first."""
+    shades = len(encodings) - 1
+    return {e: palette.RESIDUAL if i == 0 else palette.lighten(palette.POSITION, 0.7 * (i - 1) / max(shades - 1, 1))
+            for i, e in enumerate(encodings)}
 
 
 @dataclass(frozen=True)
@@ -49,20 +55,20 @@ class PermutationLabels:
         titles: the figure title at each n_layer, in the table's sorted layer order.
         yaxis: the y axis title (the measured difference).
         xaxis: the x axis title (the encodings).
-        rounding: the note on the dotted float32 rounding line.
+        rounding: the legend entry of the dotted rounding line at each n_layer (its level written in it).
         exact_zero: bar text of a difference that is exactly 0.
         value: a bar's hover line, with ``{value}`` (the difference), e.g. "max |Δ logits|: {value}".
         slider_prefix: text before the slider's current n_layer.
         encodings: the name shown for each encoding key ("none", "learned", …); a key left out is shown as is.
         separators: Plotly's ``layout.separators`` (decimal sign, group separator) of the reader's language.
-        value_texts: each difference of the table written in the page's scientific style (the one of its
-            tables); a difference left out is written by a d3 format (``3.0e-8``).
+        value_texts: each difference of the table written in the page's number style; a difference left out is
+            written by a d3 format (``3.0e-8``).
     """
 
     titles: Sequence[str]
     yaxis: str
     xaxis: str
-    rounding: str
+    rounding: Sequence[str]
     exact_zero: str
     value: str
     slider_prefix: str
@@ -72,65 +78,70 @@ class PermutationLabels:
 
 
 def permutation_figure(table: pd.DataFrame, labels: PermutationLabels, active_layers: int = 1) -> go.Figure:
-    """The permutation experiment: one bar per encoding, a Plotly slider over n_layer.
+    """The permutation experiment: one bar per encoding and the logits' float32 rounding level, a slider over n_layer.
 
     Args:
-        table: DataFrame with ``n_layer``, ``pos_encoding``, ``max_abs_diff`` (see
+        table: DataFrame with ``n_layer``, ``pos_encoding``, ``max_abs_diff`` and ``rounding_level`` (see
             :func:`engine.sections.positional_encodings.permutation_experiment`).
-        labels: the figure's words; one title per n_layer.
+        labels: the figure's words; one title and one rounding legend per n_layer.
         active_layers: the n_layer shown first.
 
     Returns:
-        A figure with one bar trace per n_layer (one bar per encoding, named by ``labels.encodings``, log y
-        axis, the exact value in ``customdata`` written on each bar as ``labels.value_texts`` has it, or else by a d3
-        format, so in the reader's number format) and ``layout.sliders[0]`` with one step per n_layer.
+        A figure with two traces per n_layer: the bars (one per encoding, in the table's order, named by
+        ``labels.encodings``, log y axis, the exact value in ``customdata`` written on each bar) and a dotted line
+        at that layer count's largest ``rounding_level`` (float32's rounding of the logits compared), named in the
+        legend; ``layout.sliders[0]`` has one step per n_layer.
 
     Raises:
-        ValueError: if ``active_layers`` is not in the table or the titles do not match the layers.
+        ValueError: if ``active_layers`` is not in the table or the titles or rounding legends do not match the
+            layers.
     """
     layers = sorted(int(n) for n in table["n_layer"].unique())
     if active_layers not in layers:
         raise ValueError(f"active_layers={active_layers} is not one of {layers}")
-    if len(labels.titles) != len(layers):
-        raise ValueError(f"need one title per layer count ({len(layers)}), got {len(labels.titles)}")
+    if len(labels.titles) != len(layers) or len(labels.rounding) != len(layers):
+        raise ValueError(f"need one title and one rounding legend per layer count ({len(layers)}), got "
+                         f"{len(labels.titles)} and {len(labels.rounding)}")
     encodings = list(dict.fromkeys(table["pos_encoding"]))
+    colors = encoding_colors(encodings)
+    names = [labels.encodings.get(e, e) for e in encodings]
     values = table["max_abs_diff"].to_numpy(dtype=np.float64)
-    top = math.ceil(math.log10(max(float(values.max()), 10 * ROUNDING_LEVEL))) + 1
-    bars = []
-    for n_layer in layers:
+    top = math.ceil(math.log10(max(float(values.max()), 10 * float(table["rounding_level"].max())))) + 2
+    traces = []
+    for n_layer, rounding in zip(layers, labels.rounding, strict=True):
         part = table[table["n_layer"] == n_layer].set_index("pos_encoding").loc[encodings]
         diffs = part["max_abs_diff"].to_numpy(dtype=np.float64)
+        level = float(part["rounding_level"].max())
         texts = [labels.value_texts.get(float(d), "%{customdata:.1e}") if d > 0 else labels.exact_zero
                  for d in diffs]
-        bars.append(go.Bar(
-            x=[labels.encodings.get(e, e) for e in encodings],
-            y=np.maximum(diffs, LOG_FLOOR),
-            customdata=diffs,
-            texttemplate=texts,
-            textposition="outside",
-            marker_color=[ENCODING_COLORS.get(e, PALETTE[3]) for e in encodings],
-            name=str(n_layer),
-            showlegend=False,
+        traces.append(go.Bar(
+            # constraintext "none": a value keeps its size above a narrow bar (a phone), never shrunk to fit it
+            x=names, y=np.maximum(diffs, LOG_FLOOR), customdata=diffs, texttemplate=texts, textposition="outside",
+            constraintext="none", cliponaxis=False,
+            marker=dict(color=[colors[e] for e in encodings], line=dict(color=palette.INK, width=0.5),
+                        pattern=dict(shape=list(PATTERNS[:len(encodings)]), fgcolor=palette.PAPER)),
+            name=str(n_layer), showlegend=False,
             hovertemplate=[f"%{{x}}<br>{labels.value.format(value=text)}<extra></extra>" for text in texts],
         ))
-    # one constructor call (a dotted line at float32 rounding level, log y axis): cheaper than many updates
-    fig = go.Figure(bars, layout=dict(
+        traces.append(go.Scatter(x=names, y=[level] * len(names), mode="lines", name=rounding, showlegend=True,
+                                 line=dict(dash="dot", color="#777", width=2), hoverinfo="skip"))
+    # one constructor call: cheaper than many updates
+    fig = go.Figure(traces, layout=dict(
         separators=labels.separators,
-        shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=ROUNDING_LEVEL, y1=ROUNDING_LEVEL,
-                     line=dict(dash="dot", color="#999"))],
-        annotations=[dict(text=labels.rounding, xref="paper", x=0, xanchor="left", y=math.log10(ROUNDING_LEVEL),
-                          yanchor="bottom", showarrow=False, font=dict(color="#777"))],
+        # the legend inside the plot, clear of the y tick labels on its left
+        legend=dict(x=0.02, xanchor="left", y=0.99, yanchor="top", bgcolor="rgba(255,255,255,0.85)"),
         yaxis=dict(type="log", range=[math.log10(LOG_FLOOR), top], title_text=labels.yaxis,
                    gridcolor="#eee", exponentformat="power"),
         xaxis=dict(title_text=labels.xaxis),
     ))
     titles = list(labels.titles)
     base_layout(fig, titles[layers.index(active_layers)], 490, top=60, separators=labels.separators)
+    fig.update_layout(showlegend=True)
     add_step_slider(
-        fig, [str(n) for n in layers], traces_per_step=1, prefix=labels.slider_prefix,
+        fig, [str(n) for n in layers], traces_per_step=2, prefix=labels.slider_prefix,
         active=layers.index(active_layers), step_layouts=[{"title.text": t} for t in titles],
     )
-    fig.layout.sliders[0].pad.t = 84  # the slider's current value clear of the x axis title and slanted names
+    fig.layout.sliders[0].pad.t = 112  # the slider's current value clear of the x axis title and slanted names
     return fig
 
 
@@ -158,6 +169,11 @@ class VisibilityLabels:
     separators: str = ".,"
 
 
+def _formula(text: str) -> str:
+    """``text`` with the spaces around + and = of a formula ("t + 1") made no-break: a wrapped line keeps it whole."""
+    return re.sub(r" ([+=−-]) ", "\u00a0\\1\u00a0", text)
+
+
 def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Figure:
     """What each position sees under the causal mask in both lines, and how many tokens that is.
 
@@ -181,14 +197,15 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
     T = len(line)
     rows = [f"t={t} · {line[t]}/{permuted[t]}" + (f" {SAME_MARK}" if same[t] else "") for t in range(T)]
     cols = [str(j) for j in range(T)]
-    cell_text = [[f"{line[j]}/{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
+    # the two characters one above the other: side by side ("白/山") they fill a phone's cell and run into the next
+    cell_text = [[f"{line[j]}<br>{permuted[j]}" if mask[i, j] else "" for j in range(T)] for i in range(T)]
     heat = go.Heatmap(
         z=mask, x=list(range(T)), y=list(range(T)), text=cell_text, texttemplate="%{text}",
         colorscale=[[0.0, "#f6f6f6"], [1.0, "#9ecae1"]], zmin=0, zmax=1, showscale=False, xgap=2, ygap=2,
         hovertemplate=f"{labels.cell_hover}<extra></extra>",
     )
     bars = go.Bar(x=counts, y=list(range(T)), orientation="h", text=[str(c) for c in counts], textposition="outside",
-                  marker_color=PALETTE[0], showlegend=False, xaxis="x2", yaxis="y2",
+                  marker_color=palette.lighten(palette.MASK, 0.45), showlegend=False, xaxis="x2", yaxis="y2",
                   hovertemplate=f"{labels.count_hover}<extra></extra>")
     # two panels placed by axis domains (one constructor call; make_subplots is slow on every rerun)
     fig = go.Figure([heat, bars], layout=dict(
@@ -199,10 +216,10 @@ def visibility_figure(visibility: Visibility, labels: VisibilityLabels) -> go.Fi
                    showgrid=False),
         # the count panel's title sits under it, as its axis title: at its top right Plotly's toolbar would cover it
         xaxis2=dict(domain=[0.72, 1], anchor="y2", range=[0, T + 1.5], gridcolor="#eee",
-                    title_text=wrap_text(labels.count_title, 14) + "<br>" + wrap_text(labels.count_axis, 14)),
+                    title_text=wrap_text(_formula(labels.count_title), 16) + "<br>" + wrap_text(labels.count_axis, 16)),
         yaxis2=dict(domain=[0, 0.86], anchor="x2", autorange="reversed", showticklabels=False, showgrid=False),
         annotations=[
-            dict(text=wrap_text(labels.mask_title, 20) + "<br>" + wrap_text(f"{SAME_MARK} {labels.same_inputs}", 20),
+            dict(text=wrap_text(labels.mask_title, 34) + "<br>" + wrap_text(f"{SAME_MARK} {labels.same_inputs}", 34),
                  xref="paper", x=0, xanchor="left", y=1, yref="paper", yanchor="bottom", showarrow=False,
                  align="left"),
         ],
@@ -414,7 +431,7 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
     reach = float(max(radius[list(pairs)].max(), 1e-6)) * 1.15
     traces, layout, annotations = [], {}, []
     for c, i in enumerate(pairs):
-        color = PALETTE[c % len(PALETTE)]
+        color = palette.POSITION  # one meaning on the page: position information (each pair has its own panel)
         suffix = "" if c == 0 else str(c + 1)
         axes = dict(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=False)
         trail = pts[: position + 1, i]
@@ -443,7 +460,7 @@ def rope_pairs_figure(rotation: RopeRotation, position: int, pairs: Sequence[int
         text = re.sub(r"\([^()]*\)", lambda group: group[0].replace(" ", "\u00a0"), text)
         annotations.append(dict(
             # wrapped to a phone's panel width (a quarter of 390 px)
-            text="<br>".join(wrap_text(line, 16) for line in text.split("<br>")),
+            text="<br>".join(wrap_text(line, 13) for line in text.split("<br>")),
             # under its panel: above it, on a phone, Plotly's toolbar would cover the last panels' titles
             xref="paper", x=left + width / 2, xanchor="center", y=bottom + 0.27 * row_height, yref="paper",
             yanchor="top", showarrow=False, font=dict(size=11),
@@ -466,7 +483,7 @@ def score_limit(matrices: Sequence[object]) -> float:
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
                           hover: str, decimals: int = 2, limit: float | None = None,
-                          separators: str = ".,") -> go.Figure:
+                          separators: str = ".,", show_values: bool | None = None) -> go.Figure:
     """Score matrices side by side (e.g. RoPE at positions 0.. and shifted), values in the cells.
 
     Args:
@@ -480,6 +497,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
             same limit to figures drawn side by side (one panel each, so that they stack on a phone) to keep
             their colours comparable.
         separators: Plotly's ``layout.separators`` of the reader's language.
+        show_values: write the values in the cells; None: when there are at most :data:`SCORE_VALUE_POSITIONS`
+            positions.
 
     Returns:
         A figure with one heatmap trace per matrix on a shared, symmetric colour range.
@@ -500,7 +519,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
         left = c * (width + gap)
         trace = heatmap_trace(matrix, labels, labels, colorscale=SIGNED_SCALE, zmin=-limit, zmax=limit,
                               decimals=decimals, showscale=c == n - 1, separators=separators,
-                              show_values=len(labels) <= SCORE_VALUE_POSITIONS)
+                              show_values=len(labels) <= SCORE_VALUE_POSITIONS if show_values is None
+                              else show_values)
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>")
         traces.append(trace)
         xaxis, yaxis = matrix_axes_layout(labels, labels, row_title if c == 0 else None, None)

@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine import palette
 from engine.figures.core import (
-    PALETTE,
     SEPARATORS,
     TITLE_WIDTH,
     WEIGHTS_SCALE,
@@ -82,7 +82,7 @@ class InitLabels:
 
 
 #: Pixel sizes of :func:`dk_sweep_figure`: the room above the titles, the box panel, a bar panel, the gap that
-#: holds a panel's title (and the axis above it), the slider under the panels.
+#: holds a panel's one-line title (and the axis above it), the slider under the panels.
 DK_TOP_PX, DK_BOX_PX, DK_BAR_PX, DK_GAP_PX, DK_SLIDER_PX = 16, 190, 170, 104, 110
 #: Longest line (characters) of a panel title: it starts right of the bars' labels, which take a third of a phone.
 PANEL_TITLE_WIDTH = 28
@@ -114,14 +114,17 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
         raise ValueError(f"active_d_k={active_d_k} is not one of {d_ks}")
     # three panels one above the other, each the figure's full width: side by side, their titles and the bars'
     # labels overprinted on a phone
-    plot_px = DK_BOX_PX + 2 * DK_BAR_PX + 2 * DK_GAP_PX
+    panel_titles = tuple(wrap_text(t, PANEL_TITLE_WIDTH)
+                         for t in (labels.spread_panel, labels.w_max_panel, labels.grad_panel))
+    # a gap holds a one-line title, and 20 px more for each further line of the lower panels' longest
+    gap_px = DK_GAP_PX + 20 * max(t.count("<br>") for t in panel_titles[1:])
+    plot_px = DK_BOX_PX + 2 * DK_BAR_PX + 2 * gap_px
     fig = make_subplots(
         rows=3,
         cols=1,
         row_heights=[DK_BOX_PX, DK_BAR_PX, DK_BAR_PX],
-        vertical_spacing=DK_GAP_PX / plot_px,
-        subplot_titles=tuple(wrap_text(t, PANEL_TITLE_WIDTH)
-                             for t in (labels.spread_panel, labels.w_max_panel, labels.grad_panel)),
+        vertical_spacing=gap_px / plot_px,
+        subplot_titles=panel_titles,
     )
     # each panel's title from the left edge of its plot, where the bars start
     fig.update_annotations(x=0, xanchor="left", align="left")
@@ -130,7 +133,9 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
     titles = []
     for _, row in stats.iterrows():
         d_k = int(row["d_k"])
-        for name, b, color in ((_UNSCALED, sweep.unscaled[d_k], PALETTE[1]), (_SCALED, sweep.scaled[d_k], PALETTE[0])):
+        # the rejected variant grey, the chapter's in its tensor's colour: scores vermillion, weights blue
+        for name, b, color in ((_UNSCALED, sweep.unscaled[d_k], palette.ALTERNATIVE),
+                               (_SCALED, sweep.scaled[d_k], palette.ATTN_SCORES)):
             fig.add_trace(
                 go.Box(
                     y=[name],
@@ -161,7 +166,7 @@ def dk_sweep_figure(sweep: DkSweep, labels: DkSweepLabels, active_d_k: int = 64)
                     textfont=dict(size=12),
                     constraintext="none",
                     cliponaxis=False,
-                    marker_color=[PALETTE[1], PALETTE[0]],
+                    marker_color=[palette.ALTERNATIVE, palette.ATTN_WEIGHTS],
                     showlegend=False,
                     hovertemplate="%{y}" + labels.colon + "%{x:.4f}<extra></extra>",
                 ),
@@ -212,8 +217,8 @@ def init_figure(table: pd.DataFrame, labels: InitLabels) -> go.Figure:
                         subplot_titles=(wrap_text(labels.weights_panel, TITLE_WIDTH),
                                         wrap_text(labels.projection_panel, TITLE_WIDTH)))
     fig.update_annotations(x=0, xanchor="left", align="left")
-    for k, (init, part) in enumerate(table.groupby("init", sort=False)):
-        color = PALETTE[k + 1] if init == "torch.rand" else PALETTE[0]
+    for init, part in table.groupby("init", sort=False):
+        color = palette.ALTERNATIVE if init == "torch.rand" else palette.INK  # W is a plain tensor, no role
         for row, measured, theory in ((1, "var_w", "var_w_theory"), (2, "var_xw", "var_xw_theory")):
             fig.add_scatter(
                 x=part["d_in"], y=part[measured], mode="markers", marker=dict(size=10, color=color),

@@ -5,7 +5,11 @@
 * :mod:`engine.lab.results`: the shipped measurement files (experiment results, the dropout price)
   read into frozen dataclasses, and their names and formats;
 * :mod:`engine.lab.models`: a model the Lab holds (:class:`~engine.lab.models.LabModel`), the shipped
-  one, uploads, generation, attention maps, position tables;
+  one, uploads;
+* :mod:`engine.lab.poem_forms`: poem forms imposed while sampling (five or seven characters, even lines);
+* :mod:`engine.lab.generation`: a reader's prompt checked and cropped, and its continuation;
+* :mod:`engine.lab.loops`: the loops greedy decoding falls into;
+* :mod:`engine.lab.internals`: looking inside (attention maps, the position table, the next character);
 * :mod:`engine.lab.experiments`: the lesson's experiments (``python -m engine.lab.experiments``);
 * :mod:`engine.lab.jobs`: background jobs (training, experiment reruns) and their progress;
 * :mod:`engine.lab.runner`: the app-wide runner (registry of finished models, one training slot).

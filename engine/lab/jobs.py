@@ -16,7 +16,7 @@ training (``engine.budget``), whatever it was asked to do. A job lets go of its 
 ends: the runner keeps finished jobs findable for a while, and an uploaded text belongs to its reader.
 
 Threads, not processes: a child process that imports PyTorch to train would hold its own copy of
-PyTorch before its first step (the README's resource budget says what that costs); a thread shares
+PyTorch before its first step (engine/budget_steps.json says what that costs); a thread shares
 the one copy. The training draws no random number from the global generator
 while it runs (``engine.training``), so it never makes a page wait, and no job changes a
 process-wide setting such as the thread count.
@@ -30,6 +30,7 @@ import json
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -50,6 +51,9 @@ FINAL_STATES = ("done", "stopped", "error")
 STOP_REASONS = ("by_reader", "while_queued", "owner_left", "wall_cap")
 #: Seconds a job outlives its reader's session, so that a reload can take it over.
 ORPHAN_GRACE_S = 30.0
+#: Steps the time left is measured over: the job's own latest steps (evaluations between them included), so the
+#: estimate follows the server's load as it changes instead of the average since the start.
+ETA_WINDOW_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ class Snapshot:
         step_losses: training-batch loss of every step so far (nats).
         tokens_per_s: recent training throughput (exponential average), 0 before the first step.
         elapsed_s: seconds since training started (queue time excluded).
-        eta_s: estimated seconds left (None before the first step or when final).
+        eta_s: estimated seconds left (None before the first step or when final), from this job's own measured
+            rate over its latest :data:`ETA_WINDOW_STEPS` steps (evaluations included), so it follows the load.
         stop_reason: for "stopped", one of :data:`STOP_REASONS`; else "".
         error: for "error", the exception's type and message (for logs); else "".
         running, limit: while queued, the trainings holding the runner's slots and how many it has.
@@ -135,7 +140,8 @@ class Snapshot:
 class _Progress:
     """The mutable progress record a job's thread writes and :meth:`Job.snapshot` copies, under one lock."""
 
-    def __init__(self, steps: int, run_count: int = 1):
+    def __init__(self, steps: int, run_count: int = 1, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
         self.lock = threading.Lock()
         self.state = "queued"
         self.step = 0
@@ -152,35 +158,49 @@ class _Progress:
         self.run_index = 0
         self.run_count = run_count
         self.run_key = ""
+        self.marks: deque[tuple[int, float]] = deque(maxlen=ETA_WINDOW_STEPS + 1)  # (step, clock) of recent steps
+
+    def start(self) -> None:
+        with self.lock:
+            self.state = "running"
+            self.started = self.run_started = self.clock()
+            self.marks.clear()
+            self.marks.append((0, self.started))
 
     def new_run(self, index: int, key: str, steps: int) -> None:
         with self.lock:
             self.run_index, self.run_key, self.steps = index, key, steps
             self.step, self.history, self.step_losses, self.tokens_per_s = 0, [], [], 0.0
             self.eval_elapsed_s = []
-            self.run_started = time.perf_counter()
+            self.run_started = self.clock()
+            self.marks.clear()
+            self.marks.append((0, self.run_started))
 
     def on_step(self, step: int, loss: float, tokens_per_s: float) -> None:
         with self.lock:
             self.step = step
+            self.marks.append((step, self.clock()))
             self.step_losses.append(loss)
             self.tokens_per_s = tokens_per_s if self.tokens_per_s == 0 else 0.8 * self.tokens_per_s + 0.2 * tokens_per_s
 
     def on_eval(self, step: int, train_loss: float, val_loss: float) -> None:
         with self.lock:
             self.history.append((step, train_loss, val_loss))
-            self.eval_elapsed_s.append(time.perf_counter() - (self.run_started or time.perf_counter()))
+            now = self.clock()
+            self.eval_elapsed_s.append(now - (self.run_started or now))
 
     def callbacks(self) -> Callbacks:
         return Callbacks(self.on_step, self.on_eval)
 
     def snapshot(self) -> Snapshot:
         with self.lock:
-            now = self.ended or time.perf_counter()
+            now = self.ended or self.clock()
             elapsed = now - self.started if self.started is not None else 0.0
             eta = None
-            if self.state == "running" and self.step > 0 and self.run_started is not None:
-                per_step = (now - self.run_started) / self.step  # seconds per step, evaluations included
+            if self.state == "running" and self.step > 0 and len(self.marks) > 1:
+                first_step, first_at = self.marks[0]
+                # seconds per step over the latest steps up to now (evaluations and a step under way included)
+                per_step = (now - first_at) / (self.step - first_step)
                 left_in_run = per_step * (self.steps - self.step)
                 eta = left_in_run + per_step * self.steps * (self.run_count - self.run_index - 1)
             return Snapshot(
@@ -335,9 +355,7 @@ class Job:
                     state = "stopped"
                     reason = "while_queued" if self._stop_reason == "by_reader" else self._stop_reason
                     return
-            with p.lock:
-                p.state = "running"
-                p.started = p.run_started = time.perf_counter()
+            p.start()
             self.result, stopped = self._work(p, self.should_stop)
             state = "stopped" if stopped else "done"
             reason = self._stop_reason if stopped else ""
@@ -414,6 +432,23 @@ class ExperimentJob(Job):
 
     def _release(self) -> None:
         self.corpus = None
+
+
+def steps_by_cap(snap: Snapshot, max_wall_s: float) -> int | None:
+    """The step a running single training reaches when the time cap stops it, at its measured pace (``eta_s``), or
+    None when it is expected to end before the cap (or is not running, or has no estimate yet).
+
+    Args:
+        snap: the job's snapshot; its ``eta_s`` spreads the time left over the steps left.
+        max_wall_s: the job's cap (seconds of training, ``Job.max_wall_s``).
+    """
+    if snap.state != "running" or snap.eta_s is None or snap.run_count != 1 or snap.step >= snap.steps:
+        return None
+    left_s = max(0.0, max_wall_s - snap.elapsed_s)
+    if snap.eta_s <= left_s:
+        return None
+    per_step = snap.eta_s / (snap.steps - snap.step)  # seconds per step at the measured pace
+    return min(snap.steps - 1, snap.step + int(left_s / per_step))
 
 
 def wait_until_finished(job: Job, timeout: float, poll: float = 0.05) -> Snapshot:

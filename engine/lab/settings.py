@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from engine import budget
+from engine import budget, positions
 from engine.corpus import Corpus
-from engine.gpt import POS_ENCODINGS, GPTConfig, preset
+from engine.gpt import GPTConfig
+from engine.presets import DEFAULT_PRESET, preset
 from engine.training import TrainConfig
 
 #: Choices of the Lab's controls (within the caps of engine.budget).
@@ -25,16 +26,6 @@ STEPS = (1, budget.MAX_STEPS)
 DROPOUT = (0.0, 0.5)
 SEEDS = (0, 99_999)
 DEFAULT_SEED = 1337
-#: Training settings of the two preset buttons (the model sizes are engine.gpt's "quick" and "course" presets).
-#: Both fit engine.budget's caps on the Tang poems (``tests/test_lab.py`` checks it); the course model trains at
-#: batch 4, the batch of the shipped dropout experiment, whose numbers the page states. The quick training was
-#: chosen from measured candidates (the README's table) as one whose page-side validation loss goes below the
-#: Witten-Bell bigram well before its end: the small model trained for more steps at a high peak rate, since a
-#: wider model learns little more per step and costs more per step.
-PRESET_TRAINING = {
-    "quick": {"steps": 1800, "batch_size": 16, "learning_rate": 1e-2},
-    "course": {"steps": 1000, "batch_size": 4, "learning_rate": 1e-3},
-}
 #: Batch size and step range of the experiments' live reruns, and the block_size they train at (every
 #: experiment run is the course model with a few fields changed, none of them its block_size).
 RERUN_BATCH = 8
@@ -58,23 +49,23 @@ POEM_FREE_LINE = (3, 9)
 
 
 def head_choices(n_embd: int, pos_encoding: str) -> tuple[int, ...]:
-    """Head counts allowed for ``n_embd``: its divisors, and with RoPE only those giving an even head_dim.
+    """Head counts allowed for ``n_embd``: its divisors, and when q and k are rotated (RoPE) only those giving an
+    even head_dim.
 
     Raises:
         ValueError: for n_embd < 1 or an unknown pos_encoding.
     """
     if n_embd < 1:
         raise ValueError(f"n_embd must be >= 1, got {n_embd}")
-    if pos_encoding not in POS_ENCODINGS:
-        raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+    encoding = positions.encoding(pos_encoding)
     return tuple(h for h in range(1, n_embd + 1)
-                 if n_embd % h == 0 and (pos_encoding != "rope" or (n_embd // h) % 2 == 0))
+                 if n_embd % h == 0 and (not encoding.rotates_qk or (n_embd // h) % 2 == 0))
 
 
 def default_heads(n_embd: int, pos_encoding: str, wanted: int | None = None) -> int:
-    """``wanted`` when allowed, else the quick preset's head count when allowed, else the first choice."""
+    """``wanted`` when allowed, else the default preset's head count when allowed, else the first choice."""
     choices = head_choices(n_embd, pos_encoding)
-    for h in (wanted, preset("quick").n_head):
+    for h in (wanted, preset(DEFAULT_PRESET).n_head):
         if h in choices:
             return h
     return choices[0]

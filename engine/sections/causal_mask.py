@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from engine import attention as A
+from engine import chapter
 from engine.rng import uses_global_rng
 
 _log = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ class TwoWays:
         attn_weights: (T, T) softmax of all scores / sqrt(d_k).
         mask_simple: (T, T) float, ones on and below the diagonal (``tril``).
         masked_simple: (T, T) ``attn_weights * mask_simple``.
-        row_sums: (T,) row sums of ``masked_simple``.
+        row_sums: (T, 1) row sums of ``masked_simple`` (``keepdim=True``: the divisor that broadcasts along rows).
         masked_simple_norm: (T, T) ``masked_simple`` renormalised (route 1).
         mask: (T, T) bool, True strictly above the diagonal (``triu(diagonal=1)``).
         masked_scores: (T, T) scores with -inf where ``mask``.
@@ -205,7 +207,7 @@ def mask_two_ways(attn_scores: Tensor, d_k: int) -> TwoWays:
         attn_weights=attn_weights,
         mask_simple=mask_simple,
         masked_simple=masked_simple,
-        row_sums=row_sums.squeeze(-1),  # (T, 1) -> (T,)
+        row_sums=row_sums,  # (T, 1), as it divides
         masked_simple_norm=masked_simple_norm,
         mask=mask,
         masked_scores=masked_scores,
@@ -563,3 +565,38 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- the page's prediction gates (``ui/questions/causal_mask.py``): their answers, which the page and its
+# notebook's exercises both call ---------------------------------------------------------------------------------
+
+#: d_k of the chapter's two routes (page 3's first section).
+ROUTES_D_K = 2
+
+
+def chapter_routes() -> TwoWays:
+    """The chapter's two masking routes, as page 3 computes them (sa_v2 scores, seed 789, d_out 2)."""
+    return mask_two_ways(v2_scores(A.chapter_inputs(), seed=chapter.SA_V2_SEED, d_out=ROUTES_D_K), d_k=ROUTES_D_K)
+
+
+def future_weights(result: TwoWays) -> dict[str, float]:
+    """The weight each way of masking leaves on the future (every row's weights above the diagonal, summed, over
+    the rows): masked_fill with −inf (route 2), adding the 0/1 mask, multiplying by the lower triangle."""
+    ones = result.mask.to(result.attn_scores.dtype)  # (T, T) 1 above the diagonal
+    masked = {
+        "neg_inf": result.masked_scores,
+        "add_01": result.attn_scores + ones,
+        "times_tril": result.attn_scores * (1 - ones),
+    }
+    weights = {k: torch.softmax(s / math.sqrt(ROUTES_D_K), dim=-1) for k, s in masked.items()}  # (T, T) each
+    return {k: float(w[result.mask].sum() / w.shape[0]) for k, w in weights.items()}
+
+
+def zero_future(result: TwoWays) -> str:
+    """The way of masking whose future weight is exactly 0 (``neg_inf`` for masked_fill)."""
+    return next(k for k, v in future_weights(result).items() if v == 0.0)
+
+
+def changed_row_count(inputs: Tensor, token_index: int, delta: float) -> float:
+    """How many output rows of the causal layer change (:func:`leakage_test`)."""
+    return float(len(leakage_test(inputs, token_index, delta).changed_rows))

@@ -251,3 +251,43 @@ def train_vs_eval(inputs: Tensor, p: float, seed: int, model_seed: int = 123) ->
         eval_equals_no_dropout=torch.equal(eval_ctx_1, ref_ctx),
         max_abs_diff_eval_vs_p0=float((eval_ctx_1 - ref_ctx).abs().max()),
     )
+
+
+# --- the page's prediction gates (``ui/questions/dropout.py``): their answers, which the page and its notebook's
+# exercises both call --------------------------------------------------------------------------------------------
+
+
+def chapter_pair(seed: int) -> DropoutPair:
+    """Dropout at the chapter's rate on ones and on the chapter's causal weights (:func:`dropout_pair`, the step
+    page 4's figure opens on)."""
+    return dropout_pair(chapter_causal_weights(A.chapter_inputs()), chapter.DROPOUT_P, seed)
+
+
+def kept_value(seed: int) -> float:
+    """The value of a kept cell of dropout(ones(6, 6)): the largest cell of the dropped-out ones."""
+    return float(chapter_pair(seed).ones.max())
+
+
+def row_sums_kind(seed: int) -> str:
+    """What the row sums of the dropped-out causal weights look like: ``all_one``, ``one_minus_p`` (every row near
+    1 − p) or ``vary``."""
+    sums = chapter_pair(seed).weights_row_sums
+    if torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        return "all_one"
+    if torch.allclose(sums, torch.full_like(sums, 1 - chapter.DROPOUT_P), atol=0.05):
+        return "one_minus_p"
+    return "vary"
+
+
+def where_dropout(p: float, seed: int) -> str:
+    """Where :class:`engine.attention.CausalAttention` applies dropout, read from :func:`train_vs_eval`:
+    ``weights`` when each train() weight is 0 or the eval() weight × 1/(1 − p), ``scores`` when the train() rows
+    still sum to 1 with zeros in them, ``context`` otherwise."""
+    modes = train_vs_eval(A.chapter_inputs(), p, seed)
+    train, evaluated = modes.train_1, modes.eval_1  # (T, T) each
+    kept = train != 0
+    if torch.allclose(train[kept], evaluated[kept] / (1 - p), atol=1e-6):
+        return "weights"
+    if torch.allclose(train.sum(-1), torch.ones(train.shape[0]), atol=1e-5):
+        return "scores"
+    return "context"

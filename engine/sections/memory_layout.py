@@ -633,3 +633,90 @@ def score_cost(batch: int, num_heads: int, head_dim: int, element_size: int) -> 
         growth=float(long["scores_bytes"]) / float(short["scores_bytes"]),
         token_growth=LONG_T // SHORT_T,
     )
+
+
+@dataclass(frozen=True)
+class SavedScores:
+    """What autograd keeps of the (B, H, T, T) tables for the backward pass of one attention layer.
+
+    Attributes:
+        training: float tensors of that shape saved by a forward pass with gradients on, with dropout (distinct
+            storages: a tensor saved by two operations counts once), and their dtypes (``"float32"``).
+        training_masks: boolean tensors of that shape saved as well (the causal mask's broadcast and dropout's
+            keep-mask are not float tables, listed apart).
+        inference: float tensors of that shape saved under ``torch.no_grad()`` (0: nothing is kept).
+        shape: the table's shape (B, H, T, T).
+    """
+
+    training: int
+    training_masks: int
+    inference: int
+    shape: tuple[int, int, int, int]
+
+
+@uses_global_rng
+def saved_score_tensors(batch: int = 2, num_heads: int = 2, num_tokens: int = 6, head_dim: int = 2,
+                        dropout: float = 0.1, seed: int = 123) -> SavedScores:
+    """Count the (B, H, T, T) tensors autograd saves in one forward pass of the chapter's ``MultiHeadAttention``.
+
+    The saved tensors are read with ``torch.autograd.graph.saved_tensors_hooks`` (every tensor an operation keeps
+    for its backward), in training mode with dropout and gradients on, then under ``torch.no_grad()``. This is
+    what page 6's sentence on the backward pass states, computed instead of asserted: the attention weights are
+    activations, never parameters, yet training keeps them (the softmax's backward needs its output, the product
+    with the values needs the weights it multiplied) until the backward pass has used them.
+
+    Args:
+        batch, num_heads, num_tokens, head_dim: the sizes (positive ints); d_in = d_out = num_heads · head_dim.
+        dropout: the attention dropout rate in [0, 1).
+        seed: ``torch.manual_seed`` for the weights, the input and dropout's mask.
+
+    Raises:
+        ValueError: if a size is not positive or dropout is outside [0, 1) (from ``MultiHeadAttention``).
+    """
+    d = num_heads * head_dim
+    torch.manual_seed(seed)
+    layer = A.MultiHeadAttention(d, d, context_length=num_tokens, dropout=dropout, num_heads=num_heads).train()
+    x = torch.randn(batch, num_tokens, d, requires_grad=True)
+    shape = (batch, num_heads, num_tokens, num_tokens)
+
+    def count(grad: bool) -> tuple[int, int]:
+        seen: dict[int, torch.dtype] = {}
+
+        def pack(t: Tensor) -> Tensor:
+            if tuple(t.shape) == shape:
+                seen[t.untyped_storage().data_ptr()] = t.dtype
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.set_grad_enabled(grad):
+            layer(x)
+        floats = sum(1 for dtype in seen.values() if dtype.is_floating_point)
+        return floats, len(seen) - floats
+
+    training, masks = count(True)
+    inference, _ = count(False)
+    return SavedScores(training=training, training_masks=masks, inference=inference, shape=shape)
+
+
+# --- the page's prediction gates (``ui/questions/memory_layout.py``): their answers, which the page and its
+# notebook's exercises both call ---------------------------------------------------------------------------------
+
+
+def chapter_comparison() -> ViewVersusReshape:
+    """:func:`view_versus_reshape` of the chapter's matrix, as page 6 computes it."""
+    return view_versus_reshape(chapter_matrix())
+
+
+def view_outcome(comparison: ViewVersusReshape) -> str:
+    """What ``M.transpose(0, 1).view(-1)`` gave: ``error`` (the real RuntimeError), else the order of its values."""
+    if comparison.error is not None:
+        return "error"
+    return "transposed" if comparison.same_values else "memory"
+
+
+def transpose_outcome(num_tokens: int, num_heads: int, head_dim: int) -> str:
+    """The ``.transpose(1, 2)`` stage of :func:`key_head_walk`: ``shared_not`` (same storage, not contiguous),
+    ``copy`` (new storage) or ``shared_contiguous``."""
+    stage = next(s for s in key_head_walk(num_tokens, num_heads, head_dim) if s.title == ".transpose(1, 2)")
+    if not stage.shares_previous:
+        return "copy"
+    return "shared_contiguous" if stage.layout.is_contiguous else "shared_not"

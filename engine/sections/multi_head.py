@@ -26,6 +26,7 @@ from torch import Tensor
 
 from engine import attention as A
 from engine import chapter, gpt
+from engine.diagrams.multi_head import SplitLayers, split_layers
 from engine.rng import uses_global_rng
 from engine.sections.memory_layout import score_tensor_bytes
 
@@ -352,6 +353,7 @@ class HeadsOnLine:
         shapes: :func:`shape_table` of the run.
         params: :func:`param_counts` of the layer.
         score_bytes: bytes of the float32 (1, H, T, T) score tensor.
+        layers: the layer's linear layers with their sizes, read from the module that ran (the diagram's boxes).
     """
 
     tokens: list[str]
@@ -359,6 +361,7 @@ class HeadsOnLine:
     shapes: pd.DataFrame
     params: ParamCounts
     score_bytes: int
+    layers: SplitLayers
 
 
 @uses_global_rng
@@ -393,6 +396,7 @@ def heads_on_line(line: str = chapter.LESSON_LINE, n_embd: int = chapter.LESSON_
         shapes=shape_table(steps),
         params=param_counts(n_embd, num_heads),
         score_bytes=score_tensor_bytes(1, num_heads, len(line), steps.attn_scores.element_size()),
+        layers=split_layers(layer),
     )
 
 
@@ -484,6 +488,8 @@ BENCH_COLUMNS = (
     # the fastest single run: None in files written before it was recorded
     ("forward_min_ms", "forward min ms"),  # data key
     ("max_abs_diff", "max |out − split|"),
+    ("stable", "stable"),
+    ("ordered", "ordered"),
 )
 
 
@@ -495,11 +501,17 @@ def bench_rows(table: pd.DataFrame, size_label: str) -> pd.DataFrame:
         size_label: the ``size`` value to keep.
 
     Returns:
-        DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant.
+        DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant. A variant whose
+        forward+backward median is not above its forward median (``ordered`` False: the load changed during the
+        run, since the backward pass only adds work) gets no forward+backward time (None): a table or chart
+        never shows forward+backward faster than forward alone.
     """
     rows = table[table["size"] == size_label]
-    return pd.DataFrame({key: rows[column].tolist() if column in rows else [None] * len(rows)
-                         for key, column in BENCH_COLUMNS})
+    frame = pd.DataFrame({key: rows[column].tolist() if column in rows else [None] * len(rows)
+                          for key, column in BENCH_COLUMNS})
+    frame["ordered"] = frame["ordered"].map(lambda v: v is not False)
+    frame["forward_backward_ms"] = frame["forward_backward_ms"].astype(object).where(frame["ordered"], None)
+    return frame
 
 
 @dataclass(frozen=True)
@@ -623,3 +635,19 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
                         fastest=fastest, fastest_ms=times[fastest], score_bytes=scores,
                         head_bytes=scores // num_heads, wrapper_iqr=wrapper_iqr, split_iqr=split_iqr,
                         within_noise=within_noise, fastest_rivals=rivals)
+
+
+# --- the page's prediction gates (``ui/questions/multi_head.py``): their answers, which the page and its
+# notebook's exercises both call ---------------------------------------------------------------------------------
+
+
+def qkv_count(n_embd: int, num_heads: int) -> float:
+    """The qkv projection's parameters (weights and biases) of :func:`param_counts`."""
+    return float(param_counts(n_embd, num_heads).qkv)
+
+
+def heads_trend(n_embd: int) -> str:
+    """How the qkv count of :func:`param_counts` moves from 1 head to the most heads n_embd allows: ``same``,
+    ``more`` or ``fewer``."""
+    one, most = (param_counts(n_embd, h).qkv for h in (1, max(divisors(n_embd))))
+    return "same" if one == most else ("more" if most > one else "fewer")

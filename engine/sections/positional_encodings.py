@@ -25,27 +25,47 @@ from engine import positions
 from engine.chapter import LESSON_LINE, PERMUTED_LINE
 from engine.checkpoint import SHIPPED_MODEL, CheckpointError, load_checkpoint
 from engine.diagrams.positional_encodings import PositionalEncodingsShapes
-from engine.gpt import GPT, POS_ENCODINGS, GPTConfig
+from engine.gpt import GPT, GPTConfig
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
 
+#: Every encoding's key, in the registry's order (``engine.positions.ENCODINGS``): what the page lists.
+ENCODING_KEYS: tuple[str, ...] = tuple(enc.key for enc in positions.ENCODINGS)
+#: The keys of the encodings that give the model position information (all but "none"), in the same order.
+EXPLICIT_KEYS: tuple[str, ...] = tuple(enc.key for enc in positions.ENCODINGS
+                                       if enc.adds_table or enc.rotates_qk or enc.biases_scores)
+_NONE, _LEARNED = positions.NONE.key, positions.LEARNED.key
 #: Layer counts the permutation figure's slider visits.
 LAYERS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
-#: What the lesson printed for the permutation experiment, with its own initialisation: 1 layer without
-#: positions, 2 layers without positions, 1 layer with learned positions (orders of magnitude to compare).
-LESSON_ONE_LAYER_NONE = 3.7e-08
-LESSON_TWO_LAYERS_NONE = 1.9e-02
-LESSON_ONE_LAYER_LEARNED = 2.8e-03
-#: A last-position difference below this is float32 rounding.
-ROUNDING_LIMIT = 1e-5
-#: A last-position difference above this is a real one.
-DIFFERENCE_LIMIT = 1e-4
-#: Largest diagonal spread and shift difference of a score matrix that depends on m - n only (float32).
-DISTANCE_ONLY_LIMIT = 1e-3
+#: What the lesson printed for the permutation experiment with its own model and initialisation, by
+#: (n_layer, pos_encoding): "none" is its learned model with ``pos_emb.weight.zero_()``. Its initialisation is not
+#: the app's, so the page compares orders of magnitude (:data:`ORDER_FACTOR`), never the digits.
+LESSON_PERMUTATION: dict[tuple[int, str], float] = {
+    (1, _NONE): 3.7e-08, (1, _LEARNED): 2.8e-03, (2, _NONE): 1.9e-02, (2, _LEARNED): 1.5e-02,
+}
+#: The positions where the lesson says the first layer's outputs of the two lines differ, counted from 1 as it does.
+LESSON_FIRST_LAYER_DIFFER: tuple[int, ...] = (2, 3, 4)
+#: Two differences are of the same order of magnitude when one is within this factor of the other.
+ORDER_FACTOR = 10.0
+#: float32's machine epsilon, 2**-23: the relative spacing of float32 numbers near 1.
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)
+#: A difference is float rounding when it is at most this many times the rounding level of the logits compared
+#: (FLOAT32_EPS x their largest |value|): summing the same terms in another order moves a float32 result by a few
+#: of its units in the last place. Measured on the page's sweep (n_embd 32/64/128, seeds 0-4): "none" at one
+#: layer 0.9-4.1 times the level, every other cell above 8 000 times.
+ROUNDING_FACTOR = 32.0
+#: A difference is clearly real when it is above this many times the rounding level.
+DIFFERENCE_FACTOR = 1000.0
+#: A position table's similarity whose largest diagonal spread is at most this is only "a little" position-dependent:
+#: 1 % of the range [-1, 1] a cosine similarity spans.
+SMALL_SPREAD = 0.02
+#: How far a similarity depends on absolute positions, from :func:`spread_kind`: not beyond float32 rounding, a little,
+#: or a lot.
+SPREAD_KINDS: tuple[str, ...] = ("rounding", "small", "large")
 #: Distance between the positions compared by :attr:`PositionTable.far_similarity` (fewer if the table is shorter).
 FAR_DISTANCE = 32
 #: The score encodings the page contrasts: RoPE rotates q and k; "sinusoidal" adds the table to them.
-SCORE_ENCODINGS: tuple[str, ...] = ("rope", "sinusoidal")
+SCORE_ENCODINGS: tuple[str, ...] = (positions.ROPE.key, positions.SINUSOIDAL.key)
 #: Block size of the small model that reads sequences past it.
 PAST_BLOCK_SIZE = 16
 #: Vocabulary of that model (random token ids 0 .. 15).
@@ -58,12 +78,13 @@ PAST_VOCAB_SIZE = 16
 @uses_global_rng
 def permutation_experiment(
     n_layers: Iterable[int] = LAYERS,
-    pos_encodings: Iterable[str] = positions.POS_ENCODINGS,
+    pos_encodings: Iterable[str] = ENCODING_KEYS,
     seed: int = 0,
     line_a: str = LESSON_LINE,
     line_b: str = PERMUTED_LINE,
     n_embd: int = 32,
     n_head: int = 4,
+    zero_table: bool = False,
 ) -> pd.DataFrame:
     """Largest absolute difference between the last-position logits of two lines, untrained model.
 
@@ -74,21 +95,24 @@ def permutation_experiment(
     ``torch.manual_seed(seed)``, so every row is reproducible on its own; the global generator is
     held and restored by ``engine.rng.uses_global_rng``, so readers running this at the same time
     get the same numbers. With no position information and one layer the difference is float
-    rounding (~1e-7): attention sums the same five vectors in another order. From two layers on
-    it is clearly non-zero, because the causal mask lets each earlier position see a different
-    prefix, which leaks order (Haviv et al., 2022).
+    rounding (at most a few times ``rounding_level``, possibly 0): attention sums the same five vectors in another
+    order. From two layers on it is clearly non-zero, because the causal mask lets each earlier position see
+    a different prefix, which leaks order (Haviv et al., 2022).
 
     Args:
         n_layers: layer counts to try.
-        pos_encodings: values of ``GPTConfig.pos_encoding`` to try (default: all four; "rope" needs
+        pos_encodings: values of ``GPTConfig.pos_encoding`` to try (default: every one of the registry; "rope" needs
             an even head_dim = n_embd // n_head).
         seed: seed for the initial weights.
         line_a, line_b: the two lines; the lesson's second line permutes the first four characters.
         n_embd, n_head: model width and head count.
+        zero_table: zero the learned table after init (``model.pos_emb.weight.zero_()``, the lesson's way to
+            switch positions off); the other encodings are left as they are.
 
     Returns:
-        DataFrame with columns ``n_layer`` (int), ``pos_encoding`` (str), ``max_abs_diff`` (float,
-        logits units), one row per pair, layers outer, encodings inner.
+        DataFrame with columns ``n_layer`` (int), ``pos_encoding`` (str) and :data:`PERMUTATION_COLUMNS`
+        (floats, logits units; see :func:`last_logits_difference`), one row per pair, layers outer, encodings
+        inner.
 
     Raises:
         ValueError: for an empty line or an invalid config value (unknown encoding, odd head_dim with rope).
@@ -107,12 +131,36 @@ def permutation_experiment(
             )
             torch.manual_seed(seed)
             model = GPT(config).eval()
-            with torch.no_grad():
-                last_a = model(idx_a).logits[0, -1]  # (1, T_a, vocab_size) -> (vocab_size,)
-                last_b = model(idx_b).logits[0, -1]  # (1, T_b, vocab_size) -> (vocab_size,)
+            if zero_table and positions.encoding(pos_encoding).trained_table:
+                with torch.no_grad():
+                    model.pos_emb.weight.zero_()  # the lesson's way to switch positions off
             rows.append({"n_layer": n_layer, "pos_encoding": pos_encoding,
-                         "max_abs_diff": (last_a - last_b).abs().max().item()})
-    return pd.DataFrame(rows, columns=["n_layer", "pos_encoding", "max_abs_diff"])
+                         **last_logits_difference(model, idx_a, idx_b)})
+    return pd.DataFrame(rows, columns=["n_layer", "pos_encoding", *PERMUTATION_COLUMNS])
+
+
+#: The measured columns of :func:`permutation_experiment`.
+PERMUTATION_COLUMNS = ("max_abs_diff", "logit_scale", "rounding_level")
+
+
+def last_logits_difference(model: GPT, idx_a: Tensor, idx_b: Tensor) -> dict[str, float]:
+    """How far a model's last-position logits for two token sequences differ, and float32's rounding at their size.
+
+    Args:
+        model: a GPT in eval mode.
+        idx_a, idx_b: int64 (1, T_a) and (1, T_b) token ids.
+
+    Returns:
+        ``max_abs_diff`` = max |logits_a - logits_b| (logits units), ``logit_scale`` = the largest |logit| of
+        either, ``rounding_level`` = :data:`FLOAT32_EPS` x ``logit_scale``, the spacing of float32 numbers of that
+        size: a reordered sum of the same terms lands at most a few such steps away.
+    """
+    with torch.no_grad():
+        last_a = model(idx_a).logits[0, -1]  # (1, T_a, vocab_size) -> (vocab_size,)
+        last_b = model(idx_b).logits[0, -1]  # (1, T_b, vocab_size) -> (vocab_size,)
+    scale = max(last_a.abs().max().item(), last_b.abs().max().item())
+    return {"max_abs_diff": (last_a - last_b).abs().max().item(), "logit_scale": scale,
+            "rounding_level": FLOAT32_EPS * scale}
 
 
 @dataclass(frozen=True)
@@ -120,12 +168,15 @@ class PermutationSweep:
     """The permutation experiment for every layer count and encoding, in both layouts the page shows.
 
     Attributes:
-        table: long DataFrame ``n_layer``, ``pos_encoding``, ``max_abs_diff`` (see :func:`permutation_experiment`).
-        by_layer: the same values, index ``n_layer``, one column per encoding in ``positions.POS_ENCODINGS`` order.
+        table: long DataFrame ``n_layer``, ``pos_encoding`` and :data:`PERMUTATION_COLUMNS` (see
+            :func:`permutation_experiment`).
+        by_layer: the differences, index ``n_layer``, one column per encoding in :data:`ENCODING_KEYS` order.
+        levels: the rounding levels (``FLOAT32_EPS`` x the largest |logit|), laid out as ``by_layer``.
     """
 
     table: pd.DataFrame
     by_layer: pd.DataFrame
+    levels: pd.DataFrame
 
     def diff(self, n_layer: int, pos_encoding: str) -> float:
         """max |logits(line) - logits(permuted)| at the last position for one cell of the sweep.
@@ -135,18 +186,37 @@ class PermutationSweep:
         """
         return float(self.by_layer.loc[n_layer, pos_encoding])
 
+    def rounding_level(self, n_layer: int, pos_encoding: str | None = None) -> float:
+        """float32's rounding of one cell's logits (``FLOAT32_EPS`` x their largest |value|); with no encoding, the
+        largest over the layer count's encodings (the figure's dotted line)."""
+        if pos_encoding is None:
+            return float(self.levels.loc[n_layer].max())
+        return float(self.levels.loc[n_layer, pos_encoding])
+
+    def ratio(self, n_layer: int, pos_encoding: str) -> float:
+        """A cell's difference in units of its rounding level."""
+        return self.diff(n_layer, pos_encoding) / self.rounding_level(n_layer, pos_encoding)
+
     def is_rounding(self, n_layer: int, pos_encoding: str) -> bool:
-        """True when the two lines' outputs differ by float rounding only (< ``ROUNDING_LIMIT``)."""
-        return self.diff(n_layer, pos_encoding) < ROUNDING_LIMIT
+        """True when the two lines' outputs differ by float rounding only (<= ``ROUNDING_FACTOR`` rounding levels)."""
+        return self.ratio(n_layer, pos_encoding) <= ROUNDING_FACTOR
 
     def differs(self, n_layer: int, pos_encoding: str) -> bool:
-        """True when the two lines' outputs clearly differ (> ``DIFFERENCE_LIMIT``)."""
-        return self.diff(n_layer, pos_encoding) > DIFFERENCE_LIMIT
+        """True when the two lines' outputs clearly differ (> ``DIFFERENCE_FACTOR`` rounding levels)."""
+        return self.ratio(n_layer, pos_encoding) > DIFFERENCE_FACTOR
+
+
+def sweep_of(table: pd.DataFrame, encodings: Sequence[str]) -> PermutationSweep:
+    """A :class:`PermutationSweep` of an experiment's long table, one column per encoding in ``encodings`` order."""
+    # long (n_layer x encodings, 5) -> wide (n_layer, encodings), once per measured column
+    wide = {c: table.pivot(index="n_layer", columns="pos_encoding", values=c)[list(encodings)]
+            for c in ("max_abs_diff", "rounding_level")}
+    return PermutationSweep(table=table, by_layer=wide["max_abs_diff"], levels=wide["rounding_level"])
 
 
 def permutation_by_layers(n_embd: int = 32, n_head: int = 4, seed: int = 0,
                           layers: Sequence[int] = LAYERS) -> PermutationSweep:
-    """The page's sweep: :func:`permutation_experiment` on the lesson's lines, all four encodings.
+    """The page's sweep: :func:`permutation_experiment` on the lesson's lines, every encoding.
 
     Args:
         n_embd, n_head: model width and head count (head_dim = n_embd // n_head must be even for rope).
@@ -154,15 +224,63 @@ def permutation_by_layers(n_embd: int = 32, n_head: int = 4, seed: int = 0,
         layers: the n_layer values.
 
     Returns:
-        A :class:`PermutationSweep` with ``len(layers) * 4`` values.
+        A :class:`PermutationSweep` with ``len(layers) * len(ENCODING_KEYS)`` values.
 
     Raises:
         ValueError: from the experiment (e.g. odd head_dim with rope).
     """
     table = permutation_experiment(n_layers=tuple(layers), seed=seed, n_embd=n_embd, n_head=n_head)
-    # long (n_layer x encodings, 3) -> wide (n_layer, encodings)
-    by_layer = table.pivot(index="n_layer", columns="pos_encoding", values="max_abs_diff")
-    return PermutationSweep(table=table, by_layer=by_layer[list(positions.POS_ENCODINGS)])
+    return sweep_of(table, ENCODING_KEYS)
+
+
+def zeroed_table_sweep(n_embd: int = 32, n_head: int = 4, seed: int = 0,
+                       layers: Sequence[int] = (1, 2)) -> PermutationSweep:
+    """The lesson's own way to switch positions off: the learned model of the same seed with
+    ``model.pos_emb.weight.zero_()``, on the lesson's lines.
+
+    Its other weights are another draw than the "none" model's (the table's draws come first), so the numbers
+    differ from the "none" column, but both models have no position information.
+
+    Returns:
+        A :class:`PermutationSweep` with the one encoding "learned" (table zeroed).
+    """
+    table = permutation_experiment(n_layers=tuple(layers), pos_encodings=(_LEARNED,), seed=seed, n_embd=n_embd,
+                                   n_head=n_head, zero_table=True)
+    return sweep_of(table, (_LEARNED,))
+
+
+@dataclass(frozen=True)
+class LessonComparison:
+    """One of the lesson's printed permutation differences beside the app's.
+
+    Attributes:
+        n_layer, pos_encoding: the cell ("none" is the lesson's zeroed table).
+        lesson, app: the two differences (logits units).
+        factor: app / lesson.
+        same_order: True when the factor is within [1 / ORDER_FACTOR, ORDER_FACTOR].
+    """
+
+    n_layer: int
+    pos_encoding: str
+    lesson: float
+    app: float
+    factor: float
+    same_order: bool
+
+
+def lesson_comparison(sweep: PermutationSweep) -> tuple[LessonComparison, ...]:
+    """Every number of :data:`LESSON_PERMUTATION` beside the sweep's value for the same cell, by orders of magnitude.
+
+    Raises:
+        KeyError: if the sweep lacks a layer count or encoding the lesson printed.
+    """
+    out = []
+    for (n_layer, encoding), lesson in LESSON_PERMUTATION.items():
+        app = sweep.diff(n_layer, encoding)
+        factor = app / lesson
+        out.append(LessonComparison(n_layer=n_layer, pos_encoding=encoding, lesson=lesson, app=app, factor=factor,
+                                    same_order=1 / ORDER_FACTOR <= factor <= ORDER_FACTOR))
+    return tuple(out)
 
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------
@@ -222,9 +340,24 @@ def causal_visibility(line: str = LESSON_LINE, permuted: str = PERMUTED_LINE) ->
                       same_positions=tuple(t for t, s in enumerate(same_inputs) if s))
 
 
+@dataclass(frozen=True)
+class FirstLayer:
+    """How far the first block's outputs of two lines differ at each position.
+
+    Attributes:
+        diff: float32 (T,), max over features of |block_1(line)[t] - block_1(permuted)[t]|.
+        rounding_level: float (T,), ``FLOAT32_EPS`` x the largest |output| at position t in either line.
+        agrees: bool (T,), True where ``diff`` is at most ``ROUNDING_FACTOR`` rounding levels (float rounding).
+    """
+
+    diff: Tensor
+    rounding_level: Tensor
+    agrees: Tensor
+
+
 @uses_global_rng
 def first_layer_differences(line: str = LESSON_LINE, permuted: str = PERMUTED_LINE, n_embd: int = 32,
-                            n_head: int = 4, seed: int = 0) -> Tensor:
+                            n_head: int = 4, seed: int = 0) -> FirstLayer:
     """How far the first block's outputs of two lines differ at each position, without position information.
 
     The model is the permutation experiment's (:func:`permutation_experiment`: same vocabulary, config
@@ -238,7 +371,7 @@ def first_layer_differences(line: str = LESSON_LINE, permuted: str = PERMUTED_LI
         seed: seed for the initial weights.
 
     Returns:
-        float32 (T,), entry t = max over features of |block_1(line)[t] - block_1(permuted)[t]|.
+        A :class:`FirstLayer`.
 
     Raises:
         ValueError: for lines of different or zero length, or an invalid config value.
@@ -248,12 +381,14 @@ def first_layer_differences(line: str = LESSON_LINE, permuted: str = PERMUTED_LI
     tokenizer = CharTokenizer(line + permuted)
     idx = torch.stack([tokenizer.encode_tensor(line), tokenizer.encode_tensor(permuted)])  # 2 x (T,) -> (2, T)
     config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=len(line), n_embd=n_embd, n_head=n_head,
-                       n_layer=1, dropout=0.0, pos_encoding="none")
+                       n_layer=1, dropout=0.0, pos_encoding=_NONE)
     torch.manual_seed(seed)
     model = GPT(config).eval()
     with torch.no_grad():
         out, _weights = model.blocks[0](model.embed(idx))  # (2, T) -> (2, T, n_embd)
-    return (out[0] - out[1]).abs().amax(dim=-1)  # (T, n_embd) -> (T,)
+    diff = (out[0] - out[1]).abs().amax(dim=-1)  # (T, n_embd) -> (T,)
+    level = FLOAT32_EPS * out.abs().amax(dim=(0, 2))  # (2, T, n_embd) -> (T,)
+    return FirstLayer(diff=diff, rounding_level=level, agrees=diff <= ROUNDING_FACTOR * level)
 
 
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
@@ -277,6 +412,18 @@ def diagonal_spread(matrix: Tensor) -> float:
     """Largest (max - min) along any diagonal of a square (T, T) matrix; 0 for a Toeplitz matrix."""
     T = matrix.shape[0]
     return max(float(d.max() - d.min()) for d in (torch.diagonal(matrix, offset=o) for o in range(-(T - 1), T)))
+
+
+def spread_kind(spread: float) -> str:
+    """How far a cosine similarity with this largest diagonal spread depends on absolute positions.
+
+    Returns:
+        "rounding" when the spread is at most ``ROUNDING_FACTOR`` x ``FLOAT32_EPS`` (similarities are at most 1, so
+        that is their float32 rounding), "small" up to :data:`SMALL_SPREAD`, else "large" (at most 2).
+    """
+    if spread <= ROUNDING_FACTOR * FLOAT32_EPS:
+        return "rounding"
+    return "small" if spread <= SMALL_SPREAD else "large"
 
 
 @dataclass(frozen=True)
@@ -337,7 +484,7 @@ def learned_table(config: GPTConfig, seed: int = 0) -> Tensor:
         float32 (block_size, n_embd), entries ~ normal(0, 0.02) (GPT-2 init).
     """
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(**{**config.to_dict(), "pos_encoding": "learned"}))
+    model = GPT(GPTConfig(**{**config.to_dict(), "pos_encoding": _LEARNED}))
     return model.pos_emb.weight.detach().clone()
 
 
@@ -398,7 +545,7 @@ def shipped_learned_table(path: str | Path = SHIPPED_MODEL) -> ShippedTable | No
     except CheckpointError as exc:
         return ShippedTable(pos_encoding=None, table=None, error=str(exc))
     encoding = ckpt.config.pos_encoding
-    table = describe_table(ckpt.model.pos_emb.weight) if encoding == "learned" else None
+    table = describe_table(ckpt.model.pos_emb.weight) if ckpt.config.encoding.trained_table else None
     return ShippedTable(pos_encoding=encoding, table=table, error=None)
 
 
@@ -532,6 +679,8 @@ class ScoreMatrices:
         shift: how far the second matrix's positions are moved.
         max_diagonal_spread: largest max - min within a diagonal of ``attn_scores``.
         max_shift_diff: max |attn_scores - shifted|.
+        rounding_level: ``FLOAT32_EPS`` x the largest |q_m| x |k_n| of the vectors dotted, a bound on every
+            score's size, so float32's rounding of them: two scores that should be equal may differ by a few.
     """
 
     attn_scores: Tensor
@@ -539,17 +688,41 @@ class ScoreMatrices:
     shift: int
     max_diagonal_spread: float
     max_shift_diff: float
+    rounding_level: float
+
+    @property
+    def constant_diagonals(self) -> bool:
+        """True when every diagonal of ``attn_scores`` is constant up to ``ROUNDING_FACTOR`` rounding levels."""
+        return self.max_diagonal_spread <= ROUNDING_FACTOR * self.rounding_level
+
+    @property
+    def shift_tested(self) -> bool:
+        """False for a shift of 0: the two matrices are then the same computation, and their equality shows nothing."""
+        return self.shift > 0
+
+    @property
+    def shift_invariant(self) -> bool:
+        """True when the shift changes no score by more than ``ROUNDING_FACTOR`` rounding levels."""
+        return self.max_shift_diff <= ROUNDING_FACTOR * self.rounding_level
 
     @property
     def distance_only(self) -> bool:
-        """True when the scores depend on m - n only: constant diagonals and unchanged by the shift."""
-        return self.max_diagonal_spread < DISTANCE_ONLY_LIMIT and self.max_shift_diff < DISTANCE_ONLY_LIMIT
+        """True when the scores depend on m - n only: constant diagonals, and unchanged by a shift that is not 0."""
+        return self.constant_diagonals and self.shift_tested and self.shift_invariant
 
 
-def _score_matrices(attn_scores: Tensor, shifted: Tensor, shift: int) -> ScoreMatrices:
+def _score_matrices(first: tuple[Tensor, float], second: tuple[Tensor, float], shift: int) -> ScoreMatrices:
+    (attn_scores, bound_a), (shifted, bound_b) = first, second
     return ScoreMatrices(attn_scores=attn_scores, shifted=shifted, shift=shift,
                          max_diagonal_spread=diagonal_spread(attn_scores),
-                         max_shift_diff=float((attn_scores - shifted).abs().max()))
+                         max_shift_diff=float((attn_scores - shifted).abs().max()),
+                         rounding_level=FLOAT32_EPS * max(bound_a, bound_b))
+
+
+def scores_and_bound(q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, float]:
+    """q_pos @ k_pos.T, (T, d) @ (d, T) -> (T, T), and the largest |q_m| x |k_n| (a bound on every score)."""
+    bound = float(q_pos.norm(dim=-1).max() * k_pos.norm(dim=-1).max())  # (T, d) -> (T,) -> ()
+    return q_pos @ k_pos.T, bound
 
 
 def _check_scores_input(q: Tensor, k: Tensor, T: int, shift: int) -> None:
@@ -579,11 +752,11 @@ def rope_score_matrix(q: Tensor, k: Tensor, T: int, shift: int = 0, base: float 
     """
     _check_scores_input(q, k, T, shift)
 
-    def scores(start: int) -> Tensor:
+    def scores(start: int) -> tuple[Tensor, float]:
         pos = torch.arange(start, start + T)  # (T,)
         q_rot = positions.apply_rope(q.float().expand(T, -1), pos, base)  # (hd,) -> (T, hd), q at start..start+T-1
         k_rot = positions.apply_rope(k.float().expand(T, -1), pos, base)  # (hd,) -> (T, hd)
-        return q_rot @ k_rot.T  # (T, hd) @ (hd, T) -> (T, T)
+        return scores_and_bound(q_rot, k_rot)  # (T, hd) @ (hd, T) -> (T, T)
 
     return _score_matrices(scores(0), scores(shift), shift)
 
@@ -609,10 +782,10 @@ def additive_score_matrix(q: Tensor, k: Tensor, T: int, shift: int = 0, base: fl
     _check_scores_input(q, k, T, shift)
     table = positions.sinusoidal_encoding(torch.arange(shift + T), q.shape[0], base)  # (shift+T, d)
 
-    def scores(p: Tensor) -> Tensor:
+    def scores(p: Tensor) -> tuple[Tensor, float]:
         q_pos = q.float() + p  # (d,) + (T, d) -> (T, d)
         k_pos = k.float() + p  # (T, d)
-        return q_pos @ k_pos.T  # (T, d) @ (d, T) -> (T, T)
+        return scores_and_bound(q_pos, k_pos)  # (T, d) @ (d, T) -> (T, T)
 
     return _score_matrices(scores(table[:T]), scores(table[shift:]), shift)
 
@@ -632,9 +805,56 @@ def position_scores(encoding: str, head_dim: int, T: int, shift: int, seed: int)
     if encoding not in SCORE_ENCODINGS:
         raise ValueError(f"encoding must be one of {SCORE_ENCODINGS}, got {encoding!r}")
     q, k = seeded_vectors(2, head_dim, seed + 1)  # (2, hd) -> two (hd,)
-    if encoding == "rope":
+    if positions.encoding(encoding).rotates_qk:
         return rope_score_matrix(q, k, T, shift)
     return additive_score_matrix(q, k, T, shift)
+
+
+@dataclass(frozen=True)
+class AlibiBias:
+    """ALiBi's bias on the scores of every head, for positions 0 .. T-1 and for the same positions shifted.
+
+    Attributes:
+        slopes: float64 (num_heads,), m_h of each head (:func:`engine.positions.alibi_slopes`).
+        bias: float32 (num_heads, T, T), -m_h * |i - j| (the causal mask reads j <= i only).
+        shifted: float32 (num_heads, T, T), the same for positions shift .. shift+T-1.
+        shift: how far the second positions are moved.
+        max_diagonal_spread: the largest max - min along a diagonal of any head's bias.
+        max_shift_diff: max |bias - shifted|.
+    """
+
+    slopes: Tensor
+    bias: Tensor
+    shifted: Tensor
+    shift: int
+    max_diagonal_spread: float
+    max_shift_diff: float
+
+    @property
+    def shift_tested(self) -> bool:
+        """False for a shift of 0: the two biases are then the same computation."""
+        return self.shift > 0
+
+    @property
+    def distance_only(self) -> bool:
+        """True when every head's bias is constant along its diagonals and a shift that is not 0 changes nothing
+        (the biases are exact in float32 here: multiples of powers of two)."""
+        return self.max_diagonal_spread == 0 and self.shift > 0 and self.max_shift_diff == 0
+
+
+def alibi_score_bias(num_heads: int, T: int, shift: int = 0) -> AlibiBias:
+    """ALiBi's bias (Press, Smith & Lewis, 2022, section 3) as the page shows it beside RoPE's scores.
+
+    Raises:
+        ValueError: if num_heads < 1, T < 1 or shift < 0.
+    """
+    if T < 1 or shift < 0:
+        raise ValueError(f"need T >= 1 and shift >= 0, got T={T}, shift={shift}")
+    bias = positions.alibi_bias(T, num_heads)  # (nh, T, T)
+    shifted = positions.alibi_bias(range(shift, shift + T), num_heads)  # (nh, T, T)
+    return AlibiBias(slopes=positions.alibi_slopes(num_heads), bias=bias, shifted=shifted, shift=shift,
+                     max_diagonal_spread=max(diagonal_spread(b) for b in bias),
+                     max_shift_diff=float((bias - shifted).abs().max()))
 
 
 # --- 7. past block_size ----------------------------------------------------------------------------------
@@ -648,11 +868,15 @@ class PastBlockRun:
         pos_encoding: the encoding.
         logits_shape: (1, T, vocab_size) when it ran; None when the learned table had no row.
         error: the model's ValueError message (developer text, shown as the exception it is) when it did not run.
+        far_weight: when it ran on more than block_size tokens, float (n_head,): the share of each head's attention
+            weight that the last query puts on keys at least block_size positions back, which no trained window
+            holds; else None.
     """
 
     pos_encoding: str
     logits_shape: tuple[int, ...] | None
     error: str | None
+    far_weight: Tensor | None = None
 
     @property
     def ran(self) -> bool:
@@ -667,7 +891,7 @@ class PastBlockSize:
     Attributes:
         T: the sequence length.
         block_size: the models' block_size.
-        runs: one :class:`PastBlockRun` per encoding, in ``positions.POS_ENCODINGS`` order.
+        runs: one :class:`PastBlockRun` per encoding, in :data:`ENCODING_KEYS` order.
     """
 
     T: int
@@ -684,13 +908,31 @@ class PastBlockSize:
         """The positions the learned table has no row for: block_size .. T-1 (empty when T <= block_size)."""
         return range(self.block_size, max(self.T, self.block_size))
 
+    def run(self, pos_encoding: str) -> PastBlockRun:
+        """The run of one encoding.
+
+        Raises:
+            KeyError: for an encoding that did not run here.
+        """
+        found = [r for r in self.runs if r.pos_encoding == pos_encoding]
+        if not found:
+            raise KeyError(pos_encoding)
+        return found[0]
+
+
+#: Heads of the models that read past block_size (so ALiBi's slopes are 1/4, 1/16, 1/64, 1/256).
+PAST_N_HEAD = 4
+
 
 @uses_global_rng
 def run_past_block_size(T: int, block_size: int = PAST_BLOCK_SIZE, seed: int = 0) -> PastBlockSize:
     """Feed T random tokens to a small untrained GPT (block_size given) with each position encoding.
 
     Learned positions have no row past block_size and the model raises ValueError (the lesson's
-    point); "none", sinusoidal and rope are nothing or formulas, so they run at any length.
+    point); the others are nothing, formulas or a bias by distance, so they run at any length. Past block_size
+    each run also reports where its last query's attention goes: ALiBi's bias, -m_h per step of distance, leaves
+    little weight on the keys farther back than a trained window (Press, Smith & Lewis, 2022, section 4), while an
+    untrained model without a bias spreads it almost evenly.
 
     Args:
         T: sequence length (>= 1), may exceed block_size.
@@ -706,34 +948,37 @@ def run_past_block_size(T: int, block_size: int = PAST_BLOCK_SIZE, seed: int = 0
     if T < 1 or block_size < 1:
         raise ValueError(f"need T >= 1 and block_size >= 1, got T={T}, block_size={block_size}")
     runs = []
-    for enc in positions.POS_ENCODINGS:
+    for enc in positions.ENCODINGS:
         torch.manual_seed(seed)
-        model = GPT(GPTConfig(vocab_size=PAST_VOCAB_SIZE, block_size=block_size, n_embd=32, n_head=4, n_layer=1,
-                              dropout=0.0, pos_encoding=enc)).eval()
+        model = GPT(GPTConfig(vocab_size=PAST_VOCAB_SIZE, block_size=block_size, n_embd=32, n_head=PAST_N_HEAD,
+                              n_layer=1, dropout=0.0, pos_encoding=enc.key)).eval()
         idx = torch.randint(0, PAST_VOCAB_SIZE, (1, T))  # (1, T) token ids
         try:
             with torch.no_grad():
-                logits = model(idx).logits  # (1, T, vocab_size)
+                out = model(idx, return_weights=True)  # logits (1, T, vocab_size), weights n_layer x (1, nh, T, T)
         except ValueError as exc:
-            if enc != "learned" or T <= block_size:
+            if not enc.limited_to_block or T <= block_size:
                 raise
-            runs.append(PastBlockRun(pos_encoding=enc, logits_shape=None, error=str(exc)))
-        else:
-            runs.append(PastBlockRun(pos_encoding=enc, logits_shape=tuple(logits.shape), error=None))
+            runs.append(PastBlockRun(pos_encoding=enc.key, logits_shape=None, error=str(exc)))
+            continue
+        last = out.attn_weights[0][0, :, -1, :]  # (1, nh, T, T) -> (nh, T): the last query's weights per head
+        far = last[:, : T - block_size].sum(dim=-1) if T > block_size else None  # keys 0 .. T-1-block_size: (nh,)
+        runs.append(PastBlockRun(pos_encoding=enc.key, logits_shape=tuple(out.logits.shape), error=None,
+                                 far_weight=far))
     return PastBlockSize(T=T, block_size=block_size, runs=tuple(runs))
 
 
 @uses_global_rng
-def entry_shapes(n_embd: int, n_head: int, line: str = LESSON_LINE, encodings: Sequence[str] = POS_ENCODINGS,
+def entry_shapes(n_embd: int, n_head: int, line: str = LESSON_LINE, encodings: Sequence[str] = ENCODING_KEYS,
                  ) -> dict[str, PositionalEncodingsShapes]:
     """Page 7's entry diagrams' shapes: each encoding's one-layer model built and run on ``line`` on the CPU.
 
     Every shape is read from that run: the ids, the token embeddings, the embedding with its position
-    information, the attention weights (B, n_head, T, T), and the position table (learned, sinusoidal) or
-    RoPE's cos table the model used for T positions. The models are as small as the page's sizes (one layer, a
-    line of a few characters), so the run costs little; their random weights come from the global generator
-    forked by ``uses_global_rng``, so no other reader's draws move. (The ``meta`` device would compute nothing,
-    but its first use imports PyTorch's compiler.)
+    information, the attention weights (B, n_head, T, T), the position table (learned, sinusoidal),
+    RoPE's cos table or ALiBi's score bias the model used for T positions, and the qkv layer's weight. The models
+    are as small as the page's sizes (one layer, a line of a few characters), so the run costs little; their
+    random weights come from the global generator forked by ``uses_global_rng``, so no other reader's draws
+    move. (The ``meta`` device would compute nothing, but its first use imports PyTorch's compiler.)
 
     Raises:
         ValueError: if ``n_head`` does not divide ``n_embd`` (from ``GPTConfig``).
@@ -742,20 +987,40 @@ def entry_shapes(n_embd: int, n_head: int, line: str = LESSON_LINE, encodings: S
     idx = tokenizer.encode_tensor(line)[None, :]  # (T,) -> (1, T)
     T = idx.size(1)
     out = {}
-    for encoding in encodings:
+    for key in encodings:
         config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=T, n_embd=n_embd, n_head=n_head, n_layer=1,
-                             dropout=0.0, pos_encoding=encoding)
+                           dropout=0.0, pos_encoding=key)
+        enc = config.encoding
         model = GPT(config).eval()
+        attn = model.blocks[0].attn
         with torch.no_grad():
             tok_emb = model.tok_emb(idx)  # (1, T) -> (1, T, n_embd)
             x = model.embed(idx)  # (1, T, n_embd)
             attn_weights = model(idx, return_weights=True).attn_weights[0]  # (1, n_head, T, T)
         heads = tuple(attn_weights.shape[:3]) + (config.head_dim,)  # q, k: (1, n_head, T, head_dim)
-        table = {"learned": lambda m: m.pos_emb.weight[:T], "sinusoidal": lambda m: m.pos_table[:T]}.get(encoding)
-        rope = model.blocks[0].attn.rope_cos[:T] if encoding == "rope" else None  # (T, head_dim // 2)
-        out[encoding] = PositionalEncodingsShapes(
+        table = (model.pos_emb.weight if enc.trained_table else model.pos_table)[:T] if enc.adds_table else None
+        out[key] = PositionalEncodingsShapes(
             idx=tuple(idx.shape), tok_emb=tuple(tok_emb.shape), x=tuple(x.shape), q=heads, k=heads,
             attn_scores=tuple(attn_weights.shape),
-            pos_table=tuple(table(model).shape) if table else None,
-            rope=tuple(rope.shape) if rope is not None else None)
+            pos_table=tuple(table.shape) if table is not None else None,  # (T, n_embd)
+            rope=tuple(attn.rope_cos[:T].shape) if enc.rotates_qk else None,  # (T, head_dim // 2)
+            bias=tuple(attn.score_bias[:, :T, :T].shape) if enc.biases_scores else None,  # (n_head, T, T)
+            qkv=tuple(attn.qkv.weight.shape))  # (3 * n_embd, n_embd)
     return out
+
+
+# --- the page's prediction gates (``ui/questions/positional_encodings.py``): their answers, which the page and
+# its notebook's exercises both call -----------------------------------------------------------------------------
+
+
+def none_by_depth(sweep: PermutationSweep) -> str:
+    """How the difference without positions moves with depth: ``from_one`` (clearly non-zero at 1 layer),
+    ``from_two`` (rounding at 1, clearly non-zero at 2), ``never``."""
+    if sweep.differs(1, positions.NONE.key):
+        return "from_one"
+    return "from_two" if sweep.differs(2, positions.NONE.key) else "never"
+
+
+def blind_encoding(sweep: PermutationSweep) -> str:
+    """The first encoding of :data:`engine.positions.ENCODINGS` whose one-layer difference is float rounding."""
+    return next((e.key for e in positions.ENCODINGS if sweep.is_rounding(1, e.key)), positions.NONE.key)

@@ -73,16 +73,60 @@ class SoftmaxNumerics:
         table: one row per token, columns :data:`NUMERICS_COLUMNS` (float64, possibly inf/nan
             in ``exp_score`` and ``naive_softmax``).
         naive_broken: how many naive weights are nan or inf.
+        naive_underflowed: how many naive weights are exactly 0 where the stable softmax gives a positive
+            weight (``exp`` underflowed without a nan: the naive column looks fine and is wrong).
         stable_finite: True when every stable weight is finite.
+        stable_vs_torch: max |stable − torch.softmax| over the finite weights. In float16 and bfloat16 the
+            stable column rounds every ``exp``, the sum and each ratio to the dtype, while ``torch.softmax`` (on
+            the CPU) computes in float32 and rounds once, so they differ by a few units of the dtype's spacing.
         overflow, underflow: ``exp(x)`` is inf above ``overflow`` and exactly 0 below ``underflow``
             in that dtype (see :func:`exp_limits`).
     """
 
     table: pd.DataFrame
     naive_broken: int
+    naive_underflowed: int
     stable_finite: bool
+    stable_vs_torch: float
     overflow: float
     underflow: float
+
+
+#: Scores with one negative entry (the issue's example): dividing them by their sum shows what "needs positive
+#: scores" means, with numbers the page computes rather than states.
+NEGATIVE_SCORES = (1.0, 1.0, -0.5)
+
+
+@dataclass(frozen=True)
+class NegativeScore:
+    """Dividing scores with a negative entry by their sum (chapter section "attention weights": the naive
+    normalisation the softmax replaces).
+
+    Attributes:
+        attn_scores: (n,) float32 scores, one of them negative.
+        naive_weights: (n,) ``attn_scores / attn_scores.sum()``: they add up to 1, one is negative.
+        total: the scores' sum S.
+        positive_sum: the sum of the positive weights, 1 minus the negative ones, so above 1.
+    """
+
+    attn_scores: Tensor
+    naive_weights: Tensor
+    total: float
+    positive_sum: float
+
+
+def negative_score_example(scores: tuple[float, ...] = NEGATIVE_SCORES) -> NegativeScore:
+    """:func:`engine.attention.naive_normalize` on scores with a negative entry.
+
+    Raises:
+        ValueError: if no score is negative or the scores add up to 0 (the division is undefined there).
+    """
+    attn_scores = torch.tensor(scores, dtype=torch.float32)  # (n,)
+    if not (attn_scores < 0).any() or float(attn_scores.sum()) == 0:
+        raise ValueError(f"need a negative score and a non-zero sum, got {scores}")
+    weights = A.naive_normalize(attn_scores, dim=0)  # (n,)
+    return NegativeScore(attn_scores=attn_scores, naive_weights=weights, total=float(attn_scores.sum()),
+                         positive_sum=float(weights[weights > 0].sum()))
 
 
 @dataclass(frozen=True)
@@ -233,10 +277,14 @@ def softmax_numerics(attn_scores: Tensor, scale: float, dtype: torch.dtype) -> S
                  strict=True))
     )
     overflow, underflow = exp_limits(dtype)
+    finite = torch.isfinite(stable) & torch.isfinite(reference)  # (T,)
     return SoftmaxNumerics(
         table=table,
         naive_broken=int((~torch.isfinite(naive)).sum()),
+        naive_underflowed=int(((naive == 0) & (stable > 0)).sum()),
         stable_finite=bool(torch.isfinite(stable).all()),
+        stable_vs_torch=float((stable[finite].double() - reference[finite].double()).abs().max()) if finite.any()
+        else 0.0,
         overflow=overflow,
         underflow=underflow,
     )
@@ -326,3 +374,21 @@ def loop_vs_matmul(inputs: Tensor) -> LoopVsMatmul:
             loop_context[i] += loop_weights[i, j] * inputs[j]
     return LoopVsMatmul(attn_scores, attn_weights, context_vec, loop_context,
                         float((loop_context - context_vec).abs().max()))
+
+
+# --- the page's prediction gates (``ui/questions/self_attention.py``): their answers, which the page and its
+# notebook's exercises both call ---------------------------------------------------------------------------------
+
+
+def self_weight(inputs: Tensor, q: int) -> float:
+    """``attn_weights[q]`` of :func:`query_walkthrough` for query ``q``: the weight the query gives itself."""
+    return float(query_walkthrough(inputs, q).attn_weights[q])
+
+
+def softmax_outcome(attn_scores: Tensor, scale: float, dtype_name: str) -> str:
+    """Which softmax keeps finite weights (:func:`softmax_numerics` in the dtype named ``dtype_name``):
+    ``both_finite``, ``naive_breaks`` or ``both_break``."""
+    numerics = softmax_numerics(attn_scores, scale, DTYPES[dtype_name])
+    if not numerics.stable_finite:
+        return "both_break"
+    return "naive_breaks" if numerics.naive_broken else "both_finite"

@@ -462,3 +462,34 @@ def _close(actual: Tensor, expected: Tensor) -> bool:
         return False
     rtol, atol = CLOSE_TOLERANCES[actual.dtype]
     return bool(torch.allclose(actual, expected, rtol=rtol, atol=atol))
+
+
+# --- the page's prediction gates (``ui/questions/trainable_weights.py``): their answers, which the page and its
+# notebook's exercises both call ---------------------------------------------------------------------------------
+
+#: The divisors a reader may believe in, by option key: d_k is the keys' size (d_out), d_model the embeddings' (d_in).
+DIVISORS = {
+    "sqrt_dk": lambda d_k, d_in: math.sqrt(d_k),
+    "sqrt_dmodel": lambda d_k, d_in: math.sqrt(d_in),
+    "dk": lambda d_k, d_in: float(d_k),
+    "none": lambda d_k, d_in: 1.0,
+}
+
+
+def divisor_used(inputs: Tensor, seed: int, d_out: int, q: int) -> str:
+    """The key of :data:`DIVISORS` whose divisor reproduces the weights of :func:`trainable_walkthrough` (the
+    first one, in :data:`DIVISORS` order, when several give the same number)."""
+    steps = trainable_walkthrough(inputs, seed, d_out, q)
+    for key, divisor in DIVISORS.items():
+        candidate = torch.softmax(steps.attn_scores / divisor(d_out, inputs.shape[1]), dim=-1)  # (T,)
+        if torch.allclose(candidate, steps.attn_weights, atol=1e-6):
+            return key
+    raise ValueError("the walkthrough's weights match none of the divisors")
+
+
+def largest_weight_trend(sweep: DkSweep) -> str:
+    """How the mean largest softmax weight without the scale moves from the smallest to the largest d_k of
+    :func:`dk_sweep`: ``grows``, ``stays`` (within 0.05) or ``shrinks``."""
+    w_max = sweep.stats["w_max_unscaled"]
+    change = float(w_max.iloc[-1] - w_max.iloc[0])
+    return "stays" if abs(change) <= 0.05 else ("grows" if change > 0 else "shrinks")

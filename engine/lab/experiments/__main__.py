@@ -19,7 +19,6 @@ from pathlib import Path
 from engine.bench.machine import load_average, machine_info
 from engine.corpus import BUILTIN_CORPORA, FALLBACK_NAME, TANG_NAME
 from engine.device import pick_device
-from engine.gpt import PRESETS, preset
 from engine.lab.experiments.definitions import EXERCISE_BUDGET, EXERCISES, Task, plan
 from engine.lab.experiments.store import (
     EXERCISES_FILE,
@@ -31,6 +30,7 @@ from engine.lab.experiments.store import (
 )
 from engine.lab.experiments.workers import CorpusSpec, WorkerSettings, run_tasks
 from engine.lab.models import corpus_fingerprint
+from engine.presets import PRESETS, preset
 
 #: Most worker processes and threads per worker the command accepts.
 MAX_JOBS = 64
@@ -84,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The modules whose code decides a run's numbers; each session records their digests.
-CODE_MODULES = ("engine.gpt", "engine.positions", "engine.training", "engine.corpus", "engine.tokenizer",
-                "engine.lab.models", "engine.lab.experiments.definitions", "engine.lab.experiments.measurement")
+CODE_MODULES = ("engine.gpt", "engine.positions", "engine.sampling", "engine.training", "engine.corpus",
+                "engine.tokenizer", "engine.lab.models", "engine.lab.generation", "engine.lab.poem_forms",
+                "engine.lab.experiments.definitions", "engine.lab.experiments.measurement")
 
 
 def code_digests() -> dict[str, str]:

@@ -9,7 +9,7 @@ Two sets live here:
   without the causal mask, trained by ``python -m engine.lab.experiments`` into
   ``assets/lab_exercises.json`` (format ``lab-exercises/1``).
 
-Every run is the course's GPT (``engine.gpt.preset("course")``) with a few fields replaced.
+Every run is the course's GPT (``engine.presets.preset("course")``) with a few fields replaced.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from engine.gpt import POS_ENCODINGS, GPTConfig, preset
+from engine.gpt import GPTConfig
+from engine.positions import ALIBI, ENCODINGS, LEARNED, NONE, ROPE, SINUSOIDAL
+from engine.presets import preset
 from engine.training import TrainConfig
 
 
@@ -52,18 +54,14 @@ EXPERIMENTS: dict[str, Experiment] = {
         Run("heads_4"),
         Run("heads_8", (("n_head", 8),)),
     )),
+    # one run per encoding, named by its key; the course's (learned) changes nothing
     "positions": Experiment("positions", tuple(
-        run for run in (
-            Run("none", (("pos_encoding", "none"),)),
-            Run("learned"),
-            Run("rope", (("pos_encoding", "rope"),)),
-            Run("sinusoidal", (("pos_encoding", "sinusoidal"),)),
-        ) if dict(run.overrides).get("pos_encoding", "learned") in POS_ENCODINGS
+        Run(enc.key, () if enc == LEARNED else (("pos_encoding", enc.key),)) for enc in ENCODINGS
     )),
     "causal": Experiment("causal", (
         Run("causal"),
         Run("no_mask", (("causal", False),)),
-        Run("no_mask_rope", (("causal", False), ("pos_encoding", "rope"))),
+        Run("no_mask_rope", (("causal", False), ("pos_encoding", ROPE.key))),
     )),
 }
 
@@ -125,11 +123,12 @@ EXERCISE_RUNS: dict[str, Run] = {run.key: run for run in (
     Run("course"),
     Run("heads_1", (("n_head", 1),)),
     Run("heads_8", (("n_head", 8),)),
-    Run("pos_none", (("pos_encoding", "none"),)),
-    Run("pos_sinusoidal", (("pos_encoding", "sinusoidal"),)),
-    Run("pos_rope", (("pos_encoding", "rope"),)),
+    Run("pos_none", (("pos_encoding", NONE.key),)),
+    Run("pos_sinusoidal", (("pos_encoding", SINUSOIDAL.key),)),
+    Run("pos_rope", (("pos_encoding", ROPE.key),)),
+    Run("pos_alibi", (("pos_encoding", ALIBI.key),)),
     Run("no_mask_learned", (("causal", False),)),
-    Run("no_mask_rope", (("causal", False), ("pos_encoding", "rope"))),
+    Run("no_mask_rope", (("causal", False), ("pos_encoding", ROPE.key))),
 )}
 
 
@@ -152,11 +151,12 @@ class Exercise:
             raise ValueError(f"exercise {self.name!r}: runs must be keys of EXERCISE_RUNS and hold the reference")
 
 
-#: Lesson 000/002 exercise 2 (1, 4, 8 heads at n_embd 128), exercise 3 (position encodings, 4 heads), and the
+#: Lesson 000/002 exercise 2 (1, 4, 8 heads at n_embd 128), exercise 3 (position encodings, 4 heads; ALiBi, Press et al.
+#: 2022, beside the lesson's four, trained later over the same seeds from the same starting weights), and the
 #: course's model with the causal mask removed (learned positions and RoPE).
 EXERCISES: dict[str, Exercise] = {
     "heads": Exercise("heads", ("heads_1", "course", "heads_8")),
-    "positions": Exercise("positions", ("pos_none", "course", "pos_sinusoidal", "pos_rope")),
+    "positions": Exercise("positions", ("pos_none", "course", "pos_sinusoidal", "pos_rope", "pos_alibi")),
     "no_mask": Exercise("no_mask", ("course", "no_mask_learned", "no_mask_rope")),
 }
 

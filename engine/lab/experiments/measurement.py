@@ -21,9 +21,11 @@ import torch.nn.functional as F
 from engine.bench.machine import load_average
 from engine.chapter import LESSON_PROMPT
 from engine.corpus import Corpus
-from engine.gpt import GPT, GPTConfig, config_params, eval_mode, preset
+from engine.gpt import GPT, GPTConfig, config_params, eval_mode
 from engine.lab.experiments.definitions import ALL_EXPERIMENTS, EXERCISE_RUNS, Budget, Run, Task
-from engine.lab.models import LabModel, corpus_fingerprint, generate
+from engine.lab.generation import generate
+from engine.lab.models import LabModel, corpus_fingerprint
+from engine.presets import preset
 from engine.training import Callbacks, TrainConfig, seeded_model, train
 
 #: Validation windows of the fixed evaluation of the older sets (:func:`loss_by_position`, seed 7): batches of 16.
@@ -117,7 +119,7 @@ def samples(lab_model: LabModel, seed: int, chars: int = SAMPLE_CHARS) -> dict:
     """Greedy and sampled (:data:`SAMPLE_TEMPERATURE`, :data:`SAMPLE_TOP_K`, ``seed``) continuations of
     ``engine.chapter.LESSON_PROMPT``.
 
-    Generation never emits the unknown token (``engine.lab.models.generate``).
+    Generation never emits the unknown token (``engine.lab.generation.generate``).
     """
     return {
         "prompt": LESSON_PROMPT,

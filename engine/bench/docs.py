@@ -1,0 +1,197 @@
+"""``python -m engine.bench docs``: writes ``docs/performance.md`` from the benchmarks' results files.
+
+Every benchmark stores its numbers with the machine it ran on in ``assets/bench_<name>.json``; this command
+turns those files into the performance document, so the document says what the files say and nothing else
+(``--check`` exits 1 when the committed document differs from what the files give; a test does the same).
+A results file without a renderer of its own still gets its machine and date, so a new benchmark's file is
+never left out silently. Nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.bench.machine import isa_line
+
+#: Not a measurement: the dispatcher prints no machine line for it.
+PRINTS_MACHINE = True
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = ROOT / "assets"
+OUT = ROOT / "docs" / "performance.md"
+
+#: The command that writes each results file, in the document's order.
+COMMANDS = {
+    "attention": "python -m engine.bench attention",
+    "train": "python -m engine.bench train",
+    "generate": "python -m engine.bench generate",
+    "load": "python -m engine.bench load --json assets/bench_load.json",
+    "pages": "python -m engine.bench pages --browser --json assets/bench_pages.json",
+    "gates": "python -m tools.bench_gates",
+}
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _machine(data: dict) -> str:
+    """One line: where and when a results file was measured."""
+    m = data.get("machine", {})
+    if isinstance(m, str):  # the page benchmarks store the CPU's name only
+        return f"Measured on {m}."
+    load = m.get("load_average_1min")
+    end = m.get("load_average_1min_end", m.get("load_average_1min_after"))
+    load_text = "?" if load is None else f"{load:.1f}" + ("" if end is None else f" → {end:.1f}")
+    ceiling = m.get("matmul_ceiling_gflops")
+    if isinstance(ceiling, dict):
+        ceiling_text = f"; fp32 matmul ceiling {ceiling['before']:.0f} → {ceiling['after']:.0f} GFLOP/s in the run"
+    else:
+        ceiling_text = ""
+    created = data.get("created", "")[:10]
+    return (f"Measured {created + ' ' if created else ''}on {m.get('cpu', '?')}, {m.get('cores', '?')} cores, "
+            f"{isa_line(m)}, torch {m.get('torch', '?')} with {m.get('torch_threads', '?')} thread(s), "
+            f"load average {load_text}{ceiling_text}.")
+
+
+def attention(data: dict) -> list[str]:
+    """The multi-head implementations, per size, and the book's class timed beside ours."""
+    s = data["settings"]
+    lines = [f"Median of {s['repeats']} interleaved rounds ({s['dtype']}); forward and forward+backward, ms. "
+             "A busy machine inflates the medians: the ratios within a round are the numbers to read.", ""]
+    for size in data["sizes"]:
+        lines += [f"**{size['label']}**" + (f" ({size['note']})" if size.get("note") else ""), "",
+                  "| variant | what it is | forward ms | forward+backward ms | max abs diff vs split |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        book = size.get("book_reference")
+        for r in [*size["results"], *([book] if book else [])]:
+            lines.append(f"| `{r['variant']}` | {r['description']} | {_ms(r['forward_ms'])} | "
+                         f"{_ms(r['forward_backward_ms'])} | {r['max_abs_diff_vs_split']:.1e} |")
+        if book:
+            lines += ["", f"Ours over the book's class, median of the back-to-back ratios: "
+                          f"{book['split_over_book_forward_paired']:.2f}× forward, "
+                          f"{book['split_over_book_forward_backward_paired']:.2f}× forward+backward."]
+        lines.append("")
+    return lines
+
+
+def train(data: dict) -> list[str]:
+    """Training throughput of a preset by dropout setting, and how a step's time grows with T."""
+    c = data["config"]
+    rows = {(r["attn_dropout"], r["resid_dropout"]): r for r in data["t_scaling"]}
+    lines = [f"Preset `{data['preset']}` (n_embd {c['n_embd']}, {c['n_head']} heads, {c['n_layer']} layers, "
+             f"block_size {c['block_size']}), {data['timed_steps']} timed steps after {data['warmup_steps']}; "
+             f"ceiling {data['ceiling_gflops']['mean']:.0f} GFLOP/s (matmul n={data['matmul_n']}).", "",
+             "| attention / residual dropout | batch | tokens/s | % of ceiling | step time ∝ T^k (k) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for r in data["rows"]:
+        scaling = rows.get((r["attn_dropout"], r["resid_dropout"]))
+        k = "" if scaling is None else (f"{scaling['exponent']:.2f} "
+                                        f"(T={scaling['seq_lens'][0]}…{scaling['seq_lens'][-1]})")
+        lines.append(f"| {r['attn_dropout']:g} / {r['resid_dropout']:g} | {r['batch_size']} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['pct_of_ceiling']:.1f} % | {k} |")
+    return [*lines, ""]
+
+
+def generate(data: dict) -> list[str]:
+    """Generation with and without the KV cache, same tokens."""
+    c = data["config"]
+    model = Path(str(data.get("model", "?"))).name  # the folder's name, never a machine's path
+    lines = [f"Model `{model}` (n_embd {c['n_embd']}, {c['n_layer']} layers, block_size {c['block_size']}, "
+             f"vocabulary {c['vocab_size']}), {data['settings']['statistic']} of {data['settings']['repeats']}.", "",
+             "| case | new tokens | uncached ms | cached ms | speed-up | same tokens (greedy, sampled) |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for name, r in data["results"].items():
+        same = r.get("same_tokens", {})
+        lines.append(f"| {name.replace('_', ' ')} | {r['new_tokens']} | {_ms(r['uncached_ms'])} | "
+                     f"{_ms(r['cached_ms'])} | {r['speedup']:.2f}× | "
+                     f"{'yes' if same.get('greedy') else 'no'}, {'yes' if same.get('sampled') else 'no'} |")
+    return [*lines, ""]
+
+
+def load(data: dict) -> list[str]:
+    """A class of readers on one server (``tools.bench_load``'s format)."""
+    lines = [f"{data['trainers']} trainers per class, a move every {data['think_s']:g} s on average, "
+             f"readers arriving over {data['arrival_s']:g} s, each class {data['minutes']:g} min.", "",
+             "| readers | peak MB (before the class) | per-minute peaks MB | moves p50 / p95 s (> 1 s) | "
+             "trainings s | load |", "| ---: | --- | --- | --- | --- | --- |"]
+    for r in data["classes"]:
+        before = r.get("before_class_mb")
+        peak = f"{r['class_peak_mb']:.0f}" + ("" if before is None else f" ({before:.0f})")
+        lines.append(f"| {r['readers']} | {peak} | {' '.join(f'{v:.0f}' for v in r['per_minute_peak_mb'])} | "
+                     f"{r['move_p50_s']} / {r['move_p95_s']} ({r['moves_over_1s']} of {r['moves']}) | "
+                     f"{' '.join(f'{t:.0f}' for t in r['trainings_s']) or '—'} | "
+                     f"{r['load_average']['before'][0]}–{r['load_average']['after'][0]} |")
+    return [*lines, ""]
+
+
+def gates(data: dict) -> list[str]:
+    """Page 1's first visit with the prediction gates on and off (``tools.bench_gates``' format)."""
+    load = " ".join(f"{v:.1f}" for v in data.get("load_average", []))
+    lines = [f"{data['what']}; {data['loads']} loads each at {data['width']} px, load average {load or '?'}, "
+             f"measured {data.get('measured', '?')}.", "",
+             "| gates | first words ms | first chart ms |", "| --- | ---: | ---: |"]
+    for label, key in (("on", "predict_on"), ("off", "predict_off")):
+        lines.append(f"| {label} | {data[key]['first_words_ms']:,} | {data[key]['first_chart_ms']:,} |")
+    per_page = ", ".join(f"{page.replace('_', ' ')} {n}" for page, n in data.get("gates_per_page", {}).items())
+    return [*lines, "", f"Gates per page: {per_page}.", ""]
+
+
+#: Renderers by benchmark name; a file whose name has none gets its machine line only.
+RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
+                                                      "generate": generate, "load": load, "gates": gates}
+TITLES = {"attention": "Attention implementations", "train": "Training throughput",
+          "generate": "Generation and the KV cache", "load": "A class on one server", "pages": "Pages in the browser",
+          "gates": "Prediction gates on a first visit"}
+
+
+def render(assets: Path = ASSETS) -> str:
+    """The whole document from the ``bench_*.json`` files in ``assets``.
+
+    Raises:
+        ValueError: if a results file is not JSON (its name is in the message).
+    """
+    files = sorted(assets.glob("bench_*.json"), key=lambda p: (list(COMMANDS).index(p.stem[6:])
+                                                               if p.stem[6:] in COMMANDS else len(COMMANDS), p.name))
+    lines = ["# Performance", "",
+             "<!-- Generated by `python -m engine.bench docs` from assets/bench_*.json: edit those, not this. -->", "",
+             "Every benchmark prints numbers and writes them, with the machine it ran on, to",
+             "`assets/bench_<name>.json`; this page is made from those files. Times depend on the machine and on what",
+             "else it runs: compare versions on one machine, and read ratios measured in one run rather than absolute",
+             "milliseconds.", ""]
+    for path in files:
+        name = path.stem[len("bench_"):]
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path.name} is not JSON: {err}") from err
+        lines += [f"## {TITLES.get(name, name)}", "",
+                  f"`{COMMANDS.get(name, f'python -m engine.bench {name}')}` → `assets/{path.name}`. "
+                  + _machine(data), ""]
+        lines += RENDERERS.get(name, lambda _d: [])(data)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench docs", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/performance.md is not up to date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        committed = OUT.read_text("utf-8") if OUT.exists() else ""
+        if committed != text:
+            print(f"{OUT.relative_to(ROOT)} is out of date: run python -m engine.bench docs", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text, "utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
