@@ -2,7 +2,7 @@
 
 ``st.graphviz_chart`` lays the graph out in the browser (d3-graphviz over Graphviz compiled to WebAssembly).
 When a control changes a diagram, d3-graphviz morphs the old drawing into the new one and samples every edge
-point by point to do it, which costs more than the rest of the redraw (README, Architecture). Here Graphviz's
+point by point to do it, which costs more than the rest of the redraw (docs/architecture.md). Here Graphviz's
 own ``dot`` program lays the graph out once per distinct source (cached), and the page shows the finished SVG as
 an image, which the browser draws at once.
 

@@ -2,7 +2,8 @@
 
 Each page is known by one ``slug`` that names it everywhere: ``views/<slug>.py`` (widgets and
 layout), ``engine/sections/<slug>.py`` (what it computes), ``engine/figures/<slug>.py`` (what it
-draws), ``content/<lang>/<slug>.md`` (what it says) and the URL path ``/<slug with dashes>``.
+draws), ``engine/notebooks/<slug>.py`` (its notebook's cells), ``content/<lang>/<slug>.md`` (what
+it says) and the URL path ``/<slug with dashes>``.
 ``app.py`` builds ``st.navigation`` from :data:`PAGES` and the Home page draws its map of
 sections from it, so a page exists in exactly one list. Only pages that are built are listed.
 
@@ -116,6 +117,12 @@ class PageInfo:
     def script(self) -> str:
         """The page script, relative to the repository root."""
         return f"views/{self.slug}.py"
+
+    @property
+    def notebook(self) -> str:
+        """The module of the page's notebook recipes, ``engine.notebooks.<slug>`` (:mod:`engine.notebooks`), which
+        its "Download as notebook" button builds from."""
+        return f"engine.notebooks.{self.slug}"
 
     @property
     def url_path(self) -> str:

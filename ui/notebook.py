@@ -11,7 +11,9 @@ translated while the page runs.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import types
 from collections.abc import Callable, Mapping
 
 import streamlit as st
@@ -20,8 +22,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from engine import notebook
 from engine.corpus import Corpus
 from engine.lab.settings import TrainingPlan
-from ui import page
-from ui.i18n import _, current_language
+from ui import gates, page, questions
+from ui.i18n import N_, _, current_language, translations
 from ui.numbers import plotly_separators
 
 #: Per page: recipe parameter -> (widget key, conversion of the widget's value).
@@ -49,10 +51,21 @@ SESSION_SETTINGS: dict[str, dict[str, tuple[str, Callable]]] = {
                              "shift": ("pe_shift", int)},
     "lab": {"prompt": ("lab_prompt", str), "temperature": ("lab_temp", float), "top_k": ("lab_top_k", int),
             "top_p": ("lab_top_p", float), "length": ("lab_length", int), "sampling_seed": ("lab_gen_seed", int),
-            "line_length": ("lab_form_chars", int), "n_lines": ("lab_form_lines", int)},
+            "line_length": ("lab_form_chars", int), "n_lines": ("lab_form_lines", int), "line": ("lab_line", str)},
 }
-#: Records of the Lab's corpus a Lab notebook carries (a slice: the notebook must stay a file one downloads).
-LAB_RECORDS = 300
+#: Records of the Lab's corpus a Lab notebook carries, drawn evenly through it (a slice: the notebook must stay a
+#: file one downloads; with the one-click training's settings on the Tang poems its validation loss falls below
+#: the slice's bigram and stays there, or the training stops early).
+LAB_RECORDS = 4000
+
+
+def recipes_module(slug: str) -> types.ModuleType:
+    """The notebook recipes of page ``slug``, the module the page registry names (``PageInfo.notebook``).
+
+    Raises:
+        KeyError: for a slug the registry does not hold.
+    """
+    return importlib.import_module(page.page_info(slug).notebook)
 
 
 def notebook_items(record: tuple[tuple, ...], lang: str) -> list[notebook.Prose | notebook.Listing]:
@@ -77,11 +90,15 @@ def session_settings(slug: str, state: Mapping) -> dict[str, object]:
 
 
 def lab_settings(plan: TrainingPlan, corpus: Corpus | None) -> dict[str, object]:
-    """The Lab notebook's settings: the model's and the training's configs, and the first
-    :data:`LAB_RECORDS` records of the reader's corpus (none: the recipe's two lines)."""
-    out: dict[str, object] = {"model": dataclasses.asdict(plan.model), "training": dataclasses.asdict(plan.train)}
+    """The Lab notebook's settings: the model's and the training's configs, and :data:`LAB_RECORDS` records of the
+    reader's corpus drawn evenly through it, in its order (all of a smaller corpus; none: the recipe's two
+    lines)."""
+    model = {k: v for k, v in dataclasses.asdict(plan.model).items() if k != "vocab_size"}  # the slice's, in the cell
+    out: dict[str, object] = {"model": model, "training": dataclasses.asdict(plan.train)}
     if corpus is not None:
-        out["corpus_records"] = [corpus.records[i].body for i in range(min(LAB_RECORDS, len(corpus.records)))]
+        n = len(corpus.records)
+        picked = range(n) if n <= LAB_RECORDS else (i * n // LAB_RECORDS for i in range(LAB_RECORDS))
+        out["corpus_records"] = [corpus.records[i].body for i in picked]
     return out
 
 
@@ -97,20 +114,28 @@ def page_settings(slug: str, state: Mapping, given: Mapping[str, object]) -> dic
 def labels(slug: str, title: str) -> notebook.NotebookLabels:
     """The notebook's own sentences in the reader's language."""
     about = _("This notebook is the page “{title}” of the essay *Attention, step by step*, with your settings. It "
-              "runs on its own: it needs Python 3.11 or newer and `pip install {packages}`. Run all cells in order; "
-              "edit a listing and rerun the cells below it to see what your change does.").format(
-        title=title, packages=" ".join(notebook.REQUIREMENTS))
+              "runs on its own, with Python 3.11 or newer. Run all cells in order; edit a listing and rerun the cells "
+              "below it to see what your change does.").format(title=title)
     if slug == "lab":
-        about += "\n\n" + _("The training text is a slice of the page's corpus: its first {n} records, in "
-                            "`corpus_records`. To train on a whole corpus, set `corpus_records` to a list of its "
-                            "records (for the full Tang poetry: the file `assets/corpus/tang.jsonl.xz` of the "
-                            "project, one JSON record a line, its `body` fields).").format(n=LAB_RECORDS)
+        about += "\n\n" + _("The training text is a slice of the page's corpus: {n} records drawn evenly through "
+                            "it, in `corpus_records`. The training stops early when the validation loss has risen "
+                            "`patience` evaluations in a row, so the model does not learn its slice by heart. To train "
+                            "on a whole corpus, set `corpus_records` to a list of its records (for the full Tang "
+                            "poetry: the file `assets/corpus/tang.jsonl.xz` of the project, one JSON record a line, "
+                            "its `body` fields).").format(n=LAB_RECORDS)
     return notebook.NotebookLabels(
         title=title, about=about,
-        engine=_("The engine's modules this notebook uses, as the app ran them: the next cell registers them, so "
-                 "`from engine import ...` works without installing the project."),
+        install=_("Install what it imports, in a fresh virtual environment (`python -m venv`), with the versions the "
+                  "page ran: the first line takes PyTorch's CPU build, the second the other modules and JupyterLab "
+                  "to open the notebook."),
+        cuda=_("On a machine with an NVIDIA GPU, take PyTorch's CUDA build from PyPI instead of the first line:"),
+        engine=_("The engine's modules this notebook uses, as the app ran them, in the next cell (folded: click it "
+                 "to read them). Running it registers them, so `from engine import ...` works without installing "
+                 "the project."),
         settings=_("Your settings on the page when you downloaded this notebook: change them and run the cells "
                    "below again."),
+        data=_("Settings too long to read here (the training text), in the next cell, folded: click it to unfold "
+               "it."),
         numbers=_("The numbers the page shows. A line starting with ≈ is the chapter's printed value: ✓ when the "
                   "two agree at 4 decimals, ✗ when they do not (expected when your settings differ from the "
                   "chapter's)."),
@@ -121,12 +146,58 @@ def labels(slug: str, title: str) -> notebook.NotebookLabels:
     )
 
 
+#: The words of the exercises, translated in the language the notebook is built for (on the download's thread).
+EXERCISE = N_("**Exercise.** {question}")
+ANSWER_COMMENT = N_("The answer, computed by the engine this notebook carries, with the settings above")
+
+
+def recipe_settings(slug: str, settings: Mapping[str, object]) -> dict[str, object]:
+    """``settings`` with every recipe parameter of page ``slug`` it lacks at its default (the settings cell)."""
+    defaults: dict[str, object] = {}
+    for recipe in notebook.page_recipes(recipes_module(slug)).values():
+        for param in inspect.signature(recipe).parameters.values():
+            defaults.setdefault(param.name, param.default)
+    return defaults | dict(settings)
+
+
+def gate_controls(gate: questions.Gate, slug: str, settings: Mapping[str, object],
+                  names: set[str] | None = None) -> dict[str, object]:
+    """The controls the notebook gives ``gate`` (its :attr:`~ui.questions.Gate.exercise` expressions evaluated
+    over the notebook's settings and the recipes' names, as its answer cell evaluates them); only those in
+    ``names`` when given."""
+    namespace = vars(importlib.import_module(gate.answer.__module__)) | vars(recipes_module(slug))
+    namespace = namespace | recipe_settings(slug, settings)
+    return {param: eval(expression, dict(namespace))  # noqa: S307 (the gate's own expressions, not the reader's)
+            for param, expression in gate.exercise if names is None or param in names}
+
+
+def exercises(slug: str, settings: Mapping[str, object], lang: str) -> list[notebook.Exercise]:
+    """The gates of page ``slug`` as the exercises of its notebook in ``lang``: each question with its words
+    filled for the notebook's ``settings`` (in the format of ``lang``), its options' labels listed."""
+    t = translations(lang)
+    out = []
+    for gate in questions.by_page(slug):
+        if not gate.exercise:
+            continue
+        wanted = {p.name for p in inspect.signature(gate.words).parameters.values()
+                  if p.kind is not inspect.Parameter.VAR_KEYWORD}
+        values = gates.words(gate, gate_controls(gate, slug, settings, wanted), lang)
+        question = t.gettext(EXERCISE).format(question=t.gettext(gate.question).format(**values))
+        labels = {o.key: t.gettext(o.label).format(**values) for o in gate.options}
+        if labels:
+            question += "\n\n" + "\n".join(f"- {label}" for label in labels.values())
+        out.append(notebook.Exercise(question=question, answer=gate.answer, controls=gate.exercise,
+                                     comment=t.gettext(ANSWER_COMMENT),
+                                     decimals=gate.decimals if gate.kind.typed else None, options=labels))
+    return out
+
+
 def download_button(**settings: object) -> None:
     """The sidebar's "Download as notebook" button for the page being drawn.
 
     Args:
         settings: the page's settings that are not read from a widget key, by recipe parameter name (see
-            ``engine.notebook_recipes``): e.g. page 1's edited ``inputs``; the Lab passes ``plan`` and
+            ``engine.notebooks``): e.g. page 1's edited ``inputs``; the Lab passes ``plan`` and
             ``corpus``, turned into its settings by :func:`lab_settings`.
     """
     info = page.current()
@@ -135,7 +206,7 @@ def download_button(**settings: object) -> None:
     words = labels(info.slug, info.page_heading())
     given = dict(settings)
     if any("number_separators" in inspect.signature(recipe).parameters
-           for recipe in notebook.notebook_recipes.RECIPES[info.slug].values()):
+           for recipe in notebook.page_recipes(recipes_module(info.slug)).values()):
         given["number_separators"] = plotly_separators()  # the page's charts' separators, read in the page's run
     ctx = get_script_run_ctx()
     state = ctx.session_state if ctx is not None else {}
@@ -146,7 +217,8 @@ def download_button(**settings: object) -> None:
             current = page_settings(info.slug, state, given)
         except RuntimeError:
             current = now
-        return notebook.to_bytes(notebook.build(info.slug, items, current, words))
+        return notebook.to_bytes(notebook.build(recipes_module(info.slug), items, current, words,
+                                                exercises(info.slug, current, lang)))
 
     st.sidebar.download_button(
         _("Download as notebook"), data=build, file_name=f"{info.slug}.ipynb", mime="application/x-ipynb+json",

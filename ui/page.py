@@ -24,9 +24,11 @@ import torch
 
 from engine import chapter
 from engine.notebook import listing
+from ui import gates
 from ui.diagram import diagram
 from ui.i18n import DEFAULT_LANGUAGE, _, current_language
 from ui.nav import PageInfo, page_info
+from ui.numbers import seq
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT_DIR = ROOT / "content"
@@ -89,20 +91,28 @@ def prose(part: str) -> None:
 
 
 #: The page's own CSS, sent once by :func:`header`:
-#: - on a phone, tables (the prose's and st.table's) take the page's width and wrap their cells, long German
-#:   compounds included, instead of scrolling inside themselves (a region a keyboard cannot reach) or making the
-#:   page scroll sideways;
+#: - a table cell breaks its text only between words, never inside a word or a number ("wrappe|r",
+#:   "1,549E-|30"): on a phone a data cell of st.table keeps its text on one line, a header or a prose table's cell
+#:   wraps at spaces, and a table wider than its place scrolls sideways inside its own frame (st.table's frame, or
+#:   the prose table itself), so the page never scrolls sideways; on a desktop every cell wraps at spaces, so a
+#:   table fits its column;
 #: - badges wrap instead of cutting their verdict short with an ellipsis;
 #: - titles keep their words whole on a phone (a smaller size there, no break inside a word);
 #: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page;
 #: - :func:`diagram_for_width` shows a diagram's wide layout on a wide screen and its narrow parts on a phone.
 _PAGE_CSS = """<style>
+[data-testid='stMain'] td, [data-testid='stMain'] th, [data-testid='stMain'] td *, [data-testid='stMain'] th *
+  {overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important;}
+[data-testid='stMain'] th, [data-testid='stMain'] th *, [data-testid='stMain'] [data-testid='stMarkdownContainer'] td
+  {white-space: normal !important;}
+[data-testid='stMain'] [data-testid='stTable'] > div {overflow-x: auto !important;}
 @media (max-width: 640px) {
-  [data-testid='stMain'] [data-testid='stMarkdownContainer'] table, [data-testid='stMain'] [data-testid='stTable'] table
-    {table-layout: fixed; width: 100%;}
-  [data-testid='stMain'] [data-testid='stTable'] > div {overflow: visible !important;}
-  [data-testid='stMain'] td, [data-testid='stMain'] th, [data-testid='stMain'] td *, [data-testid='stMain'] th *
-    {overflow-wrap: anywhere !important; white-space: normal !important; min-width: 0 !important;}
+  [data-testid='stMain'] [data-testid='stTable'] td, [data-testid='stMain'] [data-testid='stTable'] td *
+    {white-space: nowrap !important;}
+  [data-testid='stMain'] [data-testid='stMarkdownContainer'] table
+    {display: block; max-width: 100%; overflow-x: auto; width: max-content;}
+  [data-testid='stMain'] [data-testid='stMarkdownContainer'] th,
+  [data-testid='stMain'] [data-testid='stMarkdownContainer'] td {min-width: 6em;}
 }
 [data-testid='stMain'] .stMarkdownBadge {white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; max-width: 100%; height: auto !important; line-height: 1.4;}
@@ -141,13 +151,15 @@ def diagram_for_width(wide: str, narrow: Sequence[str], alt: str, key: str) -> N
 
 
 def header() -> None:
-    """The current page's title, the chapter section it accompanies, and the ``intro`` part of its prose."""
+    """The current page's title, the chapter section it accompanies, the ``intro`` part of its prose, and on pages
+    2-7 and the Lab one question about an earlier page (:func:`ui.gates.retrieval`)."""
     st.html(_PAGE_CSS)
     info = current()
     _recorded.items = [("prose", "intro", info.slug)]
     st.title(info.page_heading())
     st.caption(_("Accompanies: {section}").format(section=_(info.section)))
     _markdown(*part_text(info.slug, "intro", current_language()))
+    gates.retrieval(info.slug)
 
 
 def is_count(expected) -> bool:
@@ -201,7 +213,7 @@ def chapter_check(label: str, value, expected, applies: bool = True, decimals: i
             st.badge(_("{label}: equals the chapter's value").format(label=label), icon=":material/check:",
                      color="green")
         else:
-            st.badge(_("{label}: differs from the chapter, as expected with your inputs").format(label=label),
+            st.badge(_("{label}: differs from the chapter, as expected with your settings").format(label=label),
                      icon=":material/tune:", color="gray")
     elif ok:
         st.badge(_("{label}: matches the chapter to {decimals} decimals").format(label=label, decimals=decimals),
@@ -275,6 +287,31 @@ def show_code(*objects: Callable | type, label: str | None = None, docstring: bo
             st.code(source_of(obj, docstring), language="python")
 
 
+def technical_details(part: str | None = None):
+    """The one collapsed "Technical details" block of a section: the workshop behind the lesson (recording notes,
+    throughput figures, command lines, measurement internals), out of the reading path but one click away.
+
+    Use it as ``with page.technical_details(): ...`` to put elements in it, or ``page.technical_details("part")``
+    to show a named part of the current page's prose in it (then it is drawn at once). One block per section: what
+    the reader needs to follow the lesson never goes in it.
+
+    Args:
+        part: a part of the current page's prose (``content/<lang>/<slug>.md``) to show inside, or None.
+
+    Returns:
+        The expander (``st.expander``, collapsed, its label in the reader's language), a context manager.
+
+    Raises:
+        KeyError: ``part`` is given and not even the English prose has it (a packaging error).
+    """
+    box = st.expander(_("Technical details"), icon=":material/build:", expanded=False)
+    if part is not None:
+        _record(("prose", part, current().slug))
+        with box:
+            _markdown(*part_text(current().slug, part, current_language()))
+    return box
+
+
 def check_yourself() -> None:
     """The "check yourself" block: each question of the current page's ``quiz`` part in its own expander."""
     st.subheader(_("Check yourself"))
@@ -289,7 +326,7 @@ def check_yourself() -> None:
             st.markdown(answer.strip())
 
 
-def static_table(frame, formats: dict[str, str] | None = None) -> None:
+def static_table(frame, formats: dict[str, str] | None = None, missing: str = "nan") -> None:
     """A short table (a few rows) as static HTML (``st.table``), without the index.
 
     A control that redraws a short table answers faster this way: Streamlit's interactive grid took about
@@ -298,10 +335,11 @@ def static_table(frame, formats: dict[str, str] | None = None) -> None:
 
     Args:
         frame: a pandas DataFrame, its headers already in the reader's language.
-        formats: column -> format string (``"{:.4g}"``) for number columns; missing values show as "nan".
+        formats: column -> format string (``"{:.4g}"``) or callable for number columns.
+        missing: what a missing value shows (default "nan", as PyTorch prints it; "—" for a value left out).
     """
     marks = {c: (lambda v: "✓" if v else "✗") for c in frame.columns if frame[c].dtype == bool}
-    st.table(frame.style.format({**marks, **(formats or {})}, na_rep="nan").hide(axis="index"))
+    st.table(frame.style.format({**marks, **(formats or {})}, na_rep=missing).hide(axis="index"))
 
 
 def slot():
@@ -321,5 +359,6 @@ def slot():
 
 
 def fmt_row(values: Sequence[float], decimals: int = chapter.DECIMALS) -> str:
-    """``[0.1385, 0.2379, …]`` as the chapter prints a 1-d tensor."""
-    return "[" + ", ".join(f"{float(v):.{decimals}f}" for v in values) + "]"
+    """A 1-d tensor's values in a sentence, in the reader's format (:func:`ui.numbers.seq`): ``[0.1385, 0.2379]``
+    (en), ``[0,1385 ; 0,2379]`` (fr), ``[0,1385; 0,2379]`` (de). What PyTorch prints goes in a code block instead."""
+    return seq(values, decimals)

@@ -9,10 +9,8 @@ import streamlit as st
 import torch
 
 from engine.device import describe_device, pick_device
+from ui.gates import predict_switch
 from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, _, ngettext
-
-#: Each language's name in itself, as the selector shows it.
-LANGUAGE_NAMES = {"fr": "Français", "de": "Deutsch", "en": "English"}
 
 
 def browser_language(locale: str | None) -> str:
@@ -31,15 +29,17 @@ def language_selector() -> str:
     if LANG_KEY not in st.session_state:
         from_url = st.query_params.get(LANG_KEY)
         st.session_state[LANG_KEY] = from_url if from_url in LANGUAGES else browser_language(st.context.locale)
-    lang = st.sidebar.selectbox("Language · Langue · Sprache", LANGUAGES, format_func=LANGUAGE_NAMES.__getitem__,
-                                key=LANG_KEY)
+    lang = st.sidebar.selectbox("Language · Langue · Sprache", tuple(LANGUAGES),
+                                format_func=lambda code: LANGUAGES[code].name, key=LANG_KEY)
     if st.query_params.get(LANG_KEY) != lang:
         st.query_params[LANG_KEY] = lang
     return lang
 
 
 def render_sidebar() -> None:
-    """Show the compute device (CUDA, Apple MPS or CPU) and the library versions."""
+    """The switch of the prediction gates (``predict=on|off``), the compute device (CUDA, Apple MPS or CPU) and the
+    library versions."""
+    predict_switch()
     with st.sidebar:
         device = pick_device()
         threads = torch.get_num_threads()

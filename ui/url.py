@@ -4,7 +4,7 @@ option itself rather than its translated label."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import streamlit as st
@@ -48,7 +48,8 @@ def int_input(container, label: str, *args, key: str, **options) -> int:
 
 
 def choice(widget: Callable, label: str, options: Sequence[Option], *, key: str, default: Option,
-           format_func: Callable[[Option], str], **kwargs) -> Option:
+           format_func: Callable[[Option], str], aliases: Callable[[Option], Iterable[str]] | None = None,
+           **kwargs) -> Option:
     """A selectbox or radio whose URL parameter ``key`` holds the chosen option (``rope``, ``7``), not its label.
 
     Streamlit's ``bind="query-params"`` writes the option's displayed text into the URL, so a link made on the
@@ -65,6 +66,9 @@ def choice(widget: Callable, label: str, options: Sequence[Option], *, key: str,
         key: the widget key, which is also the URL parameter's name.
         default: the option a link without ``key`` opens on; one of ``options``.
         format_func: an option's label in the reader's language.
+        aliases: the other texts an older link may hold for an option (its labels in every language, which
+            Streamlit's own binding once wrote: ``0,9``); such a link opens on that option and the URL is
+            rewritten to the option itself. Anything else is ignored as above.
         kwargs: the widget's other arguments (``help``, ``horizontal``, ...).
 
     Raises:
@@ -74,7 +78,8 @@ def choice(widget: Callable, label: str, options: Sequence[Option], *, key: str,
         raise ValueError(f"default {default!r} is not one of {list(options)!r}")
     if key not in st.session_state:
         from_link = st.query_params.get(key)
-        st.session_state[key] = next((o for o in options if str(o) == from_link), default)
+        st.session_state[key] = next((o for o in options if str(o) == from_link
+                                      or (aliases is not None and from_link in set(aliases(o)))), default)
     value = widget(label, options, format_func=format_func, key=key, persist_state="session", **kwargs)
     if value == default:
         if key in st.query_params:

@@ -12,10 +12,11 @@ from engine.device import pick_device
 from engine.diagrams import causal_mask as diagrams
 from engine.figures import causal_mask as figures
 from engine.sections import causal_mask as sections
-from ui import notebook, page, url
+from ui import gates, notebook, page, url
 from ui.diagram import colour_legend
 from ui.i18n import N_, _, current_language, ngettext
 from ui.numbers import SLIDER_FORMAT, colon, integer, plotly_separators, sci, seq
+from ui.questions import causal_mask as questions
 
 TOKENS = list(A.CHAPTER_TOKENS)
 T = len(TOKENS)
@@ -121,31 +122,34 @@ panel_titles = (
 two_ways_figures = two_ways_figures_cached(panel_titles, plotly_separators(), colon())
 panel_matrices = (result.attn_weights, result.masked_simple, result.masked_simple_norm, result.attn_scores,
                   result.masked_scores, result.attn_weights_causal)  # in the order of the panels' titles
-# one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
-for first in (0, 3):
-    for i, column in enumerate(st.columns(3), start=first):
-        column.plotly_chart(two_ways_figures[i], key=f"cm_two_ways_{i}",
-                            alt=alt.heatmap(panel_titles[i], panel_matrices[i], TOKENS, 4))
-page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
-st.markdown(_("row sums after zeroing the future = {values}").format(values=page.fmt_row(result.row_sums)))
-page.chapter_check(_("renormalised weights (route 1)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
-page.chapter_check(_("scores with −inf above the diagonal"), result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
-page.chapter_check(_("softmax of the masked scores (route 2)"), result.attn_weights_causal, chapter.CAUSAL_WEIGHTS)
-st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
-                                                        values=page.fmt_row(result.attn_weights_causal[1])))
-page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
-st.markdown(_("max |route 1 − route 2| = **{diff}**").format(diff=sci(result.max_abs_diff, 2)))
-left, right = st.columns([3, 2])
-with left:
-    page.diagram_for_width(
-        routes_diagram(result, TWO_WAYS_D_K),
-        [routes_diagram(result, TWO_WAYS_D_K, route) for route in diagrams.ROUTES],
-        alt=_("Diagram: left, the scores are masked with −∞ above the diagonal and go through the "
-              "softmax; right, the softmax comes first, the future weights are zeroed and each row "
-              "is divided by its sum. Both give the same weights."), key="routes")
-    colour_legend()
-with right:
-    page.prose("same_result")
+if gates.gate(questions.FUTURE, result=result):
+    # one figure per panel, three columns per route: side by side on a wide screen, stacked on a phone
+    for first in (0, 3):
+        for i, column in enumerate(st.columns(3), start=first):
+            column.plotly_chart(two_ways_figures[i], key=f"cm_two_ways_{i}",
+                                alt=alt.heatmap(panel_titles[i], panel_matrices[i], TOKENS, 4))
+    page.chapter_check(_("weights before masking (sa_v2, seed 789)"), result.attn_weights, chapter.SA_V2_WEIGHTS)
+    st.markdown(_("row sums after zeroing the future = {values}").format(
+        values=page.fmt_row(result.row_sums.flatten())))  # (T, 1) -> (T,)
+    page.chapter_check(_("renormalised weights (naive approach)"), result.masked_simple_norm, chapter.CAUSAL_WEIGHTS)
+    page.chapter_check(_("scores with −inf above the diagonal"), result.masked_scores, chapter.CAUSAL_MASKED_SCORES)
+    page.chapter_check(_("softmax of the masked scores (efficient approach)"), result.attn_weights_causal,
+                       chapter.CAUSAL_WEIGHTS)
+    st.markdown(_("row {row} (“{token}”) = {values}").format(row=1, token=TOKENS[1],
+                                                            values=page.fmt_row(result.attn_weights_causal[1])))
+    page.chapter_check(_("row {row}").format(row=1), result.attn_weights_causal[1], chapter.CAUSAL_WEIGHTS[1])
+    st.markdown(_("max |naive − efficient| = **{diff}**").format(diff=sci(result.max_abs_diff, 2)))
+    left, right = st.columns([3, 2])
+    with left:
+        page.diagram_for_width(
+            routes_diagram(result, TWO_WAYS_D_K),
+            [routes_diagram(result, TWO_WAYS_D_K, route) for route in diagrams.ROUTES],
+            alt=_("Diagram: on the naive route the softmax comes first, the future weights are zeroed and each "
+                  "row is divided by its sum; on the efficient route the scores are masked with −∞ above the "
+                  "diagonal and go through the softmax. Both give the same weights."), key="routes")
+        colour_legend()
+    with right:
+        page.prose("same_result")
 page.show_code(sections.v2_scores, A.SelfAttention_v2, sections.mask_two_ways, A.causal_mask)
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
@@ -160,39 +164,48 @@ def leakage_section() -> None:
                       value=1.0, key="cm_leak_delta", bind="query-params", format=SLIDER_FORMAT)
     t = TOKENS.index(leak_token)
     leak = sections.leakage_test(inputs, t, float(delta))
-    st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
-        causal=_("with the causal mask"),
-        no_mask=_("without a mask"),
-        perturbed=_("perturbed"),
-        x_title="max |Δ context_vec|",
-        y_title=_("output row (query token)"),
-        separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
-        colon=colon(),
-    )), key="cm_leak_chart", alt=_(
-        "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
-        "without a mask: {values}.").format(token=leak_token, values=alt.paired(
-            TOKENS, leak.table["max_diff_causal"], leak.table["max_diff_full"])))
-    LEAK_HEADERS = {
-        "token_index": _("token index"),
-        "token": _("token"),
-        "max_diff_causal": _("max |Δ| causal"),
-        "changed_causal": _("changed (causal)"),
-        "max_diff_full": _("max |Δ| no mask"),
-        "changed_full": _("changed (no mask)"),
-    }
-    # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
-    st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS).style.format(
-        {LEAK_HEADERS["token_index"]: integer}
-        | {LEAK_HEADERS[c]: lambda v: sci(v, 3) for c in ("max_diff_causal", "max_diff_full")}),
-        hide_index=True, key="cm_leak_table")
-    if not leak.changed_rows:
-        st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
-    else:
-        st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
-            token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
-    page.verdict(not leak.leaks,
-                 _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
-                 _("an earlier row changed: the mask leaks"))
+    if gates.gate(questions.LEAKAGE, inputs=inputs, token_index=t, delta=float(delta)):
+        st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
+            causal=_("with the causal mask"),
+            no_mask=_("without a mask"),
+            perturbed=_("perturbed"),
+            x_title="max |Δ context_vec|",
+            y_title=_("output row (query token)"),
+            separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
+            colon=colon(),
+        )), key="cm_leak_chart", alt=_(
+            "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
+            "without a mask: {values}.").format(token=leak_token, values=alt.paired(
+                TOKENS, leak.table["max_diff_causal"], leak.table["max_diff_full"])))
+        LEAK_HEADERS = {
+            "token_index": _("token index"),
+            "token": _("token"),
+            "max_diff_causal": _("max |Δ| causal"),
+            "changed_causal": _("changed (causal)"),
+            "max_diff_full": _("max |Δ| no mask"),
+            "changed_full": _("changed (no mask)"),
+        }
+        # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
+        st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS).style.format(
+            {LEAK_HEADERS["token_index"]: integer}
+            | {LEAK_HEADERS[c]: lambda v: sci(v, 3) for c in ("max_diff_causal", "max_diff_full")}),
+            hide_index=True, key="cm_leak_table")
+        if not leak.changed_rows:
+            st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
+        else:
+            st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
+                token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
+        # a check that could not have failed says so, in grey: no perturbation, or no row before the perturbed one
+        if not leak.leaks and not leak.changed_rows:
+            st.badge(_("nothing tested: a perturbation of 0 changes no row, so it cannot show a leak"),
+                     icon=":material/block:", color="gray")
+        elif not leak.leaks and t == 0:
+            st.badge(_("nothing tested: no row comes before “{token}”; perturb a later token to test the mask").format(
+                token=leak_token), icon=":material/block:", color="gray")
+        else:
+            page.verdict(not leak.leaks,
+                         _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
+                         _("an earlier row changed: the mask leaks"))
 
 
 leakage_section()
@@ -238,9 +251,10 @@ st.dataframe(buffers[["holder", "state_dict_keys"]].assign(holder=[_(HOLDER_LABE
              hide_index=True, key="cm_buffer_keys")
 show_buffers(buffers, "meta", "cm_buffer_meta")
 if meta.recorded_with is not None:
-    st.caption(_("This meta table is a recording of the code below, made with PyTorch {version}: running on the meta "
-                 "device loads PyTorch's compiler, a large import, so the server reads the recording and the test "
-                 "suite reruns the code to check it.").format(version=meta.recorded_with))
+    with page.technical_details():  # how the server gets the table, not part of the lesson
+        st.caption(_("This meta table is a recording of the code below, made with PyTorch {version}: running on the "
+                     "meta device loads PyTorch's compiler, a large import, so the server reads the recording and "
+                     "the test suite reruns the code to check it.").format(version=meta.recorded_with))
 page.prose("buffer_meta")
 device = pick_device()
 if device.type == "cpu":

@@ -1,5 +1,7 @@
 """Page 4: dropout on the attention weights — slider over p, the mean over many masks, train() vs eval()."""
 
+import functools
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -10,10 +12,11 @@ from engine.device import pick_device
 from engine.diagrams import dropout as diagrams
 from engine.figures import dropout as figures
 from engine.sections import dropout as sections
-from ui import notebook, page, url
+from ui import gates, notebook, page, url
 from ui.diagram import colour_legend, diagram
-from ui.i18n import _
+from ui.i18n import LANGUAGES, _, current_language
 from ui.numbers import colon, integer, num, plotly_separators, sci, seq, significant
+from ui.questions import dropout as questions
 
 TOKENS = list(A.CHAPTER_TOKENS)
 MEAN_P = [p for p in sections.P_VALUES if p > 0]
@@ -55,6 +58,18 @@ def dropout_diagram(modes: sections.TrainVsEval, p: float) -> str:
     )
 
 
+def rate_text():
+    """A select slider's ``format_func`` for a rate p: ``0,5`` in French and German (bound to the reader's language
+    now: Streamlit may call it outside the script's run)."""
+    return functools.partial(num, decimals=1, lang=current_language())
+
+
+def rate_aliases(p: float) -> set[str]:
+    """The texts an older link holds for the rate ``p``: Streamlit's binding wrote the slider's label, ``0,9`` from a
+    French or German page, ``0.9`` from an English one. The link now holds the option itself (``0.9``)."""
+    return {num(p, 1, lang=code) for code in LANGUAGES}
+
+
 page.header()
 inputs = A.chapter_inputs()  # (6, 3)
 
@@ -69,21 +84,23 @@ slider_labels = figures.SliderLabels(
     slider_prefix=_("dropout p = "), separators=plotly_separators(), colon=colon())
 sweep, slider_figure = sweep_and_figure(seed, slider_labels)
 shown = sweep[SHOWN_P]
-st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
-    "Heatmaps of dropout(ones(6, 6)) and of the causal attn_weights after dropout, beside their row sums, one p at "
-    "a time with the slider; at p = {p}, seed {seed}, the weights row by row: {weights}; row sums of "
-    "dropout(ones): {ones}.").format(p=num(SHOWN_P, 1), seed=seed, weights=alt.rows(shown.weights, TOKENS, 2),
-                                      ones=alt.vector(shown.ones_row_sums, 1)))
-applies = seed == chapter.DROPOUT_SEED
-st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
-              "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
-              "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
-                                               ones=seq(shown.ones_row_sums, 1),
-                                               weights=seq(shown.weights_row_sums, 2)))
-page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
-                   chapter.DROPOUT_ONES, applies)
-page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,
-                   chapter.DROPOUT_CAUSAL, applies)
+if gates.gate(questions.KEPT, seed=seed) and gates.gate(questions.ROW_SUMS, seed=seed):
+    st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
+        "Heatmaps of dropout(ones(6, 6)) and of the causal attn_weights after dropout, beside their row sums, one p at "
+        "a time with the slider; at p = {p}, seed {seed}, the weights row by row: {weights}; row sums of "
+        "dropout(ones): {ones}.").format(p=num(SHOWN_P, 1), seed=seed, weights=alt.rows(shown.weights, TOKENS, 2),
+                                          ones=alt.vector(shown.ones_row_sums, 1)))
+    page.prose("scaling")  # the factor and the row sums: the two gates' answers, said after them
+    applies = seed == chapter.DROPOUT_SEED
+    st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
+                  "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
+                  "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
+                                                   ones=seq(shown.ones_row_sums, 1),
+                                                   weights=seq(shown.weights_row_sums, 2)))
+    page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
+                       chapter.DROPOUT_ONES, applies)
+    page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,
+                       chapter.DROPOUT_CAUSAL, applies)
 page.prose("platforms")
 device = pick_device()
 if device.type != "cpu":
@@ -102,8 +119,8 @@ page.prose("mean")
 @st.fragment
 def mean_section() -> None:
     """Section 2: the rate of the average redraws this section only."""
-    p_mean = st.select_slider(_("dropout rate p for the average"), MEAN_P, value=0.5, key="do_mean_p",
-                              bind="query-params")
+    p_mean = url.choice(st.select_slider, _("dropout rate p for the average"), MEAN_P, key="do_mean_p",
+                        default=0.5, format_func=rate_text(), aliases=rate_aliases)
     convergence_labels = figures.ConvergenceLabels(
         error=_("max |mean − weights|, p = {p}"), guide=_("σ of the largest weight / √n"),
         hover=_("{n} masks: {value}"), masks_axis=_("number of dropout masks averaged"),
@@ -130,35 +147,36 @@ page.prose("modes")
 def modes_section() -> None:
     """Section 3: the layer's rate redraws this section only. The layer is built with the chapter's seed, as the
     prose says, whatever the seed of section 1: that seed redraws section 1 only."""
-    p_layer = st.select_slider(_("dropout rate of the CausalAttention layer"), LAYER_P,
-                               value=0.5, key="do_layer_p", bind="query-params")
+    p_layer = url.choice(st.select_slider, _("dropout rate of the CausalAttention layer"), LAYER_P,
+                         key="do_layer_p", default=0.5, format_func=rate_text(), aliases=rate_aliases)
     modes = sections.train_vs_eval(inputs, float(p_layer), chapter.DROPOUT_SEED)
     mode_labels = figures.TrainEvalLabels(train_1=_("train(), call 1"), train_2=_("train(), call 2"), eval="eval()",
                                           row=_("{token} (Σ {sum})"), separators=plotly_separators(),
                                           colon=colon())
-    st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval",
-                    alt=alt.heatmaps({mode_labels.train_1: modes.train_1, mode_labels.train_2: modes.train_2,
-                                      mode_labels.eval: modes.eval_1}, TOKENS, 2))
-    left, right = st.columns([2, 3])
-    with left:
-        diagram(dropout_diagram(modes, float(p_layer)), width="stretch",
-                alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
-                      "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
-                      "the weights go straight to the sum."))
-        st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
-        colour_legend()
-    with right:
-        if modes.train_calls_differ:
-            st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
-                     color="blue")
-        else:
-            st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
-                     color="gray")
-        page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
-                     _("eval(): deterministic, and identical to the same layer with p = 0"),
-                     _("eval() output differs from the layer without dropout"))
-        st.markdown(_("max |eval() output − output with p = 0| = {diff}").format(
-            diff=sci(modes.max_abs_diff_eval_vs_p0, 1)))
+    if gates.gate(questions.WHERE, p=float(p_layer), seed=chapter.DROPOUT_SEED):
+        st.plotly_chart(figures.train_eval_figure(modes, TOKENS, mode_labels), key="do_train_eval",
+                        alt=alt.heatmaps({mode_labels.train_1: modes.train_1, mode_labels.train_2: modes.train_2,
+                                          mode_labels.eval: modes.eval_1}, TOKENS, 2))
+        left, right = st.columns([2, 3])
+        with left:
+            diagram(dropout_diagram(modes, float(p_layer)), width="stretch",
+                    alt=_("Diagram: in training, dropout zeroes a fraction p of the attention weights and "
+                          "multiplies the others by 1/(1 − p) before the weighted sum of the values; in eval() "
+                          "the weights go straight to the sum."))
+            st.caption(_("The diagram follows the rate of the CausalAttention layer chosen above."))
+            colour_legend()
+        with right:
+            if modes.train_calls_differ:
+                st.badge(_("train(): two calls on the same input give different weights"), icon=":material/shuffle:",
+                         color="blue")
+            else:
+                st.badge(_("train() with p = 0: nothing is dropped, both calls agree"), icon=":material/drag_handle:",
+                         color="gray")
+            page.verdict(modes.eval_equals_no_dropout and modes.eval_calls_equal,
+                         _("eval(): deterministic, and identical to the same layer with p = 0"),
+                         _("eval() output differs from the layer without dropout"))
+            st.markdown(_("max |eval() output − output with p = 0| = {diff}").format(
+                diff=sci(modes.max_abs_diff_eval_vs_p0, 1)))
 
 
 modes_section()

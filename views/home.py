@@ -11,6 +11,7 @@ from ui import notebook, page
 from ui.diagram import colour_legend
 from ui.i18n import _
 from ui.nav import PAGES
+from ui.numbers import list_separator, plotly_separators
 
 
 def bottleneck_diagram(part: str | None = None) -> str:
@@ -45,14 +46,17 @@ with left:
         alt=_("Diagram: an RNN hands the decoder only its last hidden state; attention hands it a "
               "weighted sum of every encoder state."), key="home")
 with right:
-    st.caption(_("Left: the decoder sees only the last hidden state, whatever the length of the sentence. "
-                 "Right: at each step it weighs every encoder state. Here the encoder states are the "
-                 "six 3-d vectors of the running example below."))
+    # the halves are named, not placed: on a phone they stack, and "left"/"right" would be wrong there
+    st.caption(_("RNN encoder–decoder: the decoder sees only the last hidden state, whatever the length of the "
+                 "sentence. With attention: at each step it weighs every encoder state. Here the encoder states "
+                 "are the six 3-d vectors of the running example below."))
     colour_legend()
 page.prose("example")
 vectors_title = _("“Your journey starts with one step.” as six 3-d vectors")
 st.plotly_chart(
-    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS, title=vectors_title),
+    vectors_3d(A.chapter_inputs(), A.CHAPTER_TOKENS, title=vectors_title,
+               axis_titles=[_("dim {i}").format(i=i) for i in range(A.chapter_inputs().shape[1])],
+               separators=plotly_separators(), between=list_separator()),
     key="home_vectors",
     alt=alt.vectors(vectors_title, dict(zip(A.CHAPTER_TOKENS, A.chapter_inputs(), strict=True))),
 )

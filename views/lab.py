@@ -6,9 +6,10 @@ The layout only: the rules live in ``engine.lab.settings``, the reader's state i
 
 import streamlit as st
 
-from engine import gpt
+from engine import sampling as engine_sampling
+from engine.device import cpu_has_amx, training_autocast_dtype
 from engine.lab import experiments as lab_experiments
-from engine.lab import models
+from engine.lab import generation, internals
 from engine.lab.jobs import TrainingJob
 from engine.lab.runner import LabRunner
 from engine.training import train
@@ -31,7 +32,7 @@ plan, seed = controls.training_controls(lab, text)
 
 page.prose("training")
 training.training_section(lab)
-page.show_code(TrainingJob._work, train, LabRunner.submit)
+page.show_code(TrainingJob._work, train, training_autocast_dtype, cpu_has_amx, LabRunner.submit)
 
 current = model.choose_model(lab)
 diagram_slot = st.container()  # the model's diagram, drawn once section 4 gives it a forward pass to show
@@ -44,12 +45,12 @@ if current is not None:
     shapes = generate.next_character(current, sampling)
     if shapes is not None:
         model.model_diagram(diagram_slot, current, shapes)
-page.show_code(models.generate, models.prepare_prompt, gpt.GPT.generate, models.next_char_probs,
-               models.last_position_attention)
+page.show_code(generation.generate, generation.prepare_prompt, engine_sampling.generate_ids, internals.next_char_probs,
+               internals.last_position_attention)
 
 page.prose("inside")
 inside.attention_on_a_line(current)
-page.show_code(models.attention_maps, models.position_tables)
+page.show_code(internals.attention_maps, internals.position_tables)
 
 page.prose("experiments")
 experiments.experiments_section(lab, text, seed)

@@ -7,9 +7,10 @@ import streamlit as st
 from engine import chapter, layout
 from engine.figures import memory_layout as figures
 from engine.sections import memory_layout as sections
-from ui import notebook, page, url
-from ui.i18n import N_, _, current_language
+from ui import gates, notebook, page, url
+from ui.i18n import N_, _, current_language, ngettext
 from ui.numbers import byte_size, integer, num, plotly_separators
+from ui.questions import memory_layout as questions
 
 #: The explorer's operations, by recipe key (code stays code; the words around it are translated).
 RECIPE_LABELS = {
@@ -37,6 +38,8 @@ SHAPE_MESSAGES = {
 }
 DEFAULT_START = (2, 3)
 DTYPE_NAMES = list(sections.DTYPE_BYTES)
+#: The dropout rate of the layer whose saved tensors the cost section counts (the course's rate).
+SAVED_DROPOUT = 0.1
 
 
 def shape_message(err: sections.ShapeError) -> str:
@@ -82,6 +85,12 @@ def head_walk_cached(num_tokens: int, num_heads: int, head_dim: int,
     return sections.head_walk_table(stages), figures.head_walk_figure(stages, num_heads, labels)
 
 
+@st.cache_data(show_spinner=False)
+def saved_cached() -> sections.SavedScores:
+    """What autograd keeps of the score-shaped tensors for the backward pass, on a small layer."""
+    return sections.saved_score_tensors(dropout=SAVED_DROPOUT)
+
+
 @st.cache_resource(show_spinner=False, max_entries=page.FIGURE_CACHE_ENTRIES)
 def cost_cached(batch: int, num_heads: int, head_dim: int, element_size: int, lang: str,
                 _labels: figures.CostLabels) -> tuple[sections.ScoreCost, go.Figure]:
@@ -98,9 +107,8 @@ page.header()
 # --- 1. the chapter's matrix ---------------------------------------------------------------------------
 page.prose("storage")
 matrix, comparison = chapter_cached()
-# the memory column's words ("partage le stockage de M") take a large column, not the grid's automatic width
-st.dataframe(layout_frame(matrix.table), hide_index=True, key="ml_chapter_table",
-             column_config={table_headers()["memory"]: st.column_config.TextColumn(width="large")})
+# a static table: its "memory" column, the section's point, is never hidden behind a grid's sideways scroll
+page.static_table(layout_frame(matrix.table))
 st.markdown(f"M.view(3, 2) = {matrix.view_3_2} · M.transpose(0, 1) = {matrix.transposed}")
 page.chapter_check("M.view(3, 2)", matrix.view_3_2, chapter.LAYOUT_VIEW_3_2)
 page.chapter_check("M.transpose(0, 1)", matrix.transposed, chapter.LAYOUT_TRANSPOSED)
@@ -160,13 +168,14 @@ page.show_code(sections.explore, sections.run_recipe, layout.memory_walk, layout
                layout.tensor_index_map, sections.parse_shape)
 
 # --- 3. view on a transposed tensor ---------------------------------------------------------------------
-page.prose("error")
-st.code(f"M.transpose(0, 1).view(-1)\n{comparison.error}", language="text", wrap_lines=True)
-st.dataframe(layout_frame(comparison.table), hide_index=True, key="ml_view_table")
-st.markdown(f"`M.transpose(0, 1).reshape(-1)` = {comparison.reshape.tolist()} · "
-            f"`M.transpose(0, 1).contiguous().view(-1)` = {comparison.contiguous_view.tolist()}")
-page.verdict(comparison.same_values, _("reshape and contiguous().view give the same values, both from a copy"),
-             _("reshape and contiguous().view give different values"))
+if gates.gate(questions.VIEW, comparison=comparison):
+    page.prose("error")
+    st.code(f"M.transpose(0, 1).view(-1)\n{comparison.error}", language="text", wrap_lines=True)
+    page.static_table(layout_frame(comparison.table))
+    st.markdown(f"`M.transpose(0, 1).reshape(-1)` = {comparison.reshape.tolist()} · "
+                f"`M.transpose(0, 1).contiguous().view(-1)` = {comparison.contiguous_view.tolist()}")
+    page.verdict(comparison.same_values, _("reshape and contiguous().view give the same values, both from a copy"),
+                 _("reshape and contiguous().view give different values"))
 page.show_code(sections.view_versus_reshape, sections.attempt)
 
 # --- 4. the keys of multi-head attention ---------------------------------------------------------------
@@ -187,17 +196,16 @@ def heads_section() -> None:
         same_storage=_("same storage as the step before"), new_storage=_("new storage"),
         cells=_("cells {first}–{last}"), cell_axis=_("cell within the row"), slider_prefix=_("stage "))
     stages_table, heads_figure = head_walk_cached(int(T), int(H), int(d_h), head_labels)
-    st.plotly_chart(heads_figure, key="ml_heads_walk", alt=_(
-        "The keys at each stage of the head split (T = {T}, H = {H}, d_h = {d_h}), every element coloured by its "
-        "head, above the storage in memory order; the slider steps through the stages: {stages}.").format(
-            T=int(T), H=int(H), d_h=int(d_h), stages=" · ".join(
-                f"{stage} {shape} {_('contiguous') if contiguous else _('NOT contiguous')}" for stage, shape, contiguous
-                in zip(stages_table["stage"], stages_table["shape"], stages_table["is_contiguous"], strict=True))))
-    st.dataframe(
-        stages_table.assign(shares_previous=stages_table["shares_previous"].map(
-            {True: _("same as the stage before"), False: _("new")})).rename(
-            columns=table_headers()),
-        hide_index=True, key="ml_stages_table")
+    if gates.gate(questions.TRANSPOSE, num_tokens=int(T), num_heads=int(H), head_dim=int(d_h)):
+        st.plotly_chart(heads_figure, key="ml_heads_walk", alt=_(
+            "The keys at each stage of the head split (T = {T}, H = {H}, d_h = {d_h}), every element coloured by its "
+            "head, above the storage in memory order; the slider steps through the stages: {stages}.").format(
+                T=int(T), H=int(H), d_h=int(d_h), stages=" · ".join(
+                    f"{stage} {shape} {_('contiguous') if contiguous else _('NOT contiguous')}"
+                    for stage, shape, contiguous in zip(stages_table["stage"], stages_table["shape"],
+                                                        stages_table["is_contiguous"], strict=True))))
+        page.static_table(stages_table.assign(shares_previous=stages_table["shares_previous"].map(
+            {True: _("same as the stage before"), False: _("new")})).rename(columns=table_headers()))
 
 
 heads_section()
@@ -205,6 +213,15 @@ page.show_code(sections.key_head_walk)
 
 # --- 5. T² cost -------------------------------------------------------------------------------------------
 page.prose("cost")
+saved = saved_cached()
+st.markdown(ngettext(
+    "Counted on the chapter's MultiHeadAttention (B = {b}, H = {h}, T = {t}, dropout {p}): a training forward pass "
+    "leaves {n} float tensor of shape {shape} for the backward pass; under `torch.no_grad()` it leaves {none}.",
+    "Counted on the chapter's MultiHeadAttention (B = {b}, H = {h}, T = {t}, dropout {p}): a training forward pass "
+    "leaves {n} float tensors of shape {shape} for the backward pass; under `torch.no_grad()` it leaves {none}.",
+    saved.training).format(b=saved.shape[0], h=saved.shape[1], t=saved.shape[2], p=num(SAVED_DROPOUT, 1),
+                           n=saved.training, shape=saved.shape, none=saved.inference))
+page.show_code(sections.saved_score_tensors)
 @st.fragment
 def cost_section() -> None:
     """Section 5: B, H, d_h and the dtype redraw this section only."""
@@ -230,8 +247,8 @@ def cost_section() -> None:
     m1, m2, m3 = st.columns(3)
     m1.metric(_("attn_scores at T = {T}").format(T=integer(sections.SHORT_T)), byte_size(cost.scores_short))
     m2.metric(_("attn_scores at T = {T}").format(T=integer(sections.LONG_T)), byte_size(cost.scores_long),
-              delta=_("× {factor} for × {tokens} tokens").format(factor=num(cost.growth, 0),
-                                                                 tokens=integer(cost.token_growth)),
+              delta=_("{factor} times as much for {tokens} times the tokens").format(
+                  factor=num(cost.growth, 0), tokens=integer(cost.token_growth)),
               delta_color="inverse")
     m3.metric(_("q, k, v at T = {T}").format(T=integer(sections.LONG_T)), byte_size(cost.qkv_long))
 

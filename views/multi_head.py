@@ -10,17 +10,18 @@ import streamlit as st
 from babel.lists import format_list
 
 from engine import attention as A
-from engine import chapter, gpt
+from engine import chapter, gpt, positions
 from engine.bench import attention as bench
 from engine.diagrams import multi_head as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap
 from engine.figures import multi_head as figures
 from engine.sections import multi_head as sections
-from ui import notebook, page, url
+from ui import gates, notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, current_language
 from ui.numbers import byte_size, colon, integer, num, num_or_sci, plotly_separators, sci
 from ui.numbers import day as numbers_day
+from ui.questions import multi_head as questions
 
 TOKENS = list(A.CHAPTER_TOKENS)
 BENCH_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_attention.json"
@@ -29,6 +30,9 @@ N_EMBD_CHOICES = (8, 12, 16, 24, 32, 48, 64)
 #: Longest line drawn head by head (keeps the figure small).
 MAX_LINE = 12
 COPY_HEADS, COPY_DIMS = [1, 2, 3, 4, 6, 8], [1, 2, 3, 4]
+#: The command that writes the shipped benchmark file (it measures a size again while a forward time is not below
+#: its forward+backward time, and exits with status 1 if that persists).
+BENCH_COMMAND = "python -m engine.bench attention --json assets/bench_attention.json"
 
 
 def shape_steps() -> dict[str, str]:
@@ -172,16 +176,62 @@ def live_bench_cached(batch: int, seq_len: int, n_embd: int, num_heads: int, rep
     return bench.run_benchmark([bench.BenchSize(batch, seq_len, n_embd, num_heads)], repeats=repeats, warmup=1)
 
 
+def variant_words() -> dict[str, str]:
+    """One line per benchmark variant (the keys of ``engine.bench.attention.VARIANTS``), in the reader's language."""
+    return {
+        "wrapper": _("the chapter's MultiHeadAttentionWrapper (one causal-attention head after the other, their "
+                     "outputs concatenated; the chapter's class has no output projection), timed here with one added "
+                     "so that it does the same work as the other variants"),
+        "split": _("the chapter's MultiHeadAttention: one projection per role, cut into heads by view and transpose"),
+        "split_folded": _("the same layer with the scale 1/√head_dim applied to the queries before the product, "
+                          "instead of to the scores after it"),
+        "fused_qkv": _("one linear layer computes q, k and v together (the lesson's qkv); attention written out "
+                       "step by step"),
+        "einsum": _("the same fused layer, its two products written with torch.einsum"),
+        "sdpa_causal": _("PyTorch's fused attention routine F.scaled_dot_product_attention, told that the mask is "
+                         "causal (is_causal=True)"),
+        "sdpa_mask": _("the same routine, given the causal mask as a tensor of booleans"),
+        "nn_mha": _("PyTorch's own layer nn.MultiheadAttention, asked not to return the weights"),
+    }
+
+
+def show_variant_names() -> None:
+    """The benchmark's variant names, each explained in one line (the tables use the names as the code does)."""
+    st.markdown("\n".join(f"- `{name}`{colon()}{words}" for name, words in variant_words().items()))
+
+
+def stability_text(rows: pd.DataFrame) -> str:
+    """Which variants' times this size can be trusted for, and which forward+backward times are left out."""
+    stable = [str(v) for v, ok in zip(rows["variant"], rows["stable"], strict=True) if ok is True]
+    unordered = [str(v) for v, ok in zip(rows["variant"], rows["ordered"], strict=True) if not ok]
+    lang = current_language()
+    if not stable:
+        text = _("No median of this size is stable: each is more than {ratio} times its variant's fastest run, so "
+                 "the machine's load, not the code, set these times.").format(ratio=num(bench.STABLE_RATIO, 1))
+    elif len(stable) == len(rows):
+        text = _("Every median of this size is stable: within {ratio} times its variant's fastest run.").format(
+            ratio=num(bench.STABLE_RATIO, 1))
+    else:
+        text = _("Stable (median within {ratio} times the fastest run): {stable}. The other medians are more than "
+                 "that, so the machine's load weighs on them more than the code.").format(
+            ratio=num(bench.STABLE_RATIO, 1), stable=format_list(stable, locale=lang))
+    if unordered:
+        text += " " + _("For {variants} this run timed forward+backward below forward alone, which cannot be (the "
+                        "backward pass only adds work): their forward+backward time is left out (—) until the "
+                        "measurement is repeated on a quiet machine.").format(
+            variants=format_list(unordered, locale=lang))
+    return text
+
+
 def show_bench(data: dict, key: str) -> None:
-    """A narrow table (st.table wraps, so no column is cut on a phone), a bar chart and the file's verdict per
-    input size."""
-    st.caption(_("Measured on **{machine}** · median of {repeats} runs, float32.").format(
-        machine=machine_text(data), repeats=data["settings"]["repeats"]))
+    """Per input size: a table (it scrolls sideways inside its frame on a phone), a bar chart, the file's verdict and
+    which of its numbers are stable. The "× fastest" column is shown only where the verdict names a fastest
+    variant; the machine and its load go in the section's technical details."""
     labels = (_("Time per call · {size}"), _("forward"), _("forward+backward"), _("milliseconds (median)"),
               _("{variant}: {ms} ms"))
     headers = {"variant": _("variant"), "forward_ms": _("forward ms"), "forward_ratio": _("× fastest"),
                "forward_backward_ms": _("fwd+bwd ms"), "forward_min_ms": _("fastest run, forward ms"),
-               "max_abs_diff": _("max |out − split|")}
+               "stable": _("stable"), "max_abs_diff": _("max |out − split|")}
     names = [size_name(size) for size in data["sizes"]]
     largest_batch = max(int(size["batch"]) for size in data["sizes"])
     views = bench_view(data, labels, tuple(names), plotly_separators())
@@ -192,17 +242,22 @@ def show_bench(data: dict, key: str) -> None:
                                                                          batch=size["batch"]))
         else:
             st.markdown(_("**Input {size}**").format(size=name))
-        styled = rows.rename(columns=headers).style.format(
-            {headers[k]: two_decimals for k in ("forward_ms", "forward_ratio", "forward_backward_ms", "forward_min_ms")}
-            | {headers["max_abs_diff"]: sci}, na_rep="—")
-        st.table(styled.hide(axis="index"))
+        verdict = sections.bench_verdict(size)
+        shown = rows.drop(columns=["ordered"])
+        if verdict is None or verdict.fastest_rivals:
+            shown = shown.drop(columns=["forward_ratio"])  # no fastest variant named: no ratio to it either
+        shown = shown.rename(columns=headers)
+        page.static_table(shown, formats={
+            headers[k]: two_decimals for k in ("forward_ms", "forward_ratio", "forward_backward_ms", "forward_min_ms")
+            if headers[k] in shown.columns} | {headers["max_abs_diff"]: sci}, missing="—")
         st.plotly_chart(figure, key=f"{key}_bars_{i}", alt=_(
             "Bar chart of the median time per call at {size}, forward and forward+backward, in milliseconds: "
             "{values}.").format(size=name, values=values_text(
                 (str(r.variant), r.forward_ms) for r in rows.itertuples())))
-        verdict = bench_verdict_text(size)
-        if verdict:
-            st.markdown(verdict)
+        text = bench_verdict_text(size)
+        if text:
+            st.markdown(text)
+        st.markdown(stability_text(rows))
 
 
 def run_shape(run: sections.HeadsOnLine, step: str) -> tuple[int, ...]:
@@ -217,15 +272,19 @@ def heads_diagram(run: sections.HeadsOnLine, half: str) -> str:
     d_out = run_shape(run, "context_vec")[-1]  # (b, T, d_out)
     return diagrams.multi_head(
         diagrams.MultiHeadLabels(
-            inputs=_("inputs x"), wrapper="MultiHeadAttentionWrapper", split=_("MultiHeadAttention (weight splits)"),
-            head=lambda i: _("head {i}").format(i=i), concat=_("concatenate"),
-            projections=_("one projection for all heads"), view_heads=_("cut into heads"),
-            transpose=_("heads before tokens"), attend=_("causal attention, each head"),
-            transpose_back=_("tokens before heads"), merge=_("join the heads"), out_proj="out_proj",
-            context_vec="context_vec",
+            # the run's module names the box: the lesson's layer computes q, k and v in one Linear (fused), the
+            # chapter's MultiHeadAttention in three
+            inputs=_("inputs x"), wrapper="MultiHeadAttentionWrapper",
+            split=_("the lesson's layer: one qkv Linear") if run.layers.fused
+            else _("MultiHeadAttention (weight splits)"),
+            head=lambda h: _("head {h}").format(h=h), concat=_("concatenate"),
+            projections=_("one projection for all heads"), split_qkv=_("split into q, k, v"),
+            view_heads=_("cut into heads"), transpose=_("heads before tokens"),
+            attend=_("causal attention, each head"), transpose_back=_("tokens before heads"),
+            merge=_("join the heads"), out_proj=_("mix the heads"), context_vec="context_vec",
         ),
         diagrams.MultiHeadShapes(b=b, num_tokens=T, d_in=d_in, d_out=d_out, num_heads=num_heads, head_dim=head_dim),
-        halves=(half,),
+        run.layers, halves=(half,),
     )
 
 
@@ -360,41 +419,43 @@ def heads_section() -> None:
     st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
     colour_legend()
 
-    page.prose("cost")
-    m1, m2, m3 = st.columns(3)
-    m1.metric(_("qkv parameters"), integer(run.params.qkv), help=_("3·n_embd² weights + 3·n_embd biases"))
-    m2.metric(_("proj parameters"), integer(run.params.proj), help=_("n_embd² weights + n_embd biases"))
-    m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"),
-              byte_size(run.score_bytes))
-    is_lesson_width = n_embd == chapter.LESSON_N_EMBD
-    for what, count, lesson in ((_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv,
-                                 chapter.LESSON_QKV_PARAMS),
-                                (_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
-                                 chapter.LESSON_PROJ_PARAMS)):
-        if is_lesson_width:
-            page.verdict(count == lesson,
-                         _("{what}: {count}, exactly the lesson's count").format(what=what, count=integer(count)),
-                         _("{what}: {count}, NOT the lesson's {lesson}").format(what=what, count=integer(count),
-                                                                              lesson=integer(lesson)))
-        else:
-            st.badge(_("{what}: {count}; the lesson counts n_embd {width}, where it prints {lesson}").format(
-                what=what, count=integer(count), width=chapter.LESSON_N_EMBD, lesson=integer(lesson)),
-                icon=":material/tune:", color="gray")
-    lengths = (T, 128, 1024)
-    costs = cost_cached(n_embd, lengths)
-    cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
-                    "proj_params": _("proj params")}
-    cost_headers.update({f"scores_bytes_{n}": _("attn_scores at T = {T}").format(T=integer(n)) for n in lengths})
-    # cells written in the reader's number format (the grid's own formats follow the browser's locale)
-    cells = costs.copy()
-    for column in cells.columns:
-        cells[column] = cells[column].map(byte_size if column.startswith("scores_bytes_") else integer)
-    st.dataframe(cells.rename(columns=cost_headers), hide_index=True, key="mh_cost_table")
+    if (gates.gate(questions.QKV, n_embd=n_embd, num_heads=num_heads)
+            and gates.gate(questions.MORE_HEADS, n_embd=n_embd)):
+        page.prose("cost")
+        m1, m2, m3 = st.columns(3)
+        m1.metric(_("qkv parameters"), integer(run.params.qkv), help=_("3·n_embd² weights + 3·n_embd biases"))
+        m2.metric(_("proj parameters"), integer(run.params.proj), help=_("n_embd² weights + n_embd biases"))
+        m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"),
+                  byte_size(run.score_bytes))
+        is_lesson_width = n_embd == chapter.LESSON_N_EMBD
+        for what, count, lesson in ((_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv,
+                                     chapter.LESSON_QKV_PARAMS),
+                                    (_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
+                                     chapter.LESSON_PROJ_PARAMS)):
+            if is_lesson_width:
+                page.verdict(count == lesson,
+                             _("{what}: {count}, exactly the lesson's count").format(what=what, count=integer(count)),
+                             _("{what}: {count}, NOT the lesson's {lesson}").format(what=what, count=integer(count),
+                                                                                  lesson=integer(lesson)))
+            else:
+                st.badge(_("{what}: {count}; the lesson counts n_embd {width}, where it prints {lesson}").format(
+                    what=what, count=integer(count), width=chapter.LESSON_N_EMBD, lesson=integer(lesson)),
+                    icon=":material/tune:", color="gray")
+        lengths = (T, 128, 1024)
+        costs = cost_cached(n_embd, lengths)
+        cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
+                        "proj_params": _("proj params")}
+        cost_headers.update({f"scores_bytes_{n}": _("attn_scores at T = {T}").format(T=integer(n)) for n in lengths})
+        # cells written in the reader's number format (the grid's own formats follow the browser's locale)
+        cells = costs.copy()
+        for column in cells.columns:
+            cells[column] = cells[column].map(byte_size if column.startswith("scores_bytes_") else integer)
+        st.dataframe(cells.rename(columns=cost_headers), hide_index=True, key="mh_cost_table")
 
 
 heads_section()
 page.show_code(sections.heads_on_line, sections.attention_steps, gpt.CausalSelfAttention, sections.param_counts,
-               gpt.attention_shapes)
+               gpt.attention_shapes, diagrams.split_layers, positions.alibi_bias, positions.alibi_slopes)
 
 page.prose("try")
 @st.fragment
@@ -421,20 +482,29 @@ page.show_code(sections.split_check, sections.check_split)
 
 # --- 4. speed -------------------------------------------------------------------------------------------
 page.prose("speed")
-if BENCH_FILE.is_file():
-    show_bench(bench_file_cached(str(BENCH_FILE), BENCH_FILE.stat().st_mtime), "mh_bench")
+show_variant_names()
+shipped = bench_file_cached(str(BENCH_FILE), BENCH_FILE.stat().st_mtime) if BENCH_FILE.is_file() else None
+if shipped is not None:
+    show_bench(shipped, "mh_bench")
 else:
-    st.info(_("No benchmark results ship with this copy yet: run `{command}`.").format(
-        command="python -m engine.bench attention --json assets/bench_attention.json"))
-st.markdown(_("Measure again, here and now, on the small input (longer on a busy machine; the result is cached "
-              "for this server):"))
-if st.button(_("Run a quick measurement"), key="mh_bench_rerun", icon=":material/timer:"):
-    st.session_state["mh_bench_live"] = True
-if st.session_state.get("mh_bench_live"):
-    small = bench.SMALL
-    with st.spinner(_("Timing every variant on the small input …")):
-        live = live_bench_cached(small.batch, small.seq_len, small.n_embd, small.num_heads, 3)
-    show_bench(live, "mh_live")
+    st.info(_("No benchmark results ship with this copy yet."))
+with page.technical_details():
+    if shipped is not None:
+        st.caption(_("Measured on **{machine}** · median of {repeats} runs, float32.").format(
+            machine=machine_text(shipped), repeats=shipped["settings"]["repeats"]))
+    page.prose("speed_details")
+    st.code(BENCH_COMMAND, language="bash")
+    st.markdown(_("Measure again, here and now, on the small input (it takes longer on a busy machine; the result "
+                  "is kept for this server):"))
+    if st.button(_("Run a quick measurement"), key="mh_bench_rerun", icon=":material/timer:"):
+        st.session_state["mh_bench_live"] = True
+    if st.session_state.get("mh_bench_live"):
+        small = bench.SMALL
+        with st.spinner(_("Timing every variant on the small input …")):
+            live = live_bench_cached(small.batch, small.seq_len, small.n_embd, small.num_heads, 3)
+        st.caption(_("Measured on **{machine}** · median of {repeats} runs, float32.").format(
+            machine=machine_text(live), repeats=live["settings"]["repeats"]))
+        show_bench(live, "mh_live")
 page.show_code(bench.build_variants, bench.bench_size)
 
 page.check_yourself()

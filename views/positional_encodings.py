@@ -1,4 +1,4 @@
-"""Page 7: positional encodings — none, learned absolute, sinusoidal, RoPE — on the course's GPT."""
+"""Page 7: positional encodings — none, learned absolute, sinusoidal, RoPE, ALiBi — on the course's GPT."""
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -11,10 +11,12 @@ from engine import gpt as G
 from engine.diagrams import positional_encodings as diagrams
 from engine.figures import positional_encodings as figures
 from engine.sections import positional_encodings as sections
-from ui import notebook, page, url
+from ui import gates, notebook, page, url
+from ui import positions as words
 from ui.diagram import colour_legend, diagram
 from ui.i18n import N_, _, current_language, ngettext
-from ui.numbers import colon, integer, num, plotly_separators, sci, seq
+from ui.numbers import colon, integer, num, percent, plotly_separators, sci, seq
+from ui.questions import positional_encodings as questions
 
 N_EMBD_CHOICES = [32, 64, 128]
 BLOCK_CHOICES = [16, 32, 64, 128, 256]
@@ -25,15 +27,23 @@ SEEDS = [0, 1, 2, 3, 4]
 VECTOR_SEED = 0
 #: Heads of the permutation experiment's models (and of the diagrams drawn beside it).
 N_HEAD = 4
-#: The four ways position information enters, in the order the diagrams are drawn.
-ENCODING_ORDER = ("none", "learned", "sinusoidal", "rope")
-#: The encodings' names in charts and tables (the code's keys stay in the code listings).
-ENCODING_NAMES = {"none": N_("none"), "learned": N_("learned"), "sinusoidal": N_("sinusoidal"), "rope": N_("RoPE")}
-ENCODING_TITLES = {"none": N_("none: no position"), "learned": N_("learned: table added to the embedding"),
-                   "sinusoidal": N_("sinusoidal: fixed table added"), "rope": N_("RoPE: q and k rotated")}
-SCORE_LABELS = {"rope": N_("RoPE (rotate q and k)"), "sinusoidal": N_("sinusoidal table added to q and k")}
+#: The keys of the registry's records the page's sentences name (``engine.positions``): no key is spelled here.
+NONE, LEARNED, ROPE, ALIBI = (positions.NONE.key, positions.LEARNED.key, positions.ROPE.key, positions.ALIBI.key)
+#: Entry diagrams per row.
+DIAGRAMS_PER_ROW = 2
+SCORE_LABELS = {positions.ROPE.key: N_("RoPE (rotate q and k)"),
+                positions.SINUSOIDAL.key: N_("sinusoidal table added to q and k")}
 TABLE_TITLES = {"untrained": N_("untrained pos_emb, seed {seed}"), "trained": N_("trained pos_emb, shipped model"),
                 "sinusoidal": N_("sinusoidal table")}
+#: What the sinusoidal similarity's largest diagonal spread says, by ``sections.spread_kind``.
+SPREAD_VERDICTS = {
+    "rounding": N_("its diagonals are constant up to float32 rounding: only the distance between two positions "
+                   "matters"),
+    "small": N_("a small dependence on the positions themselves (at most {limit}, a hundredth of a similarity's "
+                "range)"),
+    "large": N_("a large dependence on the positions themselves (more than {limit}, a hundredth of a similarity's "
+                "range)"),
+}
 SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}"),
                      "trained": N_("similarity, trained pos_emb, shipped model"),
                      "sinusoidal": N_("similarity, sinusoidal table")}
@@ -51,13 +61,18 @@ def permutation_chart(n_embd: int, seed: int, labels: figures.PermutationLabels)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
+def zeroed_sweep(n_embd: int, seed: int) -> sections.PermutationSweep:
+    return sections.zeroed_table_sweep(n_embd=n_embd, n_head=N_HEAD, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
 def first_layer(n_embd: int, seed: int) -> torch.Tensor:
     return sections.first_layer_differences(n_embd=n_embd, n_head=N_HEAD, seed=seed)
 
 
 def encoding_names() -> dict[str, str]:
-    """The encodings' names in the reader's language, by key."""
-    return {key: _(name) for key, name in ENCODING_NAMES.items()}
+    """The encodings' names in the reader's language, by key, in the registry's order (``ui.positions``)."""
+    return words.names()
 
 
 def encoding_values(sweep: sections.PermutationSweep, n_layer: int) -> str:
@@ -66,8 +81,8 @@ def encoding_values(sweep: sections.PermutationSweep, n_layer: int) -> str:
 
 
 def theta_text(theta: float) -> str:
-    """θ_i in the reader's format: 4 decimals, or scientific notation below 0.01 (the slow pairs)."""
-    return num(theta, 4) if theta >= 0.01 else sci(theta, 2)
+    """θ_i in the reader's format: 4 significant digits, in scientific notation below 0.001 (the slowest pairs)."""
+    return sci(theta, 3)
 
 
 def positions_text(items) -> str:
@@ -75,10 +90,15 @@ def positions_text(items) -> str:
     return format_list([str(i) for i in items], locale=current_language())
 
 
+def at_positions(items) -> str:
+    """"at position 4", "at positions 0, 1 and 2" with the language's preposition and article ("aux positions")."""
+    return ngettext("at position {items}", "at positions {items}", len(items)).format(items=positions_text(items))
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def entry_shapes(n_embd: int, line: str = chapter.LESSON_LINE) -> dict[str, diagrams.PositionalEncodingsShapes]:
     """Shapes of a one-layer model of each encoding run on ``line`` (the permutation experiment's sizes)."""
-    return sections.entry_shapes(n_embd, N_HEAD, line, ENCODING_ORDER)
+    return sections.entry_shapes(n_embd, N_HEAD, line, sections.ENCODING_KEYS)
 
 
 def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> str:
@@ -86,7 +106,8 @@ def entry_diagram(encoding: str, shapes: diagrams.PositionalEncodingsShapes) -> 
     return diagrams.positional_encodings(
         diagrams.PositionalEncodingsLabels(
             tokens=_("token ids"), tok_emb=_("token embedding"), learned=_("learned table pos_emb"),
-            sinusoidal=_("sinusoidal table"), rope=_("RoPE angles"), none=_("no position information"),
+            sinusoidal=_("sinusoidal table"), rope=_("RoPE angles"), alibi=_("ALiBi bias"),
+            none=_("no position information"),
             projections=_("projections"), rotate=_("rotate"), dot_products=_("dot products"),
         ),
         shapes, encoding,
@@ -118,6 +139,15 @@ def score_matrices(encoding: str, head_dim: int, T: int, shift: int, seed: int) 
     return sections.position_scores(encoding, head_dim, T, shift, seed)
 
 
+def past_error(past: sections.PastBlockSize) -> str:
+    """The learned model's error past its table, in the reader's language: its English msgid is, word for word, the
+    message ``engine.gpt.GPT.forward`` raises (tests/test_page_positional_encodings.py holds them equal)."""
+    return _("sequence of {T} tokens is longer than block_size {block_size}: the learned position table has no row "
+             "for positions {first}..{last}; keep the last {block_size} tokens (generate crops the prompt this "
+             "way)").format(T=past.T, block_size=past.block_size, first=past.missing_positions.start,
+                            last=past.missing_positions.stop - 1)
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def past_block(T: int) -> sections.PastBlockSize:
     return sections.run_past_block_size(T)
@@ -135,56 +165,103 @@ seed = int(c2.selectbox(_("seed of the untrained models"), SEEDS, index=SEEDS.in
 with st.spinner(_("Running the permutation experiment for 1 … 6 layers …")):
     sweep = permutation(n_embd, seed)
 names = encoding_names()
-titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none}",
-                   "“{line}” vs “{permuted}”, last position, {n} layers; none: {none}", n).format(
-              line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sci(sweep.diff(n, "none")))
-          for n in sweep.by_layer.index]
-st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
-    titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
-    rounding=_("float32 rounding level"), exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
-    slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
-    value_texts={float(d): sci(float(d)) for d in sweep.by_layer.to_numpy().ravel()},
-)), key="pe_perm_chart", alt=_(
-    "Bar chart of max |Δ logits| between “{line}” and “{permuted}” at the last position, one bar per position "
-    "encoding, on a log scale; its slider picks the number of layers (1 to {layers}). One layer: {one}. Two layers: "
-    "{two}.").format(line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, layers=max(sweep.by_layer.index),
-                     one=encoding_values(sweep, 1), two=encoding_values(sweep, 2)))
-page.static_table(sweep.by_layer.rename(columns=names).rename_axis("n_layer").reset_index(),
-                  {names[e]: sci for e in sweep.by_layer.columns})
-st.markdown(_("1 layer, none: **{one_none}** · 2 layers, none: **{two_none}** · 1 layer, learned: "
-              "**{one_learned}** (the lesson printed {lesson_one_none}, {lesson_two_none} and "
-              "{lesson_one_learned} with its own initialisation: compare orders of magnitude)").format(
-    one_none=sci(sweep.diff(1, "none")), two_none=sci(sweep.diff(2, "none")),
-    one_learned=sci(sweep.diff(1, "learned")), lesson_one_none=sci(sections.LESSON_ONE_LAYER_NONE),
-    lesson_two_none=sci(sections.LESSON_TWO_LAYERS_NONE), lesson_one_learned=sci(sections.LESSON_ONE_LAYER_LEARNED)))
-explicit = {key: sweep.diff(1, key) for key in ("learned", "sinusoidal", "rope")}
-others = " · ".join(f"{names[k]} {sci(v)}" for k, v in explicit.items() if k != "rope")
-if explicit["rope"] < min(v for k, v in explicit.items() if k != "rope"):
-    st.markdown(_("At one layer RoPE's difference is the smallest of the three explicit encodings here: {rope} "
-                  "against {others}.").format(rope=sci(explicit["rope"]), others=others))
+layers = list(sweep.by_layer.index)
+if gates.gate(questions.DEPTH, sweep=sweep) and gates.gate(questions.BLIND, sweep=sweep):
+    titles = [ngettext("“{line}” vs “{permuted}”, last position, {n} layer; none: {none}",
+                       "“{line}” vs “{permuted}”, last position, {n} layers; none: {none}", n).format(
+                  line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, n=n, none=sci(sweep.diff(n, NONE)))
+              for n in layers]
+    st.plotly_chart(permutation_chart(n_embd, seed, figures.PermutationLabels(
+        titles=titles, yaxis=_("max |logits(line) − logits(permuted)|"), xaxis=_("position encoding (pos_encoding)"),
+        rounding=[_("largest float32 rounding: {level}").format(level=sci(sweep.rounding_level(n))) for n in layers],
+        exact_zero=_("0 (exact)"), value=_("max |Δ logits|: {value}"),
+        slider_prefix="n_layer = ", encodings=names, separators=plotly_separators(),
+        value_texts={float(d): sci(float(d)) for d in sweep.by_layer.to_numpy().ravel()},
+    )), key="pe_perm_chart", alt=_(
+        "Bar chart of max |Δ logits| between “{line}” and “{permuted}” at the last position, one bar per position "
+        "encoding, on a log scale; its slider picks the number of layers (1 to {layers}). One layer: {one}. Two "
+        "layers: {two}.").format(line=chapter.LESSON_LINE, permuted=chapter.PERMUTED_LINE, layers=max(layers),
+                         one=encoding_values(sweep, 1), two=encoding_values(sweep, 2)))
+    page.static_table(sweep.by_layer.rename(columns=names).rename_axis("n_layer").reset_index(),
+                      {names[e]: sci for e in sweep.by_layer.columns})
+    st.markdown(_("Each encoding's float32 rounding level is ε × max|logits| of its own two logit vectors, with "
+                  "ε = 2⁻²³ ≈ {eps}, the spacing of float32 numbers near 1; the dotted line is the largest of these "
+                  "levels at each layer count, and each badge below measures a difference against its own "
+                  "encoding's level, which can lie a little under the line. A difference within {factor} times "
+                  "its level is counted as rounding (the same terms added in another order), one above {real} "
+                  "times it as real.").format(eps=sci(sections.FLOAT32_EPS), factor=integer(sections.ROUNDING_FACTOR),
+                                  real=integer(sections.DIFFERENCE_FACTOR)))
+    page.verdict(sweep.is_rounding(1, NONE),
+                 _("1 layer without positions: {diff}, {ratio} × the rounding level of its logits ({level}): float "
+                   "rounding, as in the lesson").format(diff=sci(sweep.diff(1, NONE)),
+                                                       ratio=sci(sweep.ratio(1, NONE)),
+                                                       level=sci(sweep.rounding_level(1, NONE))),
+                 _("1 layer without positions: {diff}, {ratio} × the rounding level of its logits: NOT float "
+                   "rounding").format(diff=sci(sweep.diff(1, NONE)), ratio=sci(sweep.ratio(1, NONE))))
+    page.verdict(sweep.differs(2, NONE),
+                 _("2 layers without positions: {diff}, {ratio} × the rounding level of its logits: clearly non-zero, "
+                   "as in the lesson").format(diff=sci(sweep.diff(2, NONE)), ratio=sci(sweep.ratio(2, NONE))),
+                 _("2 layers without positions: {diff}, {ratio} × the rounding level of its logits: not clearly "
+                   "non-zero").format(diff=sci(sweep.diff(2, NONE)), ratio=sci(sweep.ratio(2, NONE))))
+    explicit = {key: sweep.diff(1, key) for key in sections.EXPLICIT_KEYS}
+    others = " · ".join(f"{names[k]} {sci(v)}" for k, v in explicit.items() if k != ROPE)
+    if explicit[ROPE] < min(v for k, v in explicit.items() if k != ROPE):
+        st.markdown(_("At one layer RoPE's difference is the smallest of the explicit encodings here: {rope} "
+                      "against {others}.").format(rope=sci(explicit[ROPE]), others=others))
+    else:
+        st.markdown(_("At one layer RoPE's difference is not the smallest of the explicit encodings here: {rope} "
+                      "against {others}.").format(rope=sci(explicit[ROPE]), others=others))
+
+page.prose("lesson_numbers")
+comparison = sections.lesson_comparison(sweep)
+zeroed = zeroed_sweep(n_embd, seed)
+# short headers and cells: the table stays whole on a phone; what they mean is in the caption under it
+page.static_table(pd.DataFrame({
+    "n_layer": [c.n_layer for c in comparison],
+    _("encoding"): [names[c.pos_encoding] for c in comparison],
+    _("lesson"): [sci(c.lesson) for c in comparison],
+    _("here"): [sci(c.app) for c in comparison],
+    _("here / lesson"): [sci(c.factor) for c in comparison],
+    _("same order"): [c.same_order for c in comparison],
+}))
+st.caption(_("lesson: its own model, “{none}” being its learned table zeroed (`pos_emb.weight.zero_()`) · here: the "
+             "chart's models (n_embd {n_embd}, seed {seed}) · same order: within a factor of {factor} either "
+             "way").format(none=names[NONE], n_embd=n_embd, seed=seed, factor=integer(sections.ORDER_FACTOR)))
+same_order = sum(c.same_order for c in comparison)
+if same_order == len(comparison):
+    st.badge(_("all {n} of the lesson's numbers: the app's value is of the same order of magnitude (within a factor "
+               "of {factor} either way), not the same digits").format(n=len(comparison),
+                                                                      factor=integer(sections.ORDER_FACTOR)),
+             icon=":material/check_circle:", color="green")
 else:
-    st.markdown(_("At one layer RoPE's difference is not the smallest of the three explicit encodings here: {rope} "
-                  "against {others}.").format(rope=sci(explicit["rope"]), others=others))
-page.verdict(sweep.is_rounding(1, "none"),
-             _("1 layer without positions: float rounding, as in the lesson"),
-             _("1 layer without positions is NOT at float rounding"))
-page.verdict(sweep.differs(2, "none"),
-             _("2 layers without positions: clearly non-zero, as in the lesson"),
-             _("2 layers without positions: not clearly non-zero"))
+    st.badge(_("{k} of the lesson's {n} numbers are within a factor of {factor} of the app's: another initialisation "
+               "moves these numbers").format(k=same_order, n=len(comparison), factor=integer(sections.ORDER_FACTOR)),
+             icon=":material/info:", color="gray")
+st.markdown(_("The lesson's way, `model.pos_emb.weight.zero_()`, on the learned model of the same seed: 1 layer "
+              "{one} ({one_ratio} × its rounding level), 2 layers {two} ({two_ratio} × its rounding level). Its "
+              "other weights are another random draw than the “none” model's, so the numbers differ, but both "
+              "models have no position information.").format(
+    one=sci(zeroed.diff(1, LEARNED)), one_ratio=sci(zeroed.ratio(1, LEARNED)),
+    two=sci(zeroed.diff(2, LEARNED)), two_ratio=sci(zeroed.ratio(2, LEARNED))))
+page.verdict(zeroed.is_rounding(1, LEARNED) and zeroed.differs(2, LEARNED),
+             _("the zeroed table behaves as “none”: rounding at 1 layer, clearly non-zero at 2"),
+             _("the zeroed table does NOT behave as “none”"))
 shapes_by_encoding = entry_shapes(n_embd)
 st.markdown(_("**Where position information enters** (a one-layer model of each kind on “{line}”, n_embd {n_embd}, "
               "{heads} heads):").format(line=chapter.LESSON_LINE, n_embd=n_embd, heads=N_HEAD))
-for row in (ENCODING_ORDER[:2], ENCODING_ORDER[2:]):
-    for column, encoding in zip(st.columns(2), row, strict=True):
+keys = sections.ENCODING_KEYS
+for row in (keys[i:i + DIAGRAMS_PER_ROW] for i in range(0, len(keys), DIAGRAMS_PER_ROW)):
+    for column, encoding in zip(st.columns(DIAGRAMS_PER_ROW), row, strict=False):
         with column:
-            st.markdown(f"**{_(ENCODING_TITLES[encoding])}**")
+            st.markdown(f"**{words.title(encoding)}**")
             diagram(entry_diagram(encoding, shapes_by_encoding[encoding]), width="content",
                     alt=_("Diagram: where the {encoding} encoding brings position information into attention, "
                           "from the token ids {idx} to the attention scores {scores}.").format(
                         encoding=names[encoding], idx=shapes_by_encoding[encoding].idx,
                         scores=shapes_by_encoding[encoding].attn_scores))
 colour_legend()
-page.show_code(sections.permutation_by_layers, sections.permutation_experiment)
+page.show_code(sections.permutation_by_layers, sections.permutation_experiment, sections.last_logits_difference,
+               sections.sweep_of, positions.encoding, sections.zeroed_table_sweep, sections.lesson_comparison)
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------
 page.prose("why")
@@ -203,18 +280,25 @@ st.plotly_chart(figures.visibility_figure(vis, figures.VisibilityLabels(
 layer_one = first_layer(n_embd, seed)
 differ = [t for t in range(len(vis.line)) if not bool(vis.same_inputs[t])]
 same = list(vis.same_positions)
-st.markdown(_("visible tokens per position = {counts} · same own character and same visible characters in both "
-              "lines: {same}").format(counts=vis.counts.tolist(),
-                                      same=positions_text(same) if same else _("no position")))
+st.markdown(_("visible tokens per position = {counts} · the same own character and the same visible characters in "
+              "both lines {where}").format(counts=seq(vis.counts.tolist(), 0),
+                                           where=at_positions(same) if same else _("at no position")))
 if differ:
     st.markdown(_("After the first layer without positions (n_embd {n_embd}, seed {seed}), the two lines' outputs "
-                  "differ by {low} to {high} at {positions}").format(
-        n_embd=n_embd, seed=seed, low=sci(float(layer_one[differ].min())), high=sci(float(layer_one[differ].max())),
-        positions=ngettext("position {items}", "positions {items}", len(differ)).format(items=positions_text(differ)))
-        + (_("; at {positions} they agree to {diff}, float rounding.").format(
-            positions=ngettext("position {items}", "positions {items}", len(same)).format(items=positions_text(same)),
-            diff=sci(float(layer_one[same].max()))) if same else "."))
-page.verdict(bool(((layer_one < sections.ROUNDING_LIMIT) == vis.same_inputs).all()),
+                  "differ by {low} to {high} {positions}").format(
+        n_embd=n_embd, seed=seed, low=sci(float(layer_one.diff[differ].min())),
+        high=sci(float(layer_one.diff[differ].max())), positions=at_positions(differ))
+        + (_("; {positions} they agree to {diff}, float rounding.").format(
+            positions=at_positions(same), diff=sci(float(layer_one.diff[same].max()))) if same else "."))
+    lesson = [p - 1 for p in sections.LESSON_FIRST_LAYER_DIFFER]
+    extra = [t for t in differ if t not in lesson]
+    if extra:
+        st.markdown(_("The lesson counts positions from 1 and names {lesson}, here {ours} (counted from 0). The first "
+                      "layer's output also differs {extra}, where the two lines hold different characters ({pairs}): "
+                      "there the inputs themselves differ, whatever their order.").format(
+            lesson=positions_text(sections.LESSON_FIRST_LAYER_DIFFER), ours=positions_text(lesson),
+            extra=at_positions(extra), pairs=", ".join(f"{vis.line[t]}/{vis.permuted[t]}" for t in extra)))
+page.verdict(bool((layer_one.agrees == vis.same_inputs).all()),
              _("the first layer's outputs agree exactly where the inputs are the same"),
              _("the first layer's outputs do NOT agree only where the inputs are the same"))
 page.show_code(sections.causal_visibility, positions.visible_token_counts, sections.first_layer_differences)
@@ -280,9 +364,10 @@ def tables_section() -> None:
             st.markdown(_("trained table: std = {std}, shape {shape}").format(std=num(trained.std, 4),
                                                                              shape=tuple(trained.table.shape)))
     st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
-                  "{spread}").format(row=seq(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
-                                     spread=sci(sin.diagonal_spread)))
-
+                  "{spread}: {verdict}").format(row=seq(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
+                                               spread=sci(sin.diagonal_spread),
+                                               verdict=_(SPREAD_VERDICTS[sections.spread_kind(sin.diagonal_spread)])
+                                               .format(limit=num(sections.SMALL_SPREAD, 2))))
 
 tables_section()
 page.show_code(sections.untrained_table, sections.learned_table, sections.shipped_learned_table,
@@ -323,13 +408,15 @@ def rope_and_scores() -> None:
                 st.caption(_("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
                              "(pairs {pairs}); the table lists all {n}.").format(
                     drawn=len(drawn), n=rotation.n_pairs, pairs=positions_text(drawn)))
-            pair_columns = {"pair": _("pair i"), "dims": _("dims"), "theta": _("θ_i (rad / position)"),
-                            "angle_deg": _("angle m·θ_i (°, mod 360)"),
-                            "wavelength": _("wavelength 2π/θ_i (positions)")}
+            # short headers, so that no word is broken in a cell on a phone; the units are in the caption under it
+            pair_columns = {"pair": "i", "dims": _("dims"), "theta": "θ_i", "angle_deg": "m·θ_i",
+                            "wavelength": "2π/θ_i"}
             pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
             page.static_table(pairs, {pair_columns["theta"]: theta_text,
                                       pair_columns["angle_deg"]: lambda a: num(a, 1),
                                       pair_columns["wavelength"]: lambda w: num(w, 1)})
+            st.caption(_("i: the pair of dimensions (2i, 2i + 1) · θ_i: its angle per position, in radians · "
+                         "m·θ_i: its angle at position m, in degrees, mod 360 · 2π/θ_i: its wavelength, in positions"))
             st.markdown(_("‖v‖ at position 0 = {first} · at position {position} = {norm}").format(
                 first=num(float(rotation.norms[0]), 4), position=position,
                 norm=num(float(rotation.norms[position]), 4)))
@@ -340,9 +427,9 @@ def rope_and_scores() -> None:
     page.prose("scores")
     c1, c2, c3 = st.columns(3)
     # the link holds the encoding's own name (sinusoidal), the radio its label in the reader's language
-    encoding = url.choice(c1.radio, _("encoding"), sections.SCORE_ENCODINGS, key="pe_score_mode", default="rope",
+    encoding = url.choice(c1.radio, _("encoding"), sections.SCORE_ENCODINGS, key="pe_score_mode", default=ROPE,
                           format_func=lambda k: _(SCORE_LABELS[k]))
-    scores_ok = encoding != "rope" or rope_ok
+    scores_ok = not positions.encoding(encoding).rotates_qk or rope_ok
     T = int(c2.slider(_("positions T"), 2, 16, step=1, value=8, key='pe_score_T', bind="query-params",
                       disabled=not scores_ok))
     shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
@@ -368,18 +455,74 @@ def rope_and_scores() -> None:
                     separators=plotly_separators()), key=f"pe_scores_{i}", alt=_(
                     "Score matrix q·k of {encoding}, {title}: query position m in rows, key position n in columns; "
                     "largest spread along a diagonal {spread}.").format(
-                        encoding=_(SCORE_LABELS[encoding]), title=title, spread=sci(sections.diagonal_spread(matrix))))
-            st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = "
-                          "{diff}").format(spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff)))
-            if scores.distance_only:
-                st.badge(_("constant along diagonals and unchanged by the shift: only m − n matters"),
-                         icon=":material/check_circle:", color="green")
+                        encoding=_(SCORE_LABELS[encoding]), title=title,
+                        spread=sci(sections.diagonal_spread(matrix))))
+            st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = {diff} · "
+                          "float32 rounding of these scores (ε × largest |q|·|k|) = {level}").format(
+                spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff),
+                level=sci(scores.rounding_level)))
+            factor = integer(sections.ROUNDING_FACTOR)
+            if scores.constant_diagonals:
+                st.badge(_("constant along every diagonal, within {factor} × the rounding level: a score depends on "
+                           "m − n only").format(factor=factor), icon=":material/check_circle:", color="green")
             else:
-                st.badge(_("depends on the absolute positions"), icon=":material/info:", color="gray")
+                st.badge(_("not constant along its diagonals: the scores depend on the absolute positions"),
+                         icon=":material/info:", color="gray")
+            if not scores.shift_tested:
+                st.badge(_("nothing tested by the shift: a shift of 0 compares the matrix with itself"),
+                         icon=":material/remove:", color="gray")
+            elif scores.shift_invariant:
+                st.badge(_("unchanged by the shift of {shift}, within {factor} × the rounding level").format(
+                    shift=integer(shift), factor=factor), icon=":material/check_circle:", color="green")
+            else:
+                st.badge(_("changed by the shift of {shift}: the scores depend on the absolute positions").format(
+                    shift=integer(shift)), icon=":material/info:", color="gray")
+    alibi_section(T, shift)
 
+
+def slope_text(slope: float) -> str:
+    """An ALiBi slope, a power of two, as the fraction the paper writes (1/4, 1/256) and in the reader's format."""
+    return f"1/{integer(round(1 / slope))} = {sci(slope, 2)}"
+
+
+def alibi_section(T: int, shift: int) -> None:
+    """Section 6, ALiBi: its bias on the scores, one heatmap per head, beside RoPE's distance-only scores."""
+    page.prose("alibi")
+    bias = sections.alibi_score_bias(N_HEAD, T, shift)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T): the keys j <= i a query reads
+    shown = bias.bias.masked_fill(~causal, float("-inf"))  # (nh, T, T): -inf where the causal mask writes it
+    limit = float(bias.bias.abs().max()) or 1.0
+    # short titles (the fraction only): two panels side by side keep them apart on a phone
+    heads = [_("head {h} · m = {slope}").format(h=h, slope=f"1/{integer(round(1 / float(m)))}")
+             for h, m in enumerate(bias.slopes)]
+    # one figure per head, two side by side on a wide screen, stacked on a phone (two panels in one figure crowd
+    # their titles there)
+    for row in range(0, N_HEAD, 2):
+        for column, h in zip(st.columns(2), range(row, min(row + 2, N_HEAD)), strict=False):
+            column.plotly_chart(figures.score_matrices_figure(
+                {heads[h]: shown[h]}, {heads[h]: [str(t) for t in range(T)]}, _("query position i"),
+                _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), decimals=4, limit=limit,
+                separators=plotly_separators(), show_values=False), key=f"pe_alibi_{h}", alt=_(
+                "ALiBi's bias −m·(i − j) on the scores of heads {heads}, query position i in rows, key position j in "
+                "columns; above the diagonal the causal mask's −∞; slopes {slopes}.").format(
+                    heads=h, slopes=slope_text(float(bias.slopes[h]))))
+    st.markdown(_("ALiBi's slopes for {n} heads: {slopes} · largest spread along a diagonal = {spread} · "
+                  "max |bias − bias shifted by {shift}| = {diff}").format(
+        n=N_HEAD, slopes=" · ".join(slope_text(float(m)) for m in bias.slopes), spread=sci(bias.max_diagonal_spread),
+        shift=integer(shift), diff=sci(bias.max_shift_diff)))
+    if not bias.shift_tested:
+        st.badge(_("nothing tested by the shift: a shift of 0 compares the bias with itself"),
+                 icon=":material/remove:", color="gray")
+    elif bias.distance_only:
+        st.badge(_("ALiBi's bias is the same at positions {first} … {last}: it depends on i − j only").format(
+            first=integer(shift), last=integer(shift + T - 1)), icon=":material/check_circle:", color="green")
+    else:
+        st.badge(_("ALiBi's bias changed with the shift"), icon=":material/error:", color="red")
 
 rope_and_scores()
-page.show_code(sections.position_scores, sections.rope_score_matrix, sections.additive_score_matrix)
+page.show_code(sections.position_scores, sections.rope_score_matrix, sections.additive_score_matrix,
+               sections.scores_and_bound,
+               sections.alibi_score_bias, positions.alibi_slopes, positions.alibi_bias)
 
 # --- 7. past block_size ----------------------------------------------------------------------------------
 page.prose("past")
@@ -402,15 +545,29 @@ def past_section() -> None:
             for run in past.runs],
     }))
     if past.all_ran:
-        st.success(_("All four encodings ran on {T} tokens (within block_size {block_size}).").format(
-            T=past.T, block_size=past.block_size))
+        st.success(_("All {n} encodings ran on {T} tokens (within block_size {block_size}).").format(
+            n=len(past.runs), T=past.T, block_size=past.block_size))
     else:
         st.info(_("This is the demonstration: {T} tokens need positions up to {last}, and a learned table of "
                   "block_size "
                   "{block_size} has no row past {end}. The model refuses the sequence with this error:").format(
             T=past.T, last=past.T - 1, block_size=past.block_size, end=past.block_size - 1), icon=":material/school:")
-        st.code("\n".join(f"ValueError: {run.error}" for run in past.runs if not run.ran), language=None,
+        st.code("\n".join(f"ValueError: {past_error(past)}" for run in past.runs if not run.ran), language=None,
                 wrap_lines=True)
+    alibi, plain = past.run(ALIBI), past.run(NONE)
+    if alibi.far_weight is not None and plain.far_weight is not None:
+        slopes = positions.alibi_slopes(sections.PAST_N_HEAD)
+        steep, gentle = int(slopes.argmax()), int(slopes.argmin())
+        st.markdown(_("**Past the trained length.** The last query reads {far} keys that lie {block_size} or more "
+                      "positions back, farther than any distance inside block_size. The untrained ALiBi model gives "
+                      "them {steep} of the weight of its steepest head (m = {m_steep}) and {gentle} of its gentlest "
+                      "(m = {m_gentle}); the model without position information gives them {plain} on average, "
+                      "about their share of the {T} keys ({share}).").format(
+            far=integer(past.T - past.block_size), block_size=integer(past.block_size),
+            steep=percent(float(alibi.far_weight[steep]), 1), m_steep=slope_text(float(slopes[steep])),
+            gentle=percent(float(alibi.far_weight[gentle]), 1), m_gentle=slope_text(float(slopes[gentle])),
+            plain=percent(float(plain.far_weight.mean()), 1), T=integer(past.T),
+            share=percent((past.T - past.block_size) / past.T, 1)))
 
 
 past_section()
@@ -419,7 +576,7 @@ page.show_code(sections.run_past_block_size, positions.check_learned_positions, 
 # --- exercises -------------------------------------------------------------------------------------------
 page.prose("exercises")
 st.markdown(_("The lesson's exercise 1 · 3 layers, no position embedding (n_embd {n_embd}, seed {seed}): "
-              "max |Δ logits| = **{diff}**").format(n_embd=n_embd, seed=seed, diff=sci(sweep.diff(3, "none"))))
+              "max |Δ logits| = **{diff}**").format(n_embd=n_embd, seed=seed, diff=sci(sweep.diff(3, NONE))))
 
 page.check_yourself()
 notebook.download_button()

@@ -1,6 +1,7 @@
 """Page 1: simplified self-attention on the chapter's six 3-d embeddings."""
 
 import streamlit as st
+import torch
 
 import ui.alt as alt
 from engine import attention as A
@@ -8,10 +9,11 @@ from engine import chapter, palette
 from engine.diagrams import self_attention as diagrams
 from engine.figures import SIGNED_SCALE, attention_heatmap, step_bars, vectors_3d, weighted_sum_bars
 from engine.sections import self_attention as sections
-from ui import notebook, page
+from ui import gates, notebook, page
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
-from ui.numbers import GRID_FORMAT, SLIDER_FORMAT, colon, num, plotly_separators, sci
+from ui.numbers import GRID_FORMAT, SLIDER_FORMAT, colon, list_separator, num, plotly_separators, sci, seq
+from ui.questions import self_attention as questions
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -97,24 +99,40 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
     numerics = sections.softmax_numerics(steps.attn_scores, scale, sections.DTYPES[dtype_name])
     st.caption(_("In {dtype}, exp(x) is inf above x ≈ {overflow} and exactly 0 below x ≈ {underflow}.").format(
         dtype=dtype_name, overflow=num(numerics.overflow, 2), underflow=num(numerics.underflow, 2)))
-    NUMERICS_HEADERS = {
-        "token": _("token"),
-        "scaled_score": _("scaled score"),
-        "exp_score": _("exp(score)"),
-        "naive_softmax": _("naive softmax"),
-        "stable_softmax": _("stable softmax"),
-        "torch_softmax": "torch.softmax",
-    }
-    table = numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]].rename(columns=NUMERICS_HEADERS)
-    page.static_table(table, {NUMERICS_HEADERS[c]: short_number for c in sections.NUMERICS_COLUMNS})
-    if numerics.naive_broken:
-        st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
-                          "Naive softmax: {broken} of {total} weights are nan or inf.",
-                          numerics.naive_broken).format(broken=numerics.naive_broken, total=len(TOKENS)))
-    else:
-        st.success(_("Naive softmax: all {total} weights finite.").format(total=len(TOKENS)))
-    st.caption(_("Stable softmax: all weights finite.") if numerics.stable_finite
-               else _("Stable softmax: some weights are not finite."))
+    if gates.gate(questions.SOFTMAX_OUTCOME, attn_scores=steps.attn_scores, scale=scale, dtype_name=dtype_name):
+        NUMERICS_HEADERS = {
+            "token": _("token"),
+            "scaled_score": _("scaled score"),
+            "exp_score": _("exp(score)"),
+            "naive_softmax": _("naive softmax"),
+            "stable_softmax": _("stable softmax"),
+            "torch_softmax": "torch.softmax",
+        }
+        table = (numerics.table.assign(token=TOKENS)[["token", *sections.NUMERICS_COLUMNS]]
+                 .rename(columns=NUMERICS_HEADERS))
+        page.static_table(table, {NUMERICS_HEADERS[c]: short_number for c in sections.NUMERICS_COLUMNS})
+        if numerics.naive_broken:
+            st.error(ngettext("Naive softmax: {broken} of {total} weights is nan or inf.",
+                              "Naive softmax: {broken} of {total} weights are nan or inf.",
+                              numerics.naive_broken).format(broken=numerics.naive_broken, total=len(TOKENS)))
+        elif numerics.naive_underflowed:
+            # finite is not right: exp underflowed to 0 where the stable softmax keeps a positive weight
+            st.warning(ngettext("Naive softmax: all {total} weights are finite, but {n} of them fell to exactly 0 "
+                                "(exp underflowed) where the stable softmax gives a positive weight.",
+                                "Naive softmax: all {total} weights are finite, but {n} of them fell to exactly 0 "
+                                "(exp underflowed) where the stable softmax gives a positive weight.",
+                                numerics.naive_underflowed).format(total=len(TOKENS), n=numerics.naive_underflowed))
+        else:
+            st.success(_("Naive softmax: all {total} weights finite.").format(total=len(TOKENS)))
+        st.caption(_("Stable softmax: all weights finite.") if numerics.stable_finite
+                   else _("Stable softmax: some weights are not finite."))
+        if sections.DTYPES[dtype_name] in (torch.float16, torch.bfloat16):
+            eps = torch.finfo(sections.DTYPES[dtype_name]).eps
+            st.markdown(_("Why the stable column and torch.softmax can differ in the 4th decimal: the stable column "
+                          "rounds every exp, their sum and each ratio to {dtype}, whose numbers near 1 lie {eps} "
+                          "apart, while torch.softmax computes in float32 and rounds only its result to {dtype}. "
+                          "Here they differ by up to {diff}.").format(dtype=dtype_name, eps=sci(eps, 2),
+                                                                      diff=sci(numerics.stable_vs_torch, 2)))
 
 
 # --- 2. one query ----------------------------------------------------------------------------------
@@ -128,40 +146,42 @@ def query_sections(inputs, is_chapter: bool) -> None:
     steps = sections.query_walkthrough(inputs, q)
     applies = is_chapter and q == 1
 
-    left, right = st.columns([3, 2])
-    with left:
-        naive_name = _("divide by the sum")
-        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token), {"attn_scores": steps.attn_scores}),
-                  (_("Step 2 · two ways to turn scores into weights"),
-                   {naive_name: steps.naive_weights, "softmax": steps.attn_weights})]
+    if gates.gate(questions.SELF_WEIGHT, inputs=inputs, q=q):
+        left, right = st.columns([3, 2])
+        with left:
+            naive_name = _("divide by the sum")
+            panels = [(_("Step 1 · scores of “{token}”").format(token=query_token), {"attn_scores": steps.attn_scores}),
+                      (_("Step 2 · two ways to turn scores into weights"),
+                       {naive_name: steps.naive_weights, "softmax": steps.attn_weights})]
+            st.plotly_chart(
+                step_bars(panels, TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.ALTERNATIVE,
+                                                  "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
+                key="sa_steps_chart", alt=alt.bars(panels, TOKENS, 4),
+            )
+        with right:
+            diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
+                    alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
+                          "sum that gives the context vector."))
+            colour_legend()
+        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+        page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
+        st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
+        page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
+        st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
+            values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
+        page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+        # step 3 waits with steps 1-2: its chart's bars and its alt text are the weights times the inputs
+        sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
         st.plotly_chart(
-            step_bars(panels, TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.RESIDUAL,
-                                              "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
-            key="sa_steps_chart", alt=alt.bars(panels, TOKENS, 4),
+            weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
+                              total_name=_("context vector z"), separators=plotly_separators(), colon=colon()),
+            key="sa_context_chart",
+            alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
+                  "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
+                                                dims=" / ".join(DIMS), z=alt.vector(steps.context_vec, 4)),
         )
-    with right:
-        diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
-                alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
-                      "sum that gives the context vector."))
-        colour_legend()
-    st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-    page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
-    st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
-    page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
-    st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
-        values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
-    page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
-    sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
-    st.plotly_chart(
-        weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
-                          total_name=_("context vector z"), separators=plotly_separators(), colon=colon()),
-        key="sa_context_chart",
-        alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
-              "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
-                                            dims=" / ".join(DIMS), z=alt.vector(steps.context_vec, 4)),
-    )
-    st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
-    page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
+        st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
+        page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
     page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
 
     # --- 3. softmax numerics ----------------------------------------------------------------------------
@@ -208,6 +228,11 @@ def jacobian_section(inputs) -> None:
                            _("divide by the sum: closed form equals torch.autograd"),
                            _("divide by the sum: closed form differs from torch.autograd"))
     page.prose("naive_jacobian")
+    example = sections.negative_score_example()
+    st.markdown(_("For example, the scores {scores} add up to {total}; divided by it they give the “weights” "
+                  "{weights}: one is negative, and the positive ones add up to {positive}, more than 1.").format(
+        scores=seq(example.attn_scores, 1), total=num(example.total, 1), weights=seq(example.naive_weights, 4),
+        positive=num(example.positive_sum, 4)))
     if naive_jac is not None:
         st.markdown(naive_row_text(attn_scores, naive_jac, softmax_jac, query_token))
     page.show_code(A.dot_scores, sections.jacobian_check, A.softmax_jacobian, sections.naive_jacobian_check,
@@ -223,8 +248,10 @@ jacobian_section(inputs)
 page.prose("allpairs")
 every = sections.loop_vs_matmul(inputs)
 c1, c2 = st.columns(2)
+# scores in the scores' vermillion (the colour key's, as on page 3), weights in the weights' blue
 c1.plotly_chart(attention_heatmap(every.attn_scores, TOKENS, title="attn_scores = inputs @ inputs.T", zmin=None,
-                                  separators=plotly_separators(), colon=colon()), key="sa_all_scores",
+                                  colorscale=SIGNED_SCALE, separators=plotly_separators(), colon=colon()),
+                key="sa_all_scores",
                 alt=alt.heatmap("attn_scores = inputs @ inputs.T", every.attn_scores, TOKENS, 4))
 c2.plotly_chart(attention_heatmap(every.attn_weights, TOKENS, title="attn_weights = softmax(dim=-1)",
                                   separators=plotly_separators(), colon=colon()), key="sa_all_weights",
@@ -239,7 +266,7 @@ context_vectors = {f"z ({token})": z for token, z in zip(TOKENS, every.context_v
 vectors_title = _("The inputs (solid) and their context vectors (dashed)")
 st.plotly_chart(
     vectors_3d(inputs, TOKENS, extra=context_vectors, title=vectors_title, height=460, extra_text=False,
-               separators=plotly_separators()),
+               axis_titles=DIMS, separators=plotly_separators(), between=list_separator()),
     key="sa_vectors", alt=alt.vectors(vectors_title, dict(zip(TOKENS, inputs, strict=True)) | context_vectors),
 )
 st.caption(_("Softmax weights are positive and sum to 1, so every context vector is a weighted average of the "

@@ -10,10 +10,11 @@ from engine.diagrams import trainable_weights as diagrams
 from engine.figures import SIGNED_SCALE, step_bars
 from engine.figures import trainable_weights as figures
 from engine.sections import trainable_weights as sections
-from ui import notebook, page, url
+from ui import gates, notebook, page, url
 from ui.diagram import colour_legend, diagram
 from ui.i18n import _, ngettext
 from ui.numbers import colon, integer, num, plotly_separators, sci, significant
+from ui.questions import trainable_weights as questions
 
 TOKENS = list(A.CHAPTER_TOKENS)
 
@@ -42,8 +43,9 @@ def init_figure_cached(labels: figures.InitLabels) -> go.Figure:
     return figures.init_figure(init_comparison_cached(), labels)
 
 
-def projection_diagram(inputs, steps: sections.TrainableWalkthrough) -> str:
-    """Page 2's diagram, with the shapes of the walkthrough just run (they follow d_out)."""
+def projection_diagram(inputs, steps: sections.TrainableWalkthrough, show_scale: bool) -> str:
+    """Page 2's diagram, with the shapes of the walkthrough just run (they follow d_out); the scale's divisor is
+    written once the scale's gate is answered, skipped or off (``show_scale``)."""
     w = steps.projections
     return diagrams.trainable_weights(
         diagrams.TrainableWeightsLabels(
@@ -59,6 +61,7 @@ def projection_diagram(inputs, steps: sections.TrainableWalkthrough) -> str:
             attn_weights=tuple(steps.attn_weights.shape), context_vec=tuple(steps.context_vec.shape),
             d_k=int(steps.keys.shape[-1]),
         ),
+        show_scale=show_scale,
     )
 
 
@@ -86,34 +89,43 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
         steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
         applies = sections.chapter_setup(seed, d_out, q).query
         st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
-        page.chapter_check("query_2", steps.query, chapter.TRAINABLE_QUERY_2, applies)
-        diagram(projection_diagram(inputs, steps), width="content",
+        # the chapter's name for journey's query; another token's query is named by its token
+        query_label = "query_2" if q == 1 else _("query of “{token}”").format(token=query_token)
+        page.chapter_check(query_label, steps.query, chapter.TRAINABLE_QUERY_2, applies)
+        # the box and the alt text name the scale only once the scale's gate below is answered, skipped or off
+        revealed = gates.revealed(questions.SCALE)
+        diagram(projection_diagram(inputs, steps, revealed), width="content",
                 alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
-                      "√d_k, turned into weights by the softmax and used to sum the values."))
+                      "√d_k, turned into weights by the softmax and used to sum the values.")
+                if revealed else
+                _("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by a "
+                  "number (the question below asks which), turned into weights by the softmax and used to sum the "
+                  "values."))
         colour_legend()
 
-    left, right = st.columns([3, 2])
-    with left:
-        scaled, unscaled = _("softmax(scores / √d_k)"), _("softmax(scores), no scale")
-        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
-                   {"attn_scores = keys @ query": steps.attn_scores}),
-                  (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
-                   {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})]
-        st.plotly_chart(
-            step_bars(panels, TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
-                                              scaled: palette.ATTN_WEIGHTS, unscaled: palette.RESIDUAL},
-                      separators=plotly_separators()),
-            key="tw_steps_chart", alt=alt.bars(panels, TOKENS, 4),
-        )
-    with right:
-        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-        st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
-        st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
-            values=page.fmt_row(steps.context_vec)))
-    # the checks at full width: a badge in a narrow column is cut short
-    page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
-    page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
-    page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+    if gates.gate(questions.SCALE, inputs=inputs, seed=seed, d_out=d_out, q=q):
+        left, right = st.columns([3, 2])
+        with left:
+            scaled, unscaled = _("softmax(scores / √d_k)"), _("softmax(scores), no scale")
+            panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
+                       {"attn_scores = keys @ query": steps.attn_scores}),
+                      (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
+                       {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})]
+            st.plotly_chart(
+                step_bars(panels, TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
+                                                  scaled: palette.ATTN_WEIGHTS, unscaled: palette.ALTERNATIVE},
+                          separators=plotly_separators()),
+                key="tw_steps_chart", alt=alt.bars(panels, TOKENS, 4),
+            )
+        with right:
+            st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+            st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
+            st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
+                values=page.fmt_row(steps.context_vec)))
+        # the checks at full width: a badge in a narrow column is cut short
+        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+        page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
+        page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
     page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 
@@ -217,10 +229,14 @@ def projections_to_exercise() -> None:
     with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=integer(sections.DK_SAMPLES))):
         sweep = dk_sweep_cached()
         dk_figure = dk_figure_cached(figures.DkSweepLabels(
-            spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99 %)"),
-            w_max_panel=ngettext("largest of {n} softmax weight", "largest of {n} softmax weights",
-                                 sweep.num_keys).format(n=integer(sweep.num_keys)),
-            grad_panel=_("gradient factor w(1−w) of it"),
+            spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99%)"),
+            # each bar is a mean over the sweep's rows (one query against num_keys keys each), as computed
+            w_max_panel=ngettext("largest of {n} softmax weight, mean over {rows} rows",
+                                 "largest of {n} softmax weights, mean over {rows} rows",
+                                 sweep.num_keys).format(n=integer(sweep.num_keys),
+                                                        rows=integer(sweep.n_samples // sweep.num_keys)),
+            grad_panel=_("its gradient factor w(1−w), mean over {rows} rows").format(
+                rows=integer(sweep.n_samples // sweep.num_keys)),
             without_scale=_("without scale"),
             with_scale=_("with 1/√d_k"),
             score_axis=_("score"),
@@ -229,26 +245,32 @@ def projections_to_exercise() -> None:
             separators=plotly_separators(),
             colon=colon(),
         ))
-    st.plotly_chart(dk_figure, key="tw_dk_figure", alt=ngettext(
-        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
-        "largest of {n} softmax weight on average, without / with the scale: {values}.",
-        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
-        "largest of {n} softmax weights on average, without / with the scale: {values}.", sweep.num_keys).format(
-            n=integer(sweep.num_keys),
-            values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
-                              for r in sweep.stats.itertuples())))
-    DK_HEADERS = {
-        "d_k": "d_k",
-        "var_scores": "var(q·k)",
-        "var_scaled": "var(q·k/√d_k)",
-        "w_max_unscaled": _("mean w_max, unscaled"),
-        "w_max_scaled": _("mean w_max, scaled"),
-        "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
-        "grad_scaled": _("mean w_max(1-w_max), scaled"),
-    }
-    st.dataframe(sweep.stats.rename(columns=DK_HEADERS).style.format(
-        {DK_HEADERS["d_k"]: integer} | {DK_HEADERS[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
-        hide_index=True, key="tw_dk_table")
+    if gates.gate(questions.LARGEST_WEIGHT, sweep=sweep):
+        st.plotly_chart(dk_figure, key="tw_dk_figure", alt=ngettext(
+            "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+            "largest of {n} softmax weight on average, without / with the scale: {values}.",
+            "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+            "largest of {n} softmax weights on average, without / with the scale: {values}.", sweep.num_keys).format(
+                n=integer(sweep.num_keys),
+                values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
+                                  for r in sweep.stats.itertuples())))
+        DK_HEADERS = {
+            "d_k": "d_k",
+            "var_scores": "var(q·k)",
+            "var_scaled": "var(q·k/√d_k)",
+            "w_max_unscaled": _("mean w_max, unscaled"),
+            "w_max_scaled": _("mean w_max, scaled"),
+            "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
+            "grad_scaled": _("mean w_max(1-w_max), scaled"),
+        }
+        st.dataframe(sweep.stats.rename(columns=DK_HEADERS).style.format(
+            {DK_HEADERS["d_k"]: integer}
+            | {DK_HEADERS[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
+            hide_index=True, key="tw_dk_table",
+            # Fixed widths keep all seven columns in the frame at 1400 px (the French and German headers are
+            # wider than their numbers); a header cut short shows its whole name in the tooltip.
+            column_config={header: st.column_config.Column(width=60 if column == "d_k" else 125, help=header)
+                           for column, header in DK_HEADERS.items()})
     page.show_code(sections.dk_sweep, sections.vecdot_of_draws)
 
     # --- 3. the two classes -----------------------------------------------------------------------------

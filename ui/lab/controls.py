@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
-from engine import budget, gpt
+from engine import budget, gpt, positions
 from engine.corpus import Corpus
 from engine.device import describe_device, pick_device
 from engine.lab import settings as rules
 from engine.lab.results import PRICE_DROPOUT, DropoutLoss
+from engine.presets import DEFAULT_PRESET, PRESETS, preset
 from ui import page, url
-from ui.i18n import _
+from ui.i18n import _, current_language
 from ui.lab import shipped
 from ui.lab.session import LabSession
 from ui.lab.words import busy_text, duration_text, fill, position_name, prose
-from ui.numbers import SLIDER_FORMAT, integer
+from ui.numbers import SLIDER_FORMAT, integer, significant
 
 MB = budget.MB
+
+
+def rate_text():
+    """The learning-rate slider's ``format_func``: ``0,0003`` in French and German, as few digits as the rate has
+    (bound to the reader's language now: Streamlit may call it outside the script's run)."""
+    return functools.partial(significant, digits=1, lang=current_language())
 
 
 def problem_text(problem: rules.Problem) -> str:
@@ -44,8 +53,9 @@ def estimate_caption(plan: rules.TrainingPlan) -> str:
     if est is None:
         return ""
     return fill(_("{params:,} parameters · head_dim {head_dim} · {tokens:,} tokens per step · evaluation every {every} "
-             "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and up to {time} of training (a "
-             "cautious estimate for a shared server; limit {cap})"
+             "steps · about {memory:,.0f} MB of memory (limit {limit:,.0f} MB) and about {time} of training on a "
+             "server that is not busy: not an upper bound, a busier server takes longer, and a training stops at "
+             "{cap} at the latest, keeping what it learned"
              ), params=est.params, head_dim=plan.model.head_dim,
                       tokens=plan.train.batch_size * plan.model.block_size, every=plan.train.eval_interval,
                       memory=est.memory_bytes / MB, limit=budget.MAX_TRAINING_BYTES / MB,
@@ -57,7 +67,7 @@ def dropout_loss_text(loss: DropoutLoss, course: gpt.GPTConfig) -> str:
 
     Args:
         loss: the shipped dropout experiment (``engine.lab.results.dropout_loss``).
-        course: the course preset (``engine.gpt.PRESETS["course"]``), whose rates the text states.
+        course: the course preset (``engine.presets.PRESETS["course"].model``), whose rates the text states.
     """
 
     def cell(key: str) -> str:
@@ -94,15 +104,8 @@ LONG_T = 256
 
 
 def controls_prose() -> None:
-    """Section 2's prose, the course preset's speed read from the shipped training benchmark (the row of the
-    preset's own dropout rates), in the reader's format; a dash where the file lacks it."""
-    price, course = shipped.dropout_price(), gpt.PRESETS["course"]
-    rows = {} if price is None else {(PRICE_DROPOUT, PRICE_DROPOUT): price.both_on,
-                                     (0.0, PRICE_DROPOUT): price.attn_off, (0.0, 0.0): price.both_off}
-    rate = rows.get((course.attn_dropout_rate, course.resid_dropout_rate))
-    prose("controls", course_rate="—" if rate is None else integer(round(rate)),
-          bench_batch="—" if price is None else integer(price.batch_size),
-          bench_cpu="—" if price is None else price.cpu)
+    """Section 2's prose (the course preset's measured speed is in the section's technical details)."""
+    prose("controls")
 
 
 def dropout_notes() -> None:
@@ -123,7 +126,7 @@ def dropout_notes() -> None:
     if unreadable:
         st.caption(_("The shipped measurements of dropout's effect on the validation loss cannot be read."))
     if measured is not None:
-        st.caption(dropout_loss_text(measured, gpt.PRESETS["course"]))
+        st.caption(dropout_loss_text(measured, preset("course")))
 
 
 def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.TrainingPlan, int]:
@@ -137,17 +140,17 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
               icon=":material/bolt:")
     b2.button(_("Course preset"), key="lab_preset_course", on_click=lab.apply_preset, args=("course",),
               icon=":material/school:")
-    b3.caption(fill(_("Training runs on **{device}** (CUDA, then Apple MPS, then CPU), one training at a time on this "
-                 "server."), device=describe_device(pick_device())))
-    quick = gpt.PRESETS["quick"]
+    b3.caption(fill(_("Training runs on **{device}**, the first this server has of CUDA, Apple MPS and the CPU, one "
+                      "training at a time."), device=describe_device(pick_device())))
+    quick = preset(DEFAULT_PRESET)
     c1, c2, c3, c4 = st.columns(4)
     n_layer = int(c1.slider("n_layer", *rules.N_LAYERS, step=1,
                             value=quick.n_layer, key="lab_n_layer", bind="query-params"))
     n_embd = int(c2.selectbox("n_embd", rules.N_EMBDS, index=rules.N_EMBDS.index(quick.n_embd),
                               key="lab_n_embd", bind="query-params"))
     # the link holds the encoding's own name (rope), the selector its name in the reader's language
-    pos_encoding = url.choice(c3.selectbox, _("position encoding"), gpt.POS_ENCODINGS, key="lab_pos",
-                              default=quick.pos_encoding, format_func=position_name)
+    pos_encoding = url.choice(c3.selectbox, _("position encoding"), tuple(enc.key for enc in positions.ENCODINGS),
+                              key="lab_pos", default=quick.pos_encoding, format_func=position_name)
     heads = rules.head_choices(n_embd, pos_encoding)
     default_heads = rules.default_heads(n_embd, pos_encoding)
     lab.keep_heads(heads, default_heads)
@@ -162,15 +165,17 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
                          help=_("Off: every position sees the whole window, including its own answer (see "
                                 "section 6)."))
     seed = url.int_input(c4, _("seed"), *rules.SEEDS, step=1, value=rules.DEFAULT_SEED, key="lab_seed")
-    dropout_notes()
+    with page.technical_details():  # throughput and its measurements: the workshop, out of the reading path
+        dropout_notes()
     c1, c2, c3, _c4 = st.columns(4)
-    quick_training = rules.PRESET_TRAINING["quick"]
-    steps = url.int_input(c1, _("steps"), *rules.STEPS, step=50, value=quick_training["steps"], key="lab_steps")
+    quick_training = PRESETS[DEFAULT_PRESET].training
+    steps = url.int_input(c1, _("steps"), *rules.STEPS, step=50, value=quick_training.steps, key="lab_steps")
     batch_size = int(c2.selectbox(_("batch size"), rules.BATCH_SIZES,
-                                  index=rules.BATCH_SIZES.index(quick_training["batch_size"]),
+                                  index=rules.BATCH_SIZES.index(quick_training.batch_size),
                                   key="lab_batch", bind="query-params"))
     learning_rate = float(c3.select_slider(_("peak learning rate"), rules.LEARNING_RATES,
-                                           value=quick_training["learning_rate"], key="lab_lr", bind="query-params"))
+                                           value=quick_training.learning_rate, key="lab_lr", bind="query-params",
+                                           format_func=rate_text()))
 
     plan = rules.plan_training(gpt.GPTConfig(block_size=block_size, n_embd=n_embd, n_head=n_head, n_layer=n_layer,
                                              dropout=dropout, pos_encoding=pos_encoding, causal=causal),

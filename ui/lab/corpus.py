@@ -20,7 +20,7 @@ from engine.lab.models import UploadResult, corpus_fingerprint, read_corpus_uplo
 from ui import numbers, url
 from ui.i18n import _
 from ui.lab.session import LabSession
-from ui.lab.words import compact, fill, nats_text, prose
+from ui.lab.words import compact, fill, nats_text, prose, upload_help
 from ui.numbers import integer, percent
 
 CORPORA = ("tang", "tang300", "song100", "upload")
@@ -122,7 +122,8 @@ def choose_corpus(lab: LabSession) -> Corpus | None:
             return builtin_corpus(name)
     limit_mb = budget.upload_widget_mb(budget.MAX_TEXT_BYTES)  # the one limit, in the widget's unit
     uploaded = st.file_uploader(fill(_("A text file: UTF-8, or UTF-16 with a byte-order mark (at most {mb} MB)"),
-                                mb=numbers.integer(limit_mb)), key="lab_upload", max_upload_size=limit_mb)
+                                mb=numbers.integer(limit_mb)), key="lab_upload", max_upload_size=limit_mb,
+                                help=upload_help(limit_mb))
     if uploaded is None:
         st.info(_("Choose a file to train on; until then the training controls wait for it."))
         return None
@@ -146,7 +147,9 @@ def corpus_numbers(corpus: Corpus) -> None:
     m1.metric(_("characters"), integer(len(corpus.text)))
     m2.metric(_("records"), integer(len(corpus.records)))
     m3.metric(_("distinct characters"), integer(stats.distinct_chars))
-    m4.metric(_("train / val tokens"), f"{compact(len(corpus.train_ids))} / {compact(len(corpus.val_ids))}")
+    m4.metric(_("train / val tokens"), f"{compact(len(corpus.train_ids))} / {compact(len(corpus.val_ids))}",
+              help=fill(_("{train:,} training tokens, {val:,} validation tokens."), train=len(corpus.train_ids),
+                        val=len(corpus.val_ids)))
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(_("vocabulary (tokens)"), integer(stats.vocab_size))
     m2.metric(_("validation coverage"), percent(stats.val_coverage, 2),

@@ -16,14 +16,17 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from babel.lists import format_list
 
-from engine import chapter
+from engine import chapter, positions
 from engine.baselines import Baselines
 from engine.corpus import Corpus
 from engine.figures import lab as figures
+from engine.gpt import SINUSOIDAL_SCALE
+from engine.lab import experiments as lab_experiments
 from engine.lab import settings as rules
 from engine.lab.experiments.measurement import SAMPLE_TEMPERATURE, SAMPLE_TOP_K
-from engine.lab.experiments.stats import ALPHA, POWER
+from engine.lab.experiments.stats import ALPHA, POWER, paired_comparison
 from engine.lab.results import (
     VERDICTS,
     ExerciseRun,
@@ -37,31 +40,55 @@ from engine.lab.results import (
 )
 from engine.sections import multi_head
 from engine.tokenizer import UNK
-from ui import page, url
-from ui.i18n import _, ngettext
+from ui import gates, page, url
+from ui import positions as ui_positions
+from ui.i18n import _, current_language, ngettext
 from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
 from ui.lab.train import POLL_S
 from ui.lab.words import busy_text, eta_text, fill, nats_text, queued_text, run_name
-from ui.numbers import colon, integer, num, plotly_separators
+from ui.numbers import colon, integer, num, plotly_separators, semicolon
+from ui.questions import lab as lab_questions
 
 #: The exercises in the page's order, each with the older set a reader can rerun live beside it.
 RERUNS = {"heads": "heads", "positions": "positions", "no_mask": "causal"}
 #: The run every exercise compares with, as each exercise names it (``engine.lab.experiments.EXERCISES``).
-_COURSE = {"heads": "heads_4", "positions": "learned", "no_mask": "causal"}
-#: Exercise run keys (``engine.lab.experiments.EXERCISE_RUNS``) -> the older sets' keys that ``run_name`` names.
-_OLDER_KEYS = {"heads_1": "heads_1", "heads_8": "heads_8", "pos_none": "none", "pos_sinusoidal": "sinusoidal",
-               "pos_rope": "rope", "no_mask_learned": "no_mask", "no_mask_rope": "no_mask_rope"}
+_COURSE = {"heads": "heads_4", "positions": positions.LEARNED.key, "no_mask": "causal"}
+#: Exercise run keys (``engine.lab.experiments.EXERCISE_RUNS``) -> the older sets' keys that ``run_name`` names
+#: (a position run ``pos_<key>`` is named by its encoding's key).
+_OLDER_KEYS = {"heads_1": "heads_1", "heads_8": "heads_8", "no_mask_learned": "no_mask", "no_mask_rope": "no_mask_rope",
+               **{f"pos_{enc.key}": enc.key for enc in positions.ENCODINGS}}
 #: A window's first positions, against which "along the window" compares the rest: block_size // EARLY_SHARE.
 EARLY_SHARE = 8
 
 
+#: An absolute path of some machine (POSIX or Windows), as a command line may record it.
+_MACHINE_PATH = re.compile(r"(?<![\w.])(?:/|[A-Za-z]:\\)[^\s`'\"]*")
+
+
+def repository_paths(command: str) -> str:
+    """``command`` with every absolute path cut to its part inside the repository (``…/assets/x.json`` ->
+    ``assets/x.json``) or to its file name: no page shows a path of the machine that recorded a file."""
+    def cut(match: re.Match) -> str:
+        parts = re.split(r"[\\/]", match.group(0))
+        for top in ("assets", "runs", "engine", "docs"):
+            if top in parts:
+                return "/".join(parts[parts.index(top):])
+        return parts[-1]
+    return _MACHINE_PATH.sub(cut, command)
+
+
 def exercise_title(name: str) -> str:
-    """The heading of an exercise (``engine.lab.experiments.EXERCISES`` key)."""
+    """The heading of an exercise (``engine.lab.experiments.EXERCISES`` key); the positions exercise names its
+    encodings, those of its runs (``ui.positions``), in the registry's order."""
+    if name == "positions":
+        keys = {lab_experiments.EXERCISE_RUNS[k].config().pos_encoding for k in lab_experiments.EXERCISES[name].runs}
+        names = [ui_positions.name(enc.key) for enc in positions.ENCODINGS if enc.key in keys]
+        return fill(_("The lesson's exercise 3 · position information: {encodings}"),
+                    encodings=format_list(names, locale=current_language()))
     return {
         "heads": _("The lesson's exercise 2 · 1, 4 or 8 heads at n_embd 128"),
-        "positions": _("The lesson's exercise 3 · position information: none, learned, sinusoidal, RoPE"),
         "no_mask": _("Beyond the lesson's exercises · training without the causal mask"),
     }.get(name, name)
 
@@ -111,10 +138,39 @@ def verdict_sentence(c: PairedDifference, run: str, reference: str) -> str:
     return fill(template, **values)
 
 
-def along_window_sentence(c: PairedDifference, curve: PositionCurve, run: str, reference: str) -> str | None:
+def window_growth(runs: Sequence[ExerciseRun], references: Sequence[ExerciseRun],
+                  split: int) -> PairedDifference | None:
+    """How a run's difference from the reference changes along the window, seed by seed.
+
+    For each seed both have, the difference of the by-position losses (run − reference) is averaged over the first
+    ``split`` positions (early) and over the rest (late); the growth of that seed is ``|late| − |early|`` (nats,
+    positive: the gap widens along the window). The growths are compared with 0 as any paired difference is
+    (``engine.lab.experiments.stats.paired_comparison``: mean, Student's t interval over the seeds, verdict).
+
+    Returns:
+        The comparison of ``|early|`` (as ``a``) with ``|late|`` (as ``b``) over the shared seeds, or None when they
+        share no seed or a window is shorter than two positions.
+    """
+    by_seed = {r.seed: r.val_loss_by_position for r in references}
+    early, late = {}, {}
+    for r in runs:
+        ref = by_seed.get(r.seed)
+        if ref is None or len(ref) != len(r.val_loss_by_position) or not 0 < split < len(ref):
+            continue
+        diff = [b - a for a, b in zip(ref, r.val_loss_by_position, strict=True)]
+        early[r.seed] = abs(sum(diff[:split]) / split)
+        late[r.seed] = abs(sum(diff[split:]) / (len(diff) - split))
+    return paired_comparison("early", "late", early, late) if early else None
+
+
+def along_window_sentence(c: PairedDifference, curve: PositionCurve, run: str, reference: str,
+                          growth: PairedDifference | None = None) -> str | None:
     """Where along the window a detected difference comes from: its first positions against the rest.
 
-    None for a comparison without a detected difference (its by-position wiggles are noise) or without curves.
+    The difference "grows" (or "shrinks") only where the seeds' growth interval (:func:`window_growth`) lies
+    above (or below) 0; where it holds 0, or with a single seed, the sentence says no trend is detected, with
+    the interval. None for a comparison without a detected difference (its by-position wiggles are noise) or
+    without curves.
     """
     if c.verdict not in VERDICTS[:2] or curve.difference is None:
         return None
@@ -125,13 +181,39 @@ def along_window_sentence(c: PairedDifference, curve: PositionCurve, run: str, r
         return None
     values = {"run": run, "reference": reference, "early": early, "late": late, "split_last": split - 1,
               "split": split, "last": block - 1}
-    if early * late > 0 and abs(late) > abs(early):
-        template = _("Along the window, {run}'s difference from {reference} grows: {early:+.3f} nats on average at "
-                     "positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
+    interval = None if growth is None else growth.t_interval
+    if interval is not None:
+        values.update(growth=growth.mean, low=interval[0], high=interval[1], level=1 - ALPHA,
+                      seeds=seeds_text(growth.seeds))
+    if interval is not None and interval[0] > 0:
+        template = _("Along the window, the gap between {run} and {reference} grows: {early:+.3f} nats on average "
+                     "at positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}; it widens by "
+                     "{growth:+.3f} nats over the seeds {seeds} ({level:.0%} interval {low:+.3f} … {high:+.3f}).")
+    elif interval is not None and interval[1] < 0:
+        template = _("Along the window, the gap between {run} and {reference} shrinks: {early:+.3f} nats on average "
+                     "at positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}; it narrows by "
+                     "{growth:+.3f} nats over the seeds {seeds} ({level:.0%} interval {low:+.3f} … {high:+.3f}).")
+    elif interval is not None:
+        template = _("Along the window, the gap between {run} and {reference} shows no trend these seeds can detect: "
+                     "{early:+.3f} nats on average at positions 0 … {split_last}, {late:+.3f} at positions {split} … "
+                     "{last}; its change, {growth:+.3f} nats over the seeds {seeds}, has a {level:.0%} interval "
+                     "{low:+.3f} … {high:+.3f}, which holds 0.")
     else:
-        template = _("Along the window, {run}'s difference from {reference} does not grow: {early:+.3f} nats on "
-                     "average at positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}.")
-    return fill(template, **values)
+        template = _("Along the window, the gap between {run} and {reference}: {early:+.3f} nats on average at "
+                     "positions 0 … {split_last}, {late:+.3f} at positions {split} … {last}; one seed cannot tell a "
+                     "trend from the seed-to-seed spread.")
+    return fill(template, **values) + " " + window_signs_sentence(run, reference, interval is not None)
+
+
+def window_signs_sentence(run: str, reference: str, with_change: bool) -> str:
+    """Which minus which in :func:`along_window_sentence`: the differences are the run's loss minus the
+    reference's (``PositionCurve.difference``), the change is ``|late| − |early|`` per seed (:func:`window_growth`)."""
+    if with_change:
+        return fill(_("(Each difference is the validation loss of {run} minus that of {reference}; the change is the "
+                      "size of the later difference minus the size of the first one, |late| − |early|, seed by "
+                      "seed, so a positive change is a widening gap.)"), run=run, reference=reference)
+    return fill(_("(Each difference is the validation loss of {run} minus that of {reference}.)"), run=run,
+                reference=reference)
 
 
 def bigram_sentence(runs: Sequence[tuple[str, ExerciseRun]], bigram: float) -> str:
@@ -147,13 +229,28 @@ def bigram_sentence(runs: Sequence[tuple[str, ExerciseRun]], bigram: float) -> s
         return fill(_("Every run ends below the bigram's {bigram:.3f} nats on the whole validation split: the highest, "
                       "{run} with the seed {seed}, at {val:.3f} nats."), bigram=bigram, run=name, seed=highest.seed,
                     val=highest.val_loss)
-    listed = "; ".join(fill(_("{run}, seed {seed}: {val:.3f}"), run=name, seed=r.seed, val=r.val_loss)
+    listed = semicolon().join(fill(_("{run}, seed {seed}: {val:.3f}"), run=name, seed=r.seed, val=r.val_loss)
                        for name, r in above)
     return fill(ngettext("{count} of {total} runs ends at or above the bigram's {bigram:.3f} nats, so it has learned "
                          "no more than counting: {runs}.",
                          "{count} of {total} runs end at or above the bigram's {bigram:.3f} nats, so they have "
                          "learned no more than counting: {runs}.", len(above)),
                 count=len(above), total=len(runs), bigram=bigram, runs=listed)
+
+
+def sinusoidal_note(exercise: ExerciseSummary) -> str | None:
+    """Where the fixed sinusoidal table ends behind no position information at all (both detectably worse than the
+    course model, the table more so), a sentence that says so and names the one thing that sets it apart here: the
+    table is fixed and scaled by ``engine.gpt.SINUSOIDAL_SCALE``. None otherwise."""
+    sinus, none = exercise.comparison("pos_sinusoidal"), exercise.comparison("pos_none")
+    if sinus is None or none is None or sinus.verdict != VERDICTS[1] or none.verdict != VERDICTS[1] \
+            or not sinus.mean > none.mean:
+        return None
+    return fill(_("Here the fixed sinusoidal table ends behind no position information at all ({sinus:+.3f} against "
+                  "{none:+.3f} nats from the course model). These runs do not say why; what sets the table apart is "
+                  "that the model cannot change it and that the app adds it scaled by {scale:g} (page 7 shows the "
+                  "table), so a learner should not read this as a verdict on sinusoidal encodings in general."),
+                sinus=sinus.mean, none=none.mean, scale=SINUSOIDAL_SCALE)
 
 
 def _other_positions(losses: Sequence[float]) -> float:
@@ -198,7 +295,7 @@ def no_mask_sentences(exercise: ExerciseSummary, bigram: float | None) -> list[s
                       "({finals}): for generation they are worse than counting.") if worse else
                     _("At the last position not every run without the mask does worse than the bigram's {bigram:.3f} "
                       "nats ({finals})."))
-        lines.append(fill(template, bigram=bigram, finals="; ".join(finals)))
+        lines.append(fill(template, bigram=bigram, finals=semicolon().join(finals)))
     return lines
 
 
@@ -292,7 +389,7 @@ def position_alt(exercise: ExerciseSummary) -> str:
         return ""
     block = len(curves[0].mean)
     middle = block // 2
-    items = "; ".join(fill(_("{run}: {first:.3f} at position 0, {middle:.3f} at {mid}, {last:.3f} at {end}"),
+    items = semicolon().join(fill(_("{run}: {first:.3f} at position 0, {middle:.3f} at {mid}, {last:.3f} at {end}"),
                            run=exercise_run_name(exercise.name, c.key), first=c.mean[0], middle=c.mean[middle],
                            mid=middle, last=c.mean[-1], end=block - 1) for c in curves)
     return fill(_("Chart of the validation loss at each position 0 … {end} of the window, mean over the seeds {seeds}, "
@@ -331,7 +428,7 @@ def heads_details(params: Sequence[int]) -> None:
     st.markdown(fill(_("parameters: {counts}"), counts=", ".join(integer(p) for p in params)))
     page.verdict(len(set(params)) == 1, _("same parameter count for every head count"), _("parameter counts differ"))
     counts = lesson_param_counts()
-    page.chapter_check(_("one attention layer at n_embd 32: qkv parameters for 1, 4, 8 heads"),
+    page.chapter_check(_("qkv parameters of one attention layer for 1, 4 and 8 heads at the lesson's n_embd 32"),
                        [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3, source="lesson")
 
 
@@ -352,7 +449,9 @@ def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Bas
     for c in exercise.comparisons:
         name = exercise_run_name(exercise.name, c.b)
         lines.append(verdict_sentence(c, name, reference))
-        along = along_window_sentence(c, curves[c.b], name, reference) if c.b in curves else None
+        growth = window_growth(data.runs_of(c.b), data.runs_of(exercise.reference),
+                               max(1, data.block_size // EARLY_SHARE))
+        along = along_window_sentence(c, curves[c.b], name, reference, growth) if c.b in curves else None
         if along is not None:
             lines.append(along)
     bigram = None if baselines is None else baselines.bigram.val_nats
@@ -362,6 +461,9 @@ def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Bas
         shown = [(exercise_run_name(exercise.name, key), r) for key in exercise.runs for r in data.runs_of(key)]
         if shown:
             lines.append(bigram_sentence(shown, bigram))
+    note = sinusoidal_note(exercise)
+    if note is not None:
+        lines.append(note)
     st.markdown("\n".join(f"- {line}" for line in lines))
     if exercise.name == "heads":
         heads_details([data.runs_of(key)[0].params for key in exercise.runs if data.runs_of(key)])
@@ -382,12 +484,21 @@ def exercises_notes(data: ExercisesFile) -> None:
     """How the shipped runs were trained and where, and the method of the paired comparisons."""
     threads = sorted({r.torch_threads for r in data.runs})
     dropout = sorted({r.config.dropout for r in data.runs})
+    with page.technical_details():  # the recording of the runs: the workshop, one click away
+        shipped_runs_caption(data, threads, dropout)
+    method_caption()
+
+
+def shipped_runs_caption(data: ExercisesFile, threads: Sequence[int], dropout: Sequence[float]) -> None:
+    """How and where the shipped runs were trained: the command (machine paths cut to the repository's), budget,
+    seeds, devices and run time."""
     st.caption(fill(
         _("Shipped results: `{command}` · {steps} steps of batch {batch} × block_size {block} per run, peak learning "
           "rate {lr:g} after {warmup} warm-up steps, dropout {dropout} · {corpus}, validation over the whole split "
           "({val_tokens:,} characters) · seeds {seeds} · {runs} runs on {devices} ({cpu}; threads per run: "
           "{threads}) · {hours:.1f} h of run time added up"),
-        command=data.commands[-1] if data.commands else "python -m engine.lab.experiments", steps=integer(data.steps),
+        command=repository_paths(data.commands[-1]) if data.commands else "python -m engine.lab.experiments",
+        steps=integer(data.steps),
         batch=data.batch_size, block=data.block_size, lr=data.learning_rate, warmup=data.warmup_steps,
         dropout=", ".join(fill("{d:g}", d=d) for d in dropout), corpus=data.corpus, val_tokens=data.val_tokens,
         seeds=seeds_text(data.seeds), runs=len(data.runs), devices=", ".join(data.devices),
@@ -395,6 +506,10 @@ def exercises_notes(data: ExercisesFile) -> None:
         hours=data.wall_s / 3600)
         + ("" if data.complete else fill(_(" · INCOMPLETE: {done} of {planned} runs so far"), done=len(data.runs),
                                          planned=data.planned)))
+
+
+def method_caption() -> None:
+    """The method of the paired comparisons, which the verdicts below follow (in the reading path)."""
     st.caption(fill(_("The runs of one seed start from the same weights where the shapes allow and see the same "
                       "batches, so each configuration is compared with the course model seed by seed. The interval is "
                       "Student's t {level:.0%} interval of the mean difference over the seeds; a difference counts "
@@ -455,7 +570,7 @@ def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines
         (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
     figure, table = experiment_view(experiment, names, w, rows)
     st.plotly_chart(figure, key=f"{key}_curves", alt=fill(
-        _("Chart of the loss against the step for each run of your rerun: {items}."), items="; ".join(
+        _("Chart of the loss against the step for each run of your rerun: {items}."), items=semicolon().join(
             fill(_("{run}: val {val:.3f} at step {step}"), run=name, val=r.history.val_loss[-1],
                  step=r.history.step[-1]) for name, r in zip(names, experiment.runs, strict=True)
             if r.history.step)))
@@ -474,7 +589,7 @@ def show_causal_details(shown: ExperimentResult) -> None:
     st.plotly_chart(figures.loss_by_position_figure([r.loss_by_position for r in shown.runs], names,
                                                     exercise_words().log_curves), key="lab_exp_positions_loss",
                     alt=fill(_("Chart of the validation loss at each position of the window for each run of your "
-                               "rerun: {items}."), items="; ".join(
+                               "rerun: {items}."), items=semicolon().join(
                         fill(_("{run}: {final:.3f}"), run=name, final=r.loss_by_position[-1])
                         for name, r in zip(names, shown.runs, strict=True))))
     for r, name in zip(shown.runs, names, strict=True):
@@ -559,6 +674,7 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
         if name == "no_mask":
             page.prose("causal")
         exercise = None if data is None else data.exercise(name)
-        if exercise is not None:
+        asked = lab_questions.BY_EXERCISE.get(name)
+        if exercise is not None and (asked is None or gates.gate(asked, data=data)):
             show_exercise(data, exercise, baselines)
         rerun(lab, older, corpus, seed, rerun_steps)

@@ -10,11 +10,12 @@ import plotly.graph_objects as go
 import streamlit as st
 from babel.lists import format_list
 
-from engine import chapter, gpt
+from engine import chapter
 from engine.figures import lab as figures
-from engine.lab import models
+from engine.lab import generation, internals, loops, poem_forms
 from engine.lab import settings as rules
 from engine.lab.models import LabModel
+from engine.sampling import kv_cache_steps
 from ui import url
 from ui.i18n import _, current_language, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
@@ -30,23 +31,23 @@ FORM_NAMES = {5: "五言", 7: "七言"}
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def generated(model_id: str, prompt: str, length: int, temperature: float, top_k: int, top_p: float, seed: int,
-              form: models.PoemForm | None, _model: LabModel) -> models.Generation | None:
+              form: poem_forms.PoemForm | None, _model: LabModel) -> generation.Generation | None:
     """The model's continuation of ``prompt`` in ``form``; None when its predictions are not finite.
 
     Raises:
         FormError: when the form cannot be written (not cached: it is found before any sampling).
     """
     try:
-        return models.generate(_model, prompt, length, temperature, top_k or None, seed, top_p=top_p, form=form)
-    except models.NonFiniteLogitsError:
+        return generation.generate(_model, prompt, length, temperature, top_k or None, seed, top_p=top_p, form=form)
+    except generation.NonFiniteLogitsError:
         return None
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, top_p: float, seed: int,
-                   form: models.PoemForm | None, _model: LabModel,
+                   form: poem_forms.PoemForm | None, _model: LabModel,
                    bar_labels: figures.NextCharLabels, attn_labels: figures.LastAttentionLabels
-                   ) -> tuple[models.NextCharProbs, go.Figure, models.LastPositionAttention, go.Figure] | None:
+                   ) -> tuple[internals.NextCharProbs, go.Figure, internals.LastPositionAttention, go.Figure] | None:
     """The next character's distribution and its figure, the last position's attention and its figure; None if not
     finite.
 
@@ -54,12 +55,12 @@ def next_char_view(model_id: str, prompt: str, temperature: float, top_k: int, t
     """
     try:
         try:
-            probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p, form=form)
-        except models.FormError:
-            probs = models.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p)
-    except models.NonFiniteLogitsError:
+            probs = internals.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p, form=form)
+        except poem_forms.FormError:
+            probs = internals.next_char_probs(_model, prompt, temperature, top_k, seed, top_p=top_p)
+    except generation.NonFiniteLogitsError:
         return None
-    looked = models.last_position_attention(_model, prompt)
+    looked = internals.last_position_attention(_model, prompt)
     steps = tuple(fill("{t:g}", t=t) for t in probs.temperatures)  # the slider's labels in the reader's format
     bars = figures.next_char_figure(probs.candidates, probs.probs, probs.sampled, probs.temperatures,
                                     probs.by_temperature, probs.top_ks, probs.by_top_k,
@@ -93,11 +94,11 @@ class Sampling:
     n_lines: int = 0
 
     @property
-    def form(self) -> models.PoemForm | None:
+    def form(self) -> poem_forms.PoemForm | None:
         """The form to impose while sampling, or None when both are free."""
         if not self.line_length and not self.n_lines:
             return None
-        return models.PoemForm(self.line_length or None, self.n_lines or None)
+        return poem_forms.PoemForm(self.line_length or None, self.n_lines or None)
 
 
 def line_length_label(chars: int) -> str:
@@ -105,7 +106,7 @@ def line_length_label(chars: int) -> str:
     return _("free") if chars == 0 else f"{FORM_NAMES[chars]} · {chars}"
 
 
-def form_text(form: models.PoemForm) -> str:
+def form_text(form: poem_forms.PoemForm) -> str:
     """The form in words: "五言, 4 lines", "lines of any length, 4 lines", "七言"."""
     chars = _("lines of any length") if form.line_length is None else FORM_NAMES[form.line_length]
     if form.n_lines is None:
@@ -139,8 +140,8 @@ def generation_form(disabled: bool) -> Sampling:
     return Sampling(prompt, temperature, top_k, top_p, length, seed, int(line_length or 0), int(n_lines or 0))
 
 
-def form_refused(error: models.FormError, sampling: Sampling) -> str:
-    """Why the form cannot be written, for each :class:`~engine.lab.models.FormError` reason."""
+def form_refused(error: poem_forms.FormError, sampling: Sampling) -> str:
+    """Why the form cannot be written, for each :class:`~engine.lab.poem_forms.FormError` reason."""
     form = form_text(sampling.form)
     if error.reason == "vocabulary":
         return fill(_("This model cannot write the form {form}: its vocabulary lacks the marks that end the lines "
@@ -157,7 +158,7 @@ def form_refused(error: models.FormError, sampling: Sampling) -> str:
 
 def loop_note(new: str) -> None:
     """Says where the new text falls into a loop (``find_loop``): the repeated span and how much it covers."""
-    loop = models.find_loop(new)
+    loop = loops.find_loop(new)
     if loop is None:
         return
     st.info(fill(_("The text falls into a loop: from new character {start} on, it writes “{span}” {copies} times "
@@ -168,15 +169,15 @@ def loop_note(new: str) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def loop_search(model_id: str, _model: LabModel) -> models.LoopSearch | None:
-    """``models.greedy_loop`` for the model ``model_id`` names; None when its predictions are not finite."""
+def loop_search(model_id: str, _model: LabModel) -> loops.LoopSearch | None:
+    """``loops.greedy_loop`` for the model ``model_id`` names; None when its predictions are not finite."""
     try:
-        return models.greedy_loop(_model)
-    except models.NonFiniteLogitsError:
+        return loops.greedy_loop(_model)
+    except generation.NonFiniteLogitsError:
         return None
 
 
-def shaded_loop(text: str, loop: models.Loop) -> str:
+def shaded_loop(text: str, loop: loops.Loop) -> str:
     """``text`` as Markdown, the loop's copies of its span shaded in turn in two colours, its newlines kept."""
     pieces = [(text[: loop.start], "")]
     for copy, at in enumerate(range(loop.start, loop.end, loop.period)):
@@ -193,7 +194,7 @@ def quoted_prompt(prompt: str) -> str:
 
 
 def loop_example(model: LabModel) -> None:
-    """A greedy loop of the model in use, found live (``models.greedy_loop``), or that its search found none."""
+    """A greedy loop of the model in use, found live (``loops.greedy_loop``), or that its search found none."""
     with st.spinner(_("Looking for a loop in this model's greedy text…")):
         found = loop_search(model.model_id, model)
     if found is None:
@@ -203,7 +204,7 @@ def loop_example(model: LabModel) -> None:
         prompts = format_list([quoted_prompt(p) for p in found.tried], locale=current_language())
         st.info(fill(_("Greedy decoding from {prompts}, {n} new characters each: this model falls into no loop there "
                        "(no span written back to back over {least} characters or more)."),
-                     prompts=prompts, n=found.length, least=models.LOOP_MIN_CHARS), icon=":material/repeat:")
+                     prompts=prompts, n=found.length, least=loops.LOOP_MIN_CHARS), icon=":material/repeat:")
         return
     out, loop = found.generation, found.loop
     prompt = quoted_prompt(out.prompt.given)
@@ -226,7 +227,7 @@ def why_loops(model: LabModel) -> None:
             loop_example(model)
 
 
-def cropped_text(info: models.Prompt, block_size: int) -> str:
+def cropped_text(info: generation.Prompt, block_size: int) -> str:
     """Why the first characters of a long prompt do not count: its known characters and those read as the unknown
     token (``Prompt.read_as_unk``), the block_size the model reads, how many are cropped."""
     known = len(info.ids) - info.read_as_unk
@@ -255,7 +256,7 @@ def generation_text(model: LabModel, sampling: Sampling) -> None:
     try:
         out = generated(model.model_id, prompt, sampling.length, temperature, top_k, sampling.top_p, seed,
                         sampling.form, model)
-    except models.FormError as error:
+    except poem_forms.FormError as error:
         st.warning(form_refused(error, sampling), icon=":material/format_align_left:")
         return
     if out is None:
@@ -293,13 +294,13 @@ def kv_cache(model: LabModel, sampling: Sampling) -> None:
     try:
         out = generated(model.model_id, prompt, sampling.length, sampling.temperature, sampling.top_k,
                         sampling.top_p, sampling.seed, sampling.form, model)
-    except models.FormError:
+    except poem_forms.FormError:
         return
     if out is None:
         return
     length = len(out.new)
-    prompt_len = len(models.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
-    cache_steps = gpt.kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
+    prompt_len = len(generation.prepare_prompt(model.tokenizer, prompt, cfg.block_size).ids)
+    cache_steps = kv_cache_steps(prompt_len, length, cfg.block_size, cfg.causal)
     st.markdown("#### " + _("The KV cache while these characters were written"))
     reused = sum(r.reused for r in cache_steps)
     total = sum(r.reused + r.computed for r in cache_steps)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine import chapter
 from engine.figures import lab as figures
-from engine.lab import models
+from engine.lab import internals
 from engine.lab import settings as rules
 from engine.lab.models import LabModel
 from ui import page
@@ -18,9 +18,9 @@ from ui.numbers import colon, plotly_separators
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def attention_view(model_id: str, line: str, max_len: int, _model: LabModel, labels: figures.AttentionLabels
-                   ) -> tuple[models.AttentionMaps, go.Figure | None]:
+                   ) -> tuple[internals.AttentionMaps, go.Figure | None]:
     """The model's attention maps on ``line`` (at most ``max_len`` characters) and their slider figure."""
-    maps = models.attention_maps(_model, line, max_len)
+    maps = internals.attention_maps(_model, line, max_len)
     if not maps.tokens:
         return maps, None
     return maps, figures.attention_slider(maps.attn_weights, maps.tokens, labels)
@@ -28,10 +28,10 @@ def attention_view(model_id: str, line: str, max_len: int, _model: LabModel, lab
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def positions_view(model_id: str, _model: LabModel, labels: figures.PositionLabels
-                   ) -> tuple[models.PositionTables, tuple[go.Figure, ...]] | None:
+                   ) -> tuple[internals.PositionTables, tuple[go.Figure, ...]] | None:
     """The learned position table before and after training and its four panels' figures (the tables, then
     their similarities); None without a learned table."""
-    tables = models.position_tables(_model)
+    tables = internals.position_tables(_model)
     if tables is None:
         return None
     return tables, figures.position_tables_figures(tables.trained, tables.untrained, labels)
@@ -51,7 +51,7 @@ def attention_on_a_line(model: LabModel | None) -> None:
     maps, attn_figure = attention_view(model.model_id, line, max_len, model, labels)
     if maps.unknown:
         chars = plain(" ".join(maps.unknown[:30])) + (" …" if len(maps.unknown) > 30 else "")
-        # the rule of the generation's prompt (models.prepare_prompt): the axes show these characters as typed
+        # the rule of the generation's prompt (generation.prepare_prompt): the axes show these characters as typed
         st.warning(fill(_("Not in this model's vocabulary, so the model reads each as its unknown token, the one its "
                           "rare characters share: {chars}") if maps.as_unk
                         else _("Not in the vocabulary, left out: {chars}"), chars=chars))

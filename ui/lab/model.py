@@ -12,12 +12,13 @@ from engine.checkpoint import SHIPPED_MODEL, CheckpointError, checkpoint_to_byte
 from engine.diagrams import lab as diagrams
 from engine.lab import models
 from engine.lab.models import LabModel
-from ui import url
+from ui import positions, url
 from ui.diagram import diagram
 from ui.i18n import _, ngettext
+from ui.lab import shipped as shipped_files
 from ui.lab.corpus import baselines_for, shipped_corpus, versus_baselines
 from ui.lab.session import OWN, LabSession
-from ui.lab.words import fill, plain, position_name
+from ui.lab.words import fill, plain, position_name, upload_help
 from ui.numbers import integer
 
 
@@ -52,8 +53,14 @@ def checkpoint_text(error: CheckpointError) -> str:
     }.get(error.reason, _("the file is damaged or not a checkpoint."))
 
 
-def describe_model(model: LabModel) -> str:
-    """One line: size, parameters, vocabulary, steps and losses of a model, e.g. for a caption."""
+def describe_model(model: LabModel, whole: shipped_files.WholeSplit | None = None) -> str:
+    """One line: size, parameters, vocabulary, steps and losses of a model, e.g. for a caption.
+
+    Args:
+        model: the model.
+        whole: its loss over the whole validation split when measured (the shipped model's), shown instead of the
+            training's last estimate; without it the losses are said to be the 10-batch estimates they are.
+    """
     c = model.config
     parts = [fill(_("n_layer {n_layer}, n_head {n_head}, n_embd {n_embd}, block_size {block}, {pos}"),
         n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block=c.block_size,
@@ -67,9 +74,14 @@ def describe_model(model: LabModel) -> str:
         corpus = str(s.get("corpus", "?"))
         steps = (_("{steps} steps (stopped) on {corpus}") if s.get("stopped") else _("{steps} steps on {corpus}"))
         parts.append(fill(steps, steps=integer(s["steps_done"]), corpus=corpus))
-    if isinstance(s.get("final_val_loss"), int | float) and isinstance(s.get("final_train_loss"), int | float):
-        parts.append(fill(_("train loss {train:.3f}, val loss {val:.3f}"), train=s["final_train_loss"],
-                                                                            val=s["final_val_loss"]))
+    if whole is not None:
+        parts.append(fill(_("validation loss over the whole validation split {val:.3f} ({windows:,} windows)"),
+                          val=whole.val_loss, windows=whole.windows))
+    elif isinstance(s.get("final_val_loss"), int | float) and isinstance(s.get("final_train_loss"), int | float):
+        iters = s.get("train_config", {}).get("eval_iters") if isinstance(s.get("train_config"), dict) else None
+        parts.append(fill(_("train loss {train:.3f}, val loss {val:.3f} (estimated on {batches} batches)"),
+                          train=s["final_train_loss"], val=s["final_val_loss"],
+                          batches=integer(iters) if isinstance(iters, int) else "?"))
     return " · ".join(parts)
 
 
@@ -85,7 +97,8 @@ def choose_model(lab: LabSession) -> LabModel | None:
     d1, d2 = st.columns(2)
     ckpt_mb = budget.upload_widget_mb(budget.MAX_CHECKPOINT_BYTES)  # the one limit, in the widget's unit
     ckpt_file = d2.file_uploader(fill(_("Load a checkpoint downloaded from this page (at most {mb} MB)"),
-                                      mb=integer(ckpt_mb)), key="lab_ckpt_upload", max_upload_size=ckpt_mb)
+                                      mb=integer(ckpt_mb)), key="lab_ckpt_upload", max_upload_size=ckpt_mb,
+                                 help=upload_help(ckpt_mb))
     if ckpt_file is not None:
         error = lab.checkpoint_upload(ckpt_file.getvalue(), ckpt_file.name, models.read_checkpoint_upload)
         if error is not None:
@@ -107,8 +120,9 @@ def choose_model(lab: LabSession) -> LabModel | None:
         whose = fill(_("Your model ({origin})"), origin=origin)
     else:
         whose = _("The model shipped with the app")
-    d1.caption(whose + ": " + describe_model(current))
-    model_val = current.summary.get("final_val_loss")
+    whole = shipped_files.whole_split() if use != OWN else None
+    d1.caption(whose + ": " + describe_model(current, whole))
+    model_val = whole.val_loss if whole is not None else current.summary.get("final_val_loss")
     base = shipped_corpus(current.summary.get("corpus"))
     if base is not None and isinstance(model_val, int | float):
         d1.caption(versus_baselines(float(model_val), baselines_for(base)))
@@ -125,7 +139,7 @@ def gpt_diagram(model_id: str, _model: LabModel, shapes: tuple[tuple[str, tuple[
     """DOT source of the GPT block diagram of the model in use, with the shapes of its last forward pass."""
     w, sh = dict(words), dict(shapes)
     labels = diagrams.LabLabels(
-        tokens=w["tokens"], tok_emb="tok_emb", position=w[_model.config.pos_encoding], block=w["block"],
+        tokens=w["tokens"], tok_emb="tok_emb", position=w["position"], block=w["block"],
         ln_1="ln_1 (LayerNorm)", attn=w["attn"], ln_2="ln_2 (LayerNorm)", mlp=w["mlp"], residual=w["residual"],
         ln_f="ln_f (LayerNorm)", lm_head="lm_head", softmax="softmax", probs=w["probs"],
         params=lambda n: fill(ngettext("{n:,} parameter", "{n:,} parameters", n), n=n),
@@ -137,9 +151,8 @@ def gpt_diagram(model_id: str, _model: LabModel, shapes: tuple[tuple[str, tuple[
 
 def model_diagram(slot, model: LabModel, shapes: dict[str, tuple[int, ...]]) -> None:
     """The model in use, block by block, in ``slot`` (above the generation section), with a forward pass's shapes."""
-    words = {"tokens": _("character ids"), "learned": _("learned position table"),
-             "sinusoidal": _("sinusoidal position table"), "rope": _("RoPE (rotates q and k)"),
-             "none": _("no position information"), "block": _("Transformer block"),
+    words = {"tokens": _("character ids"), "position": positions.part(model.config.pos_encoding),
+             "block": _("Transformer block"),
              "attn": _("causal multi-head attention"), "mlp": _("MLP (feed-forward)"),
              "residual": _("residual"), "probs": _("next-character probabilities")}
     with slot.expander(_("The model in use, block by block"), icon=":material/account_tree:"):

@@ -23,7 +23,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.web.server.starlette.starlette_app_utils import decode_xsrf_token_string
 from streamlit.web.server.starlette.starlette_server_config import XSRF_COOKIE_NAME
 
-from engine import gpt
 from engine.baselines import Baselines
 from engine.checkpoint import CheckpointError
 from engine.corpus import Corpus
@@ -31,6 +30,7 @@ from engine.lab import settings as rules
 from engine.lab.jobs import ExperimentJob, TrainingJob
 from engine.lab.models import LabModel, UploadResult
 from engine.lab.runner import BrowserBusy, LabRunner
+from engine.presets import PRESETS
 
 #: The query parameter in which links made before carried a training's token; the page removes it.
 JOB_TOKEN = "lab_job_token"
@@ -227,13 +227,13 @@ class LabSession:
             self._state[_N_HEAD] = default
 
     def apply_preset(self, name: str) -> None:
-        """Button callback: the quick or course preset into the controls (their widget keys)."""
-        config, training = gpt.PRESETS[name], rules.PRESET_TRAINING[name]
+        """Button callback: both halves of a preset with a training (quick, course) into the controls (their keys)."""
+        config, training = PRESETS[name].model, PRESETS[name].training
         self._state.update({
             "lab_n_layer": config.n_layer, "lab_n_embd": config.n_embd, _N_HEAD: config.n_head,
             "lab_block": config.block_size, "lab_dropout": config.dropout, "lab_pos": config.pos_encoding,
-            "lab_causal": True, "lab_seed": rules.DEFAULT_SEED, "lab_steps": training["steps"],
-            "lab_batch": training["batch_size"], "lab_lr": training["learning_rate"],
+            "lab_causal": True, "lab_seed": rules.DEFAULT_SEED, "lab_steps": training.steps,
+            "lab_batch": training.batch_size, "lab_lr": training.learning_rate,
         })
 
     # --- experiment reruns ---------------------------------------------------------------------------------------

@@ -7,12 +7,36 @@ exists but cannot be read, so the page says so instead of showing a traceback.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
+from engine.checkpoint import SHIPPED_MODEL
 from engine.lab import results
+
+#: The shipped model's loss over the whole validation split (``engine.lab.experiments.measurement.split_loss``),
+#: beside its checkpoint; ``tests/content/test_prose_claims.py`` measures it again.
+WHOLE_SPLIT_FILE = Path(SHIPPED_MODEL) / "whole_split.json"
+WHOLE_SPLIT_FORMAT = "lab-whole-split/1"
+
+
+@dataclass(frozen=True)
+class WholeSplit:
+    """The shipped model's validation loss over every window of the validation split.
+
+    Attributes:
+        val_loss: nats per predicted character; windows: windows of block_size characters; tokens: characters
+            predicted (windows · block_size).
+    """
+
+    val_loss: float
+    windows: int
+    tokens: int
 
 
 def _read(reader: Callable, path: Path) -> tuple[object | None, bool]:
@@ -37,6 +61,30 @@ def _dropout_loss(path: str, mtime: float) -> results.DropoutLoss | None:
 @st.cache_data(show_spinner=False, max_entries=4)
 def _dropout_price(path: str, mtime: float) -> results.DropoutPrice | None:
     return results.dropout_price(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _whole_split(path: str, mtime: float) -> WholeSplit:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    weights = Path(path).parent / "model.safetensors"
+    if not isinstance(data, dict) or data.get("format") != WHOLE_SPLIT_FORMAT:
+        raise ValueError(f"{path} is not a {WHOLE_SPLIT_FORMAT} file")
+    if data.get("model_sha256") != hashlib.sha256(weights.read_bytes()).hexdigest():
+        raise ValueError(f"{path} measured other weights than {weights.name}")
+    loss, windows, tokens = data.get("val_loss"), data.get("windows"), data.get("tokens")
+    if not (isinstance(loss, int | float) and math.isfinite(loss) and 0 < loss < 100
+            and all(isinstance(n, int) and 0 < n < 10**9 for n in (windows, tokens))):
+        raise ValueError(f"{path}: val_loss, windows and tokens must be positive numbers")
+    return WholeSplit(float(loss), windows, tokens)
+
+
+def whole_split() -> WholeSplit | None:
+    """The shipped model's loss over the whole validation split (None when absent, unreadable or measured on other
+    weights than those shipped)."""
+    try:
+        return _read(_whole_split, WHOLE_SPLIT_FILE)[0]
+    except OSError:
+        return None
 
 
 def exercises() -> tuple[results.ExercisesFile | None, bool]:

@@ -9,7 +9,7 @@ import streamlit as st
 from engine import budget
 from engine.baselines import Baselines
 from engine.figures import lab as figures
-from engine.lab.jobs import Snapshot, TrainingJob
+from engine.lab.jobs import Snapshot, TrainingJob, steps_by_cap
 from ui.i18n import _
 from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
 from ui.lab.session import LabSession
@@ -105,6 +105,12 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
                  step=snap.step, steps=snap.steps, seconds=snap.elapsed_s),
              "error": _("failed")}[snap.state]
     st.progress(snap.step / max(1, snap.steps), text=label)
+    capped_at = steps_by_cap(snap, job.max_wall_s)
+    if capped_at is not None:
+        st.warning(fill(_("At the pace measured so far, the time limit of {cap} stops this training at about step "
+                          "{step:,} of {steps:,}; it keeps what it learned by then."),
+                        cap=duration_text(job.max_wall_s), step=capped_at, steps=snap.steps),
+                   icon=":material/timer:")
     if snap.state == "error":
         st.error(fill(_("Training failed: {error}"), error=snap.error))
     crossing = None if baselines is None else first_below(snap.history, snap.eval_elapsed_s,

@@ -10,11 +10,13 @@ from functools import cache
 
 import streamlit as st
 from babel import Locale
+from babel.numbers import format_compact_decimal
 
 from engine.lab.jobs import Snapshot
-from ui import page
+from engine.positions import ENCODINGS, LEARNED
+from ui import page, positions
 from ui.i18n import _, current_language, ngettext
-from ui.numbers import integer, num, percent
+from ui.numbers import MINUS, integer, num, percent
 
 #: A format spec of the catalog's messages: sign, zero padding, width, grouping, precision, type.
 _SPEC = re.compile(r"(?P<sign>\+?)(?P<zero>0?)(?P<width>\d*)(?P<group>,?)(?:\.(?P<prec>\d+))?(?P<type>[dfg%]?)")
@@ -40,6 +42,8 @@ def _number(value: float, spec: str, lang: str) -> str:
         text = integer(value, lang=lang) if group else num(int(value), 0, lang=lang, group=False)
     else:  # "g" or a plain float: Python's shortest form with the language's decimal sign
         text = format(value, "g" if kind == "g" else "").replace(".", _decimal_sign(lang))
+        if text.startswith("-"):  # the sign as ui.numbers writes it; an exponent keeps its hyphen (1e-05)
+            text = MINUS + text[1:]
     if m["sign"] and value >= 0:
         text = "+" + text
     if m["zero"] and m["width"]:
@@ -93,13 +97,23 @@ def plain(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
 
 
-def compact(n: int) -> str:
-    """A count short enough for a metric tile: 3.27 M, 357 k, 980."""
-    if n >= 1_000_000:
-        return num(n / 1e6, 2) + "\u00a0M"
-    if n >= 10_000:
-        return num(n / 1e3, 0) + "\u00a0k"
-    return integer(n)
+def compact(n: int, lang: str | None = None) -> str:
+    """A count short enough for a metric tile, in the language's short form (CLDR's, through Babel):
+    ``3.27M`` / ``357.3K`` (en), ``3,27 M`` / ``357,3 k`` (fr), ``3,27 Mio.`` (de). Where the language writes a
+    count whole (German thousands: ``357.295``), it is written whole with the group separator.
+    """
+    code = lang or current_language()
+    short = format_compact_decimal(int(n), format_type="short", fraction_digits=2, locale=code)
+    return short if any(c.isalpha() for c in short) else integer(n, lang=code)
+
+
+def upload_help(mb: int) -> str:
+    """The uploader's help in the reader's language: Streamlit 1.67 writes its box's button ("Upload") and size line
+    ("… MB per file") in English whatever the language (only the label and help are the app's), so the help says
+    what they mean."""
+    return fill(_("Drop the file on the box or choose it with the box's button. Streamlit writes that button and "
+                  "the line under it in English: “Upload” opens the file chooser, and the size before “per file” is "
+                  "the largest file it takes ({mb} MB)."), mb=mb)
 
 
 def nats_text(nats: float) -> str:
@@ -149,8 +163,8 @@ def busy_text() -> str:
 
 
 def position_name(key: str) -> str:
-    """The name of a position encoding (``engine.gpt.POS_ENCODINGS`` key), as page 7 names it."""
-    return {"none": _("none"), "learned": _("learned"), "sinusoidal": _("sinusoidal"), "rope": _("RoPE")}.get(key, key)
+    """The name of a position encoding (the key of an ``engine.positions.ENCODINGS`` record): ``ui.positions.name``."""
+    return positions.name(key)
 
 
 def run_name(key: str) -> str:
@@ -159,10 +173,8 @@ def run_name(key: str) -> str:
         "heads_1": _("1 head of 128"),
         "heads_4": _("4 heads of 32 (course)"),
         "heads_8": _("8 heads of 16"),
-        "none": _("none"),
-        "learned": _("learned (course)"),
-        "rope": _("RoPE"),
-        "sinusoidal": _("sinusoidal"),
+        **{enc.key: positions.name(enc.key) for enc in ENCODINGS if enc != LEARNED},
+        LEARNED.key: _("learned (course)"),
         "causal": _("causal mask (course)"),
         "no_mask": _("no causal mask"),
         "no_mask_rope": _("no causal mask, RoPE"),
