@@ -4,14 +4,20 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# make run PORT=8502 ADDRESS=0.0.0.0: where the app listens (Streamlit's --server.port and --server.address);
+# unset, Streamlit's own settings (port 8501 on every interface, or STREAMLIT_SERVER_PORT and the like).
+PORT    ?=
+ADDRESS ?=
+# TORCH=cpu or TORCH=cuda overrides the PyTorch build tools/torch_index.py chooses (on a fresh .venv: make clean).
+TORCH   ?=
 # Debian packages: the Tang poems / Song ci corpus and Graphviz (diagrams laid out on the server) for the app;
-# Chromium and a CJK font for the browser tests; nginx for the replica test (tests/test_replicas.py, which
+# Chromium and a CJK font for the browser tests; nginx for the replica test (tests/operations/test_replicas.py, which
 # starts its own nginx on a free loopback port).
 APT_RUN  := $(shell cat packages.txt)
 APT_TEST := chromium fonts-wqy-microhei nginx
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint bench catalogs clean
+.PHONY: run check test lint bench catalogs clean
 
 define apt_install
 	@if command -v apt-get >/dev/null 2>&1; then \
@@ -25,13 +31,15 @@ define apt_install
 	fi
 endef
 
-# The app's packages. requirements.txt names PyTorch's CPU wheel by its address (for Community Cloud); locally
-# that line becomes torch==<the same version>, and pip takes the wheel it finds for it (PyPI's, or a local CPU
-# wheel where pip is set up with one).
-$(VENV)/.app: requirements.txt packages.txt
+# The app's packages. PyTorch first, from the index tools/torch_index.py chooses for this machine: PyTorch's CPU
+# wheel index on Linux without a CUDA GPU (PyPI's wheel where that index cannot be reached), PyPI's CUDA build
+# with a CUDA GPU or TORCH=cuda; TORCH=cpu asks for the CPU build anyway. Then the rest of requirements.txt,
+# whose torch addresses (for Community Cloud) become torch==<the same version>, which the installed build meets.
+$(VENV)/.app: requirements.txt packages.txt tools/torch_index.py
 	$(call apt_install,$(APT_RUN))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	torch_args="$$(TORCH="$(TORCH)" $(PY) tools/torch_index.py requirements.txt)" && $(PY) -m pip install -q $$torch_args
 	sed -E 's|^torch @ [^ ]*/torch-([^-]+)%2Bcpu-[^ ]*|torch==\1|' requirements.txt > $(VENV)/requirements.local.txt
 	$(PY) -m pip install -q -r $(VENV)/requirements.local.txt
 	touch $@
@@ -45,12 +53,19 @@ $(VENV)/.dev: $(VENV)/.app requirements-dev.txt
 	touch $@
 
 run: $(VENV)/.app
-	$(VENV)/bin/streamlit run serve.py
+	$(VENV)/bin/streamlit run serve.py$(if $(PORT), --server.port $(PORT))$(if $(ADDRESS), --server.address $(ADDRESS))
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
-# About 30 minutes on 2 cores: lint, engine and page tests, then the browser and load tests (progress shown).
+# The fast tier, for the loop of work: lint, the engine, ui and content tests, the whole-tree rules, and one AppTest
+# run of every page inside the app (the `smoke` marker); no page suites, no Chromium, no installs or servers.
+# About 140 s of CPU time in all (one process, most tests single-threaded): under 5 minutes on 2 cores at rest.
+check: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "smoke or not (pages or browser or operations)"
+
+# Everything. About 30 minutes on 2 cores: lint, engine and page tests, then the browser and load tests (progress shown).
 test: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
@@ -63,10 +78,12 @@ catalogs: $(VENV)/.dev
 	$(VENV)/bin/pybabel update -i locales/messages.pot -d locales -D messages --no-fuzzy-matching --ignore-obsolete
 	$(VENV)/bin/pybabel compile -d locales -D messages --statistics
 
+# The benchmarks, then docs/performance.md made again from their assets/bench_*.json (so it cannot drift).
 bench: $(VENV)/.app
 	$(PY) -m engine.bench attention
 	$(PY) -m engine.bench train
 	$(PY) -m engine.bench pages
+	$(PY) -m engine.bench docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache runs
