@@ -111,13 +111,25 @@ def test_scale_is_sqrt_dk():
 
 
 def test_shipped_exercise_answers_follow_the_file():
-    from ui.questions import lab
+    from engine.sections import lab
 
     data = lab.shipped()
     heads_8 = next(c for c in data.exercise("heads").comparisons if c.b == "heads_8")
-    assert (heads_8.verdict == "no_detectable_difference") == (lab.eight_heads(data) == "same")
+    assert lab.heads_facts(data) == {"verdict": heads_8.verdict, "mean": heads_8.mean, "seeds": len(heads_8.seeds)}
+    assert (heads_8.verdict == "no_detectable_difference") == (lab.eight_heads(**lab.heads_facts(data)) == "same")
     deltas = {c.b: c.mean for c in data.exercise("positions").comparisons}
-    assert (min(deltas.values()) < 0) == (lab.best_position(data) != "learned")
+    assert lab.position_facts(data)["deltas"] == {"course": 0.0} | deltas
+    assert (min(deltas.values()) < 0) == (lab.best_position(**lab.position_facts(data)) != "learned")
+    # one seed draws no verdict: the sign of the mean; the encoding of the lowest run
+    assert lab.eight_heads("too_few_seeds", -0.01, 1) == "down" and lab.eight_heads("b_beats_a", 0.02, 1) == "up"
+    assert lab.best_position({"course": 0.0, "pos_none": 0.3}) == "learned"
+    for facts in (lab.heads_facts, lab.position_facts):  # a notebook run where the file is missing: a clear message
+        with pytest.raises(ValueError, match="python -m engine.lab.experiments"):
+            facts(None)
+    with pytest.raises(ValueError, match="verdict"):
+        lab.eight_heads("better", 0.0, 3)
+    with pytest.raises(ValueError, match="deltas"):
+        lab.best_position({"made_up": 0.0})
 
 
 def test_page_1_first_answer_is_the_chapter_number():

@@ -397,7 +397,7 @@ def check_exercises(slug: str, variant: str, s: dict, nb, lang: str) -> None:
     the gate's tolerance)."""
     gated = [g for g in questions.by_page(slug) if g.exercise]
     shown = ui_notebook.exercises(slug, s, lang)
-    assert bool(gated) == (slug not in ("home", "lab"))
+    assert bool(gated) == (slug != "home")
     at = [i for i, c in enumerate(nb.cells) if notebook.EXERCISE_TAG in c.metadata.get("tags", [])]
     assert len(at) == len(ANSWERS) == len(gated)
     for i, gate, lines in zip(at, gated, ANSWERS, strict=True):

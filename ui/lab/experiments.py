@@ -675,6 +675,6 @@ def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> No
             page.prose("causal")
         exercise = None if data is None else data.exercise(name)
         asked = lab_questions.BY_EXERCISE.get(name)
-        if exercise is not None and (asked is None or gates.gate(asked, data=data)):
+        if exercise is not None and (asked is None or gates.gate(asked, **lab_questions.FACTS[name](data))):
             show_exercise(data, exercise, baselines)
         rerun(lab, older, corpus, seed, rerun_steps)
