@@ -260,6 +260,16 @@ def colon(lang: str | None = None) -> str:
     return LANGUAGES[_lang(lang)].colon
 
 
+def percent_suffix(lang: str | None = None) -> str:
+    """What follows the digits of a percentage in the language's pattern: ``"%"`` (en), ``"\u00a0%"`` (fr, de).
+
+    For a chart that writes its percentages in the browser (a Plotly template over numbers a slider replaces),
+    where :func:`percent` cannot run: the template writes the digits, this suffix the sign.
+    """
+    pattern = LANGUAGES[_lang(lang)].percent
+    return pattern[pattern.rindex("0") + 1:]
+
+
 #: ``st.slider``'s ``format`` for a float slider: Streamlit 1.67's ``"localized"``, which the browser writes with
 #: ``Intl.NumberFormat`` in the browser's own languages (``navigator.languages``: ``0,5`` in a French or German
 #: browser), where a printf format (``"%.2f"``) writes English decimals in every language. It follows the

@@ -140,7 +140,8 @@ class NextCharLabels:
     """Words of :func:`next_char_figure`: ``title``, axis titles ``x`` (probability) and ``y`` (characters),
     the sliders' prefixes ``temperature`` and ``top_k``, ``all`` (the label of top-k 0), ``sampled`` (with
     ``{char}``, written beside the sampled bar), ``temperatures``: the temperature slider's step labels
-    (one per temperature, formatted by the caller)."""
+    (one per temperature, formatted by the caller), ``percent_suffix``: what follows a percentage's digits in the
+    reader's language (``"\u00a0%"`` in French and German)."""
 
     title: str
     x: str
@@ -152,6 +153,7 @@ class NextCharLabels:
     temperatures: tuple[str, ...] | None = None
     separators: str = DEFAULT_SEPARATORS
     colon: str = DEFAULT_COLON
+    percent_suffix: str = "%"
 
 
 @dataclass(frozen=True)
@@ -540,19 +542,30 @@ def next_char_figure(
     ticks = [repr(c)[1:-1] if not c.isprintable() or c.isspace() else c for c in candidates]  # "\n" for a newline
     rows = list(range(n))
     colors = [SAMPLED_COLOR if i == sampled else CANDIDATE_COLOR for i in rows]
-    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors), customdata=ticks,
-                           texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False,
-                           hovertemplate="%{customdata}" + labels.colon + "%{x:.2%}<extra></extra>"))
+    suffix = labels.percent_suffix
+
+    def percents(row) -> list:  # each bar's (tick, percentage), the templates' customdata: d3's "%" writes no space
+        return [[tick, round(100 * float(v), 4)] for tick, v in zip(ticks, row, strict=True)]
+
+    fig = go.Figure(go.Bar(x=np.round(p, 5), y=rows, orientation="h", marker=dict(color=colors),
+                           customdata=percents(p), texttemplate="%{customdata[1]:.1f}" + suffix,
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate="%{customdata[0]}" + labels.colon + "%{customdata[1]:.2f}" + suffix
+                           + "<extra></extra>"))
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=ticks, autorange="reversed", title_text=labels.y,
                      tickfont=dict(size=14))
-    fig.update_xaxes(title_text=labels.x, tickformat=".0%", range=[0, 1.15], gridcolor="#eee", side="top")
+    shares = (0.0, 0.25, 0.5, 0.75, 1.0)
+    fig.update_xaxes(title_text=labels.x, tickmode="array", tickvals=shares,
+                     ticktext=[f"{round(100 * v)}{suffix}" for v in shares], range=[0, 1.15], gridcolor="#eee",
+                     side="top")
     fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=labels.sampled.format(char=ticks[sampled]),
                        showarrow=False, font=dict(color=SAMPLED_COLOR, size=12))
     top, bottom = (90 if labels.title else 60), 190
     plot_h = row_px * n  # px of the plotting area; the sliders sit below it, in paper units
 
     def slider(values, rows_p, prefix, active, px_below):
-        steps = [dict(method="restyle", label=str(label), args=[{"x": [np.round(row, 5).tolist()]}, [0]])
+        steps = [dict(method="restyle", label=str(label),
+                      args=[{"x": [np.round(row, 5).tolist()], "customdata": [percents(row)]}, [0]])
                  for label, row in zip(values, rows_p, strict=True)]
         return dict(active=active, currentvalue=dict(prefix=prefix, font=dict(size=12)), pad=dict(t=0, b=0),
                     steps=steps, y=-px_below / plot_h, yanchor="top", len=1.0, x=0, xanchor="left",

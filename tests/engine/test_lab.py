@@ -941,6 +941,16 @@ def test_next_char_figure_has_two_sliders_over_the_precomputed_rows(trained):
     colors = list(fig.data[0].marker.color)
     assert colors[view.sampled] == LF.SAMPLED_COLOR and colors.count(LF.SAMPLED_COLOR) == 1
     assert fig.layout.annotations[0].text == f"S {view.candidates[view.sampled]}"
+    # the bars' percentages are written from customdata, which each slider step replaces with its own rows
+    percents = [row[1] for row in fig.data[0].customdata]
+    assert percents == pytest.approx((100 * view.probs).tolist(), abs=1e-3)
+    assert fig.data[0].texttemplate == "%{customdata[1]:.1f}%" and list(fig.layout.xaxis.ticktext)[-1] == "100%"
+    step = t_slider.steps[0].args[0]
+    assert [row[1] for row in step["customdata"][0]] == pytest.approx([100 * v for v in step["x"][0]], abs=1e-3)
+    french = LF.next_char_figure(view.candidates, view.probs, view.sampled, view.temperatures, view.by_temperature,
+                                 view.top_ks, view.by_top_k, dataclasses.replace(text, percent_suffix="\u00a0%"))
+    assert french.data[0].texttemplate == "%{customdata[1]:.1f}\u00a0%"
+    assert list(french.layout.xaxis.ticktext) == ["0\u00a0%", "25\u00a0%", "50\u00a0%", "75\u00a0%", "100\u00a0%"]
     with pytest.raises(ValueError):
         LF.next_char_figure(view.candidates[:-1], view.probs, 0, view.temperatures, view.by_temperature,
                             view.top_ks, view.by_top_k, text)

@@ -27,6 +27,7 @@ def test_the_issue_examples_read_as_each_language_writes_them(lang, decimal, cou
     assert numbers.num(6.2451, 3, lang=lang) == decimal
     assert numbers.integer(1_621_248, lang=lang) == count
     assert numbers.percent(0.9834, 2, lang=lang) == pct
+    assert "98,34".replace(",", decimal[1]) + numbers.percent_suffix(lang) == pct  # what a chart's template writes
 
 
 @given(value=st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), decimals=st.integers(0, 6),

@@ -20,7 +20,7 @@ from ui import url
 from ui.i18n import _, current_language, ngettext
 from ui.lab.session import FORM_LINE_LENGTH, FORM_LINES
 from ui.lab.words import fill, plain, prose, strongest_keys
-from ui.numbers import SLIDER_FORMAT, colon, integer, num, percent, plotly_separators
+from ui.numbers import SLIDER_FORMAT, colon, integer, num, percent, percent_suffix, plotly_separators
 
 #: The line lengths the reader may ask for (0: free, the model ends its lines) and the numbers of lines (0: free).
 LINE_LENGTHS = (0, *rules.POEM_LINE_LENGTHS)
@@ -333,7 +333,8 @@ def next_character(model: LabModel, sampling: Sampling) -> dict[str, tuple[int, 
     bar_labels = figures.NextCharLabels(
         title=_("What the model predicts after your prompt"), x=_("probability"), y=_("candidate next character"),
         temperature=_("temperature (top-k as set above): "), top_k=_("top-k (temperature as set above): "),
-        all=_("all"), sampled=_("sampled: {char}"), separators=plotly_separators(), colon=colon())
+        all=_("all"), sampled=_("sampled: {char}"), separators=plotly_separators(), colon=colon(),
+        percent_suffix=percent_suffix())
     attn_labels = figures.LastAttentionLabels(
         title=_("Where attention looked from the last character"), layer=_("layer"),
         key=_("character read (position:character)"), mean=_("mean of the heads"), head=_("head {head}"),
