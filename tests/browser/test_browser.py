@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -59,15 +60,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int) -> subprocess.Popen:  # also used by tests/operations/test_load.py
-    """Start ``streamlit run serve.py`` on ``port`` and wait until its health endpoint answers."""
+def start_server(port: int, log: Path | None = None, preexec_fn=None, timeout_s: float = 120) -> subprocess.Popen:
+    """Start ``streamlit run serve.py`` on ``port`` and wait up to ``timeout_s`` seconds for its health endpoint.
+
+    Also used by tests/operations (test_load.py, test_connection_flood.py). The server's output goes to the file
+    ``log`` when given (its standard error is kept for the failure message otherwise); ``preexec_fn`` runs in the
+    child before streamlit starts (resource limits).
+    """
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.headless", "true", "--server.address", "127.0.0.1"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTENTION_DIAGRAMS": "server"},
+        cwd=ROOT, stdout=log.open("wb") if log else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTENTION_DIAGRAMS": "server"}, preexec_fn=preexec_fn,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
@@ -76,7 +83,8 @@ def start_server(port: int) -> subprocess.Popen:  # also used by tests/operation
         except OSError:
             time.sleep(0.3)
     proc.kill()
-    raise RuntimeError(f"server did not become healthy: {proc.stderr.read().decode()[-2000:]}")
+    output = log.read_text(errors="replace") if log else proc.stderr.read().decode(errors="replace")
+    raise RuntimeError(f"server did not become healthy: {output[-2000:]}")
 
 
 def stop_server(proc: subprocess.Popen) -> None:

@@ -20,7 +20,6 @@ import base64
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -30,8 +29,15 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 import serve
-from tests.browser.test_browser import CHART, CHROMIUM, LAUNCH_ARGS, free_port, stop_server, wait_ready
-from tests.plotly_json import ROOT
+from tests.browser.test_browser import (
+    CHART,
+    CHROMIUM,
+    LAUNCH_ARGS,
+    free_port,
+    start_server,
+    stop_server,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -51,20 +57,7 @@ def start_limited_server(port: int, log: Path) -> subprocess.Popen:
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (SOFT_LIMIT, HARD_LIMIT))
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port), "--server.headless", "true",
-         "--server.address", "127.0.0.1"], cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "ATTENTION_DIAGRAMS": "server"}, preexec_fn=limits)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"server did not become healthy: {log.read_text()[-2000:]}")
+    return start_server(port, log, preexec_fn=limits, timeout_s=180)
 
 
 def open_files(pid: int) -> int:
