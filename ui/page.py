@@ -94,8 +94,8 @@ def prose(part: str) -> None:
 #: - a table cell breaks its text only between words, never inside a word or a number ("wrappe|r",
 #:   "1,549E-|30"): on a phone a data cell of st.table keeps its text on one line, a header or a prose table's cell
 #:   wraps at spaces, and a table wider than its place scrolls sideways inside its own frame (st.table's frame, or
-#:   the prose table itself), so the page never scrolls sideways; on a desktop every cell wraps at spaces, so a
-#:   table fits its column;
+#:   the prose table itself, whose edge shows a shadow where more of it lies), so the page never scrolls
+#:   sideways; on a desktop every cell wraps at spaces, so a table fits its column;
 #: - badges wrap instead of cutting their verdict short with an ellipsis;
 #: - titles keep their words whole on a phone (a smaller size there, no break inside a word);
 #: - captions are dark enough for WCAG AA contrast (4.5:1) on the white page;
@@ -110,7 +110,12 @@ _PAGE_CSS = """<style>
   [data-testid='stMain'] [data-testid='stTable'] td, [data-testid='stMain'] [data-testid='stTable'] td *
     {white-space: nowrap !important;}
   [data-testid='stMain'] [data-testid='stMarkdownContainer'] table
-    {display: block; max-width: 100%; overflow-x: auto; width: max-content;}
+    {display: block; max-width: 100%; overflow-x: auto; width: max-content;
+     background: linear-gradient(to right, #fff 40%, rgba(255, 255, 255, 0)) left / 2.5em 100% no-repeat local,
+       linear-gradient(to left, #fff 40%, rgba(255, 255, 255, 0)) right / 2.5em 100% no-repeat local,
+       radial-gradient(farthest-side at 0 50%, rgba(0, 0, 0, .28), rgba(0, 0, 0, 0)) left / 1em 100% no-repeat scroll,
+       radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, .28), rgba(0, 0, 0, 0)) right / 1em 100% no-repeat
+       scroll;}
   [data-testid='stMain'] [data-testid='stMarkdownContainer'] th,
   [data-testid='stMain'] [data-testid='stMarkdownContainer'] td {min-width: 6em;}
 }

@@ -240,6 +240,9 @@ PHONE_CHECK_JS = """() => {
     out.charts.push({i, left: box.left, right: box.right, width: box.width, covered});
   });
   const diagrams = '[data-testid="stGraphVizChart"] svg, [data-testid="stImage"] img[src^="data:image/svg"]';
+  // a prose table wider than its place scrolls inside its own box; its edge shadows say there is more
+  out.tables = [...document.querySelectorAll('[data-testid="stMarkdownContainer"] table')].map((t) => ({
+    wide: t.scrollWidth > t.clientWidth + 1, hint: getComputedStyle(t).backgroundImage.includes('radial-gradient')}));
   out.diagrams = [...document.querySelectorAll(diagrams)].map((svg) => {
     const b = svg.getBoundingClientRect();
     return {left: b.left, right: b.right, width: b.width, server: svg.tagName === 'IMG'};
@@ -282,6 +285,10 @@ def check_phone_width(browser, server, timeout_ms, info, lang: str) -> None:
     for chart in result["charts"]:
         assert chart["left"] >= -1 and chart["right"] <= vw + 1, f"chart {chart['i']} overflows: {chart}"
         assert not chart["covered"], f"chart {chart['i']}: titles under the toolbar: {chart['covered']}"
+    wide = [t for t in result["tables"] if t["wide"]]
+    assert all(t["hint"] for t in wide), f"a table scrolls sideways without its edge shadows: {result['tables']}"
+    if info.slug == "glossary":  # its four-language table cannot fit 390 px: the check above saw one
+        assert wide, result["tables"]
     shown = [d for d in result["diagrams"] if d["width"] > 0]  # the Lab's sits in a closed expander
     for i, diagram in enumerate(shown):
         assert diagram["left"] >= -1 and diagram["right"] <= vw + 1, f"diagram {i}: {diagram}"
