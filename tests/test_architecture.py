@@ -355,3 +355,26 @@ def test_no_view_writes_the_colour_legend_itself():
     assert where == ["ui/diagram.py"], where
     callers = [p.name for p in sorted((ROOT / "views").glob("*.py")) if "colour_legend()" in p.read_text("utf-8")]
     assert len(callers) >= 7, callers
+
+
+#: The longest function a page's view may hold: a section a reader of the code takes in at one sitting (a longer
+#: one splits into named sections, as views/positional_encodings.py's rope_and_scores into its controls and views).
+VIEW_FUNCTION_LINES = 50
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of every function of ``source`` longer than ``limit`` lines, decorators excluded."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_long_function_finder_counts_a_planted_one():
+    body = "".join(f"    x{i} = {i}\n" for i in range(VIEW_FUNCTION_LINES))
+    assert _long_functions(f"def long():\n{body}\ndef short():\n    pass\n", VIEW_FUNCTION_LINES) == [
+        ("long", VIEW_FUNCTION_LINES + 1)]
+
+
+def test_every_view_function_reads_in_one_sitting():
+    long = {path.name: found for path in sorted((ROOT / "views").glob("*.py"))
+            if (found := _long_functions(path.read_text(encoding="utf-8"), VIEW_FUNCTION_LINES))}
+    assert not long, long

@@ -154,6 +154,54 @@ page.show_code(sections.v2_scores, A.SelfAttention_v2, sections.mask_two_ways, A
 
 # --- 2. leakage test --------------------------------------------------------------------------------------
 page.prose("leakage")
+
+
+def leakage_view(leak: sections.Leakage, leak_token: str, t: int) -> None:
+    """Section 2's answer: which output rows the perturbation of token ``t`` changed, with and without the mask,
+    and the verdict (grey when the perturbation could not show a leak)."""
+    st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
+        causal=_("with the causal mask"),
+        no_mask=_("without a mask"),
+        perturbed=_("perturbed"),
+        x_title="max |Δ context_vec|",
+        y_title=_("output row (query token)"),
+        separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
+        colon=colon(),
+    )), key="cm_leak_chart", alt=_(
+        "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
+        "without a mask: {values}.").format(token=leak_token, values=alt.paired(
+            TOKENS, leak.table["max_diff_causal"], leak.table["max_diff_full"])))
+    leak_headers = {
+        "token_index": _("token index"),
+        "token": _("token"),
+        "max_diff_causal": _("max |Δ| causal"),
+        "changed_causal": _("changed (causal)"),
+        "max_diff_full": _("max |Δ| no mask"),
+        "changed_full": _("changed (no mask)"),
+    }
+    # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
+    st.dataframe(leak.table.assign(token=TOKENS)[list(leak_headers)].rename(columns=leak_headers).style.format(
+        {leak_headers["token_index"]: integer}
+        | {leak_headers[c]: lambda v: sci(v, 3) for c in ("max_diff_causal", "max_diff_full")}),
+        hide_index=True, key="cm_leak_table")
+    if not leak.changed_rows:
+        st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
+    else:
+        st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
+            token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
+    # a check that could not have failed says so, in grey: no perturbation, or no row before the perturbed one
+    if not leak.leaks and not leak.changed_rows:
+        st.badge(_("nothing tested: a perturbation of 0 changes no row, so it cannot show a leak"),
+                 icon=":material/block:", color="gray")
+    elif not leak.leaks and t == 0:
+        st.badge(_("nothing tested: no row comes before “{token}”; perturb a later token to test the mask").format(
+            token=leak_token), icon=":material/block:", color="gray")
+    else:
+        page.verdict(not leak.leaks,
+                     _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
+                     _("an earlier row changed: the mask leaks"))
+
+
 @st.fragment
 def leakage_section() -> None:
     """Section 2: the token and perturbation controls redraw this section only."""
@@ -165,47 +213,7 @@ def leakage_section() -> None:
     t = TOKENS.index(leak_token)
     leak = sections.leakage_test(inputs, t, float(delta))
     if gates.gate(questions.LEAKAGE, inputs=inputs, token_index=t, delta=float(delta)):
-        st.plotly_chart(figures.leakage_figure(leak, TOKENS, t, figures.LeakageLabels(
-            causal=_("with the causal mask"),
-            no_mask=_("without a mask"),
-            perturbed=_("perturbed"),
-            x_title="max |Δ context_vec|",
-            y_title=_("output row (query token)"),
-            separators=plotly_separators(), value_format=functools.partial(sci, digits=2, lang=current_language()),
-            colon=colon(),
-        )), key="cm_leak_chart", alt=_(
-            "Bar chart of max |Δ context_vec| for each output row after “{token}” is perturbed, with the causal mask / "
-            "without a mask: {values}.").format(token=leak_token, values=alt.paired(
-                TOKENS, leak.table["max_diff_causal"], leak.table["max_diff_full"])))
-        LEAK_HEADERS = {
-            "token_index": _("token index"),
-            "token": _("token"),
-            "max_diff_causal": _("max |Δ| causal"),
-            "changed_causal": _("changed (causal)"),
-            "max_diff_full": _("max |Δ| no mask"),
-            "changed_full": _("changed (no mask)"),
-        }
-        # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
-        st.dataframe(leak.table.assign(token=TOKENS)[list(LEAK_HEADERS)].rename(columns=LEAK_HEADERS).style.format(
-            {LEAK_HEADERS["token_index"]: integer}
-            | {LEAK_HEADERS[c]: lambda v: sci(v, 3) for c in ("max_diff_causal", "max_diff_full")}),
-            hide_index=True, key="cm_leak_table")
-        if not leak.changed_rows:
-            st.info(_("A perturbation of 0 changes nothing; move the slider away from 0."))
-        else:
-            st.markdown(_("Perturbing “{token}” (row {row}) changed the rows: **{rows}**.").format(
-                token=leak_token, row=t, rows=", ".join(TOKENS[i] for i in leak.changed_rows)))
-        # a check that could not have failed says so, in grey: no perturbation, or no row before the perturbed one
-        if not leak.leaks and not leak.changed_rows:
-            st.badge(_("nothing tested: a perturbation of 0 changes no row, so it cannot show a leak"),
-                     icon=":material/block:", color="gray")
-        elif not leak.leaks and t == 0:
-            st.badge(_("nothing tested: no row comes before “{token}”; perturb a later token to test the mask").format(
-                token=leak_token), icon=":material/block:", color="gray")
-        else:
-            page.verdict(not leak.leaks,
-                         _("no row before “{token}” changed: nothing leaks from the future").format(token=leak_token),
-                         _("an earlier row changed: the mask leaks"))
+        leakage_view(leak, leak_token, t)
 
 
 leakage_section()

@@ -359,9 +359,9 @@ page.show_code(sections.split_output, sections.wrapper_vs_split, A.MultiHeadAtte
 
 # --- 3. head by head ---------------------------------------------------------------------------------
 page.prose("heads")
-@st.fragment
-def heads_section() -> None:
-    """Section 3: the line, n_embd and num_heads redraw this section and its cost table only."""
+def heads_controls() -> tuple[sections.PageLine, int, int]:
+    """Section 3's controls: the line (and a note when it was empty or cut), n_embd and a num_heads that divides
+    it."""
     c1, c2, c3 = st.columns([2, 1, 2])
     typed = c1.text_input(_("Line (up to {n} characters)").format(n=MAX_LINE), value=chapter.LESSON_LINE,
                           key="mh_line", bind="query-params")
@@ -375,7 +375,6 @@ def heads_section() -> None:
     num_heads = int(c3.select_slider(_("num_heads (divisors of n_embd)"), options=head_options,
                                      value=sections.nearest_divisors(n_embd, 4)[0], key="mh_heads",
                                      bind="query-params"))
-
     used = sections.page_line(typed, MAX_LINE)
     with page.slot():
         if used.issue == "empty":
@@ -384,19 +383,20 @@ def heads_section() -> None:
         elif used.issue == "too_long":
             st.warning(_("The line has {n} characters; only the first {limit} are used here.").format(
                 n=used.typed_length, limit=MAX_LINE))
-    heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
-                                       query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "),
-                                       separators=plotly_separators(), colon=colon())
-    run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
-    T = len(run.tokens)
-    head_dim = n_embd // num_heads
+    return used, n_embd, num_heads
+
+
+def heads_weights_and_shapes(run: sections.HeadsOnLine, heads_figure: go.Figure, line: str, n_embd: int,
+                             num_heads: int) -> None:
+    """Section 3's first row: every head's attn_weights on the line, beside the shapes each step gives."""
+    T, head_dim = len(run.tokens), n_embd // num_heads
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(heads_figure, key="mh_heads_chart", alt=_(
             "Heatmaps of attn_weights, one per head of {H} (the slider steps through them), on the line “{line}”: "
             "each row is a query character, its weights on the characters up to it sum to 1, and the cells above "
             "the diagonal are 0 (the causal mask). Head 0's last row: {row}.").format(
-                H=num_heads, line=used.line, row=" · ".join(num(float(v), 3) for v in run.attn_weights[0, -1])))
+                H=num_heads, line=line, row=" · ".join(num(float(v), 3) for v in run.attn_weights[0, -1])))
     with right:
         st.markdown(_("**Shapes** for a line of {T} characters, n_embd {n_embd}, {heads} heads of {head_dim}:").format(
             T=T, n_embd=n_embd, heads=num_heads, head_dim=head_dim))
@@ -406,6 +406,11 @@ def heads_section() -> None:
         page.static_table(shapes)
         st.markdown(_("{x} → {heads} → scores {scores}").format(
             x=(1, T, n_embd), heads=(1, num_heads, T, head_dim), scores=(1, num_heads, T, T)))
+
+
+def heads_diagrams(run: sections.HeadsOnLine, n_embd: int, num_heads: int) -> None:
+    """Section 3's second row: the wrapper's and the weight-split layer's diagrams, drawn from the run."""
+    T, head_dim = len(run.tokens), n_embd // num_heads
     wrapper_column, split_column = st.columns(2)
     with wrapper_column:
         diagram(heads_diagram(run, "wrapper"), width="content",
@@ -419,38 +424,55 @@ def heads_section() -> None:
     st.caption(_("The shapes follow the line, n_embd and num_heads above (a batch of one line)."))
     colour_legend()
 
+
+def cost_view(run: sections.HeadsOnLine, n_embd: int, num_heads: int) -> None:
+    """Section 3's cost: the layer's parameters against the lesson's counts, and the score tensor's size by T."""
+    T = len(run.tokens)
+    m1, m2, m3 = st.columns(3)
+    m1.metric(_("qkv parameters"), integer(run.params.qkv), help=_("3·n_embd² weights + 3·n_embd biases"))
+    m2.metric(_("proj parameters"), integer(run.params.proj), help=_("n_embd² weights + n_embd biases"))
+    m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"),
+              byte_size(run.score_bytes))
+    is_lesson_width = n_embd == chapter.LESSON_N_EMBD
+    for what, count, lesson in ((_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv,
+                                 chapter.LESSON_QKV_PARAMS),
+                                (_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
+                                 chapter.LESSON_PROJ_PARAMS)):
+        if is_lesson_width:
+            page.verdict(count == lesson,
+                         _("{what}: {count}, exactly the lesson's count").format(what=what, count=integer(count)),
+                         _("{what}: {count}, NOT the lesson's {lesson}").format(what=what, count=integer(count),
+                                                                              lesson=integer(lesson)))
+        else:
+            st.badge(_("{what}: {count}; the lesson counts n_embd {width}, where it prints {lesson}").format(
+                what=what, count=integer(count), width=chapter.LESSON_N_EMBD, lesson=integer(lesson)),
+                icon=":material/tune:", color="gray")
+    lengths = (T, 128, 1024)
+    costs = cost_cached(n_embd, lengths)
+    cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
+                    "proj_params": _("proj params")}
+    cost_headers.update({f"scores_bytes_{n}": _("attn_scores at T = {T}").format(T=integer(n)) for n in lengths})
+    # cells written in the reader's number format (the grid's own formats follow the browser's locale)
+    cells = costs.copy()
+    for column in cells.columns:
+        cells[column] = cells[column].map(byte_size if column.startswith("scores_bytes_") else integer)
+    st.dataframe(cells.rename(columns=cost_headers), hide_index=True, key="mh_cost_table")
+
+
+@st.fragment
+def heads_section() -> None:
+    """Section 3: the line, n_embd and num_heads redraw this section and its cost table only."""
+    used, n_embd, num_heads = heads_controls()
+    heads_labels = figures.HeadsLabels(title=_("attn_weights of head {h} / {H}"), head=_("head {h}"),
+                                       query_axis=_("query"), key_axis=_("key"), slider_prefix=_("head "),
+                                       separators=plotly_separators(), colon=colon())
+    run, heads_figure = heads_cached(used.line, n_embd, num_heads, sections.LESSON_SEED, heads_labels)
+    heads_weights_and_shapes(run, heads_figure, used.line, n_embd, num_heads)
+    heads_diagrams(run, n_embd, num_heads)
     if (gates.gate(questions.QKV, n_embd=n_embd, num_heads=num_heads)
             and gates.gate(questions.MORE_HEADS, n_embd=n_embd)):
         page.prose("cost")
-        m1, m2, m3 = st.columns(3)
-        m1.metric(_("qkv parameters"), integer(run.params.qkv), help=_("3·n_embd² weights + 3·n_embd biases"))
-        m2.metric(_("proj parameters"), integer(run.params.proj), help=_("n_embd² weights + n_embd biases"))
-        m3.metric(_("score tensor ({shape}), float32").format(shape=f"1, {num_heads}, {T}, {T}"),
-                  byte_size(run.score_bytes))
-        is_lesson_width = n_embd == chapter.LESSON_N_EMBD
-        for what, count, lesson in ((_("qkv parameters with {n} heads").format(n=num_heads), run.params.qkv,
-                                     chapter.LESSON_QKV_PARAMS),
-                                    (_("proj parameters with {n} heads").format(n=num_heads), run.params.proj,
-                                     chapter.LESSON_PROJ_PARAMS)):
-            if is_lesson_width:
-                page.verdict(count == lesson,
-                             _("{what}: {count}, exactly the lesson's count").format(what=what, count=integer(count)),
-                             _("{what}: {count}, NOT the lesson's {lesson}").format(what=what, count=integer(count),
-                                                                                  lesson=integer(lesson)))
-            else:
-                st.badge(_("{what}: {count}; the lesson counts n_embd {width}, where it prints {lesson}").format(
-                    what=what, count=integer(count), width=chapter.LESSON_N_EMBD, lesson=integer(lesson)),
-                    icon=":material/tune:", color="gray")
-        lengths = (T, 128, 1024)
-        costs = cost_cached(n_embd, lengths)
-        cost_headers = {"num_heads": "num_heads", "head_dim": "head_dim", "qkv_params": _("qkv params"),
-                        "proj_params": _("proj params")}
-        cost_headers.update({f"scores_bytes_{n}": _("attn_scores at T = {T}").format(T=integer(n)) for n in lengths})
-        # cells written in the reader's number format (the grid's own formats follow the browser's locale)
-        cells = costs.copy()
-        for column in cells.columns:
-            cells[column] = cells[column].map(byte_size if column.startswith("scores_bytes_") else integer)
-        st.dataframe(cells.rename(columns=cost_headers), hide_index=True, key="mh_cost_table")
+        cost_view(run, n_embd, num_heads)
 
 
 heads_section()

@@ -28,13 +28,15 @@ VECTOR_SEED = 0
 #: Heads of the permutation experiment's models (and of the diagrams drawn beside it).
 N_HEAD = 4
 #: The keys of the registry's records the page's sentences name (``engine.positions``): no key is spelled here.
-NONE, LEARNED, ROPE, ALIBI = (positions.NONE.key, positions.LEARNED.key, positions.ROPE.key, positions.ALIBI.key)
+#: Sections 3-5 and ALiBi's part of section 6 are the page's content parts named by these keys.
+NONE, LEARNED, SINUSOIDAL, ROPE, ALIBI = (positions.NONE.key, positions.LEARNED.key, positions.SINUSOIDAL.key,
+                                          positions.ROPE.key, positions.ALIBI.key)
 #: Entry diagrams per row.
 DIAGRAMS_PER_ROW = 2
 SCORE_LABELS = {positions.ROPE.key: N_("RoPE (rotate q and k)"),
                 positions.SINUSOIDAL.key: N_("sinusoidal table added to q and k")}
 TABLE_TITLES = {"untrained": N_("untrained pos_emb, seed {seed}"), "trained": N_("trained pos_emb, shipped model"),
-                "sinusoidal": N_("sinusoidal table")}
+                SINUSOIDAL: N_("sinusoidal table")}
 #: What the sinusoidal similarity's largest diagonal spread says, by ``sections.spread_kind``.
 SPREAD_VERDICTS = {
     "rounding": N_("its diagonals are constant up to float32 rounding: only the distance between two positions "
@@ -46,7 +48,7 @@ SPREAD_VERDICTS = {
 }
 SIMILARITY_TITLES = {"untrained": N_("similarity, untrained pos_emb, seed {seed}"),
                      "trained": N_("similarity, trained pos_emb, shipped model"),
-                     "sinusoidal": N_("similarity, sinusoidal table")}
+                     SINUSOIDAL: N_("similarity, sinusoidal table")}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -304,21 +306,12 @@ page.verdict(bool((layer_one.agrees == vis.same_inputs).all()),
 page.show_code(sections.causal_visibility, positions.visible_token_counts, sections.first_layer_differences)
 
 # --- 3-4. learned and sinusoidal tables ---------------------------------------------------------------
-page.prose("learned")
-page.prose("sinusoidal")
-@st.fragment
-def tables_section() -> None:
-    """Sections 3-4: block_size and n_embd redraw the tables only."""
-    c1, c2 = st.columns(2)
-    block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
-                                      value=128, key="pe_block", bind="query-params"))
-    width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width",
-                          bind="query-params"))
-    untrained = untrained_table(block_size, width, VECTOR_SEED)
-    sin = sinusoidal_table(block_size, width)
-    shipped = shipped_table(str(sections.SHIPPED_MODEL))
-    trained = shipped.table if shipped is not None else None
-    panels = {"untrained": untrained, **({"trained": trained} if trained is not None else {}), "sinusoidal": sin}
+page.prose(LEARNED)
+page.prose(SINUSOIDAL)
+
+
+def tables_charts(panels: dict[str, sections.PositionTable]) -> None:
+    """Sections 3-4's charts: per table, the table on top and its similarity under it, one figure per column."""
     # one column per table, one chart each: the table on top, its similarity under it, stacked in one figure (a
     # control redraws two charts, not four: each replaced chart is a full new Plotly plot in the browser). Side by
     # side on a wide screen, stacked on a phone; a control redraws only the tables it changes (the shipped
@@ -342,32 +335,54 @@ def tables_section() -> None:
             "similarity of every pair of positions (largest spread along a diagonal {spread}).").format(
                 title=stack[0].title, rows=integer(table.table.shape[0]), cols=integer(table.table.shape[1]),
                 std=num(table.std, 4), spread=sci(table.diagonal_spread)))
+
+
+def tables_numbers(untrained: sections.PositionTable, shipped: sections.ShippedTable | None) -> None:
+    """Sections 3-4's numbers: the untrained and trained tables' spreads, or why the trained one is missing."""
+    trained = shipped.table if shipped is not None else None
+    if shipped is None:
+        st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "
+                  "shown. Train one in the GPT lab with learned positions to compare.").format(
+            name=sections.SHIPPED_MODEL.name))
+    elif shipped.error is not None:
+        st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
+        st.code(shipped.error, language=None, wrap_lines=True)
+    elif trained is None:
+        st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
+            encoding=shipped.pos_encoding))
+    st.markdown(_("untrained table: std = {std} (init std {init})").format(std=num(untrained.std, 4),
+                                                                          init=num(0.02, 2)))
+    if trained is not None and trained.neighbour_similarity is not None:
+        st.markdown(_("trained table: std = {std}, shape {shape} · mean similarity of neighbouring positions = "
+                      "{near}, of positions {far} apart = {far_similarity}").format(
+            std=num(trained.std, 4), shape=tuple(trained.table.shape), near=num(trained.neighbour_similarity, 3),
+            far=trained.far_distance, far_similarity=num(trained.far_similarity, 3)))
+    elif trained is not None:
+        st.markdown(_("trained table: std = {std}, shape {shape}").format(std=num(trained.std, 4),
+                                                                         shape=tuple(trained.table.shape)))
+
+
+@st.fragment
+def tables_section() -> None:
+    """Sections 3-4: block_size and n_embd redraw the tables only."""
+    c1, c2 = st.columns(2)
+    block_size = int(c1.select_slider(_("block_size (rows)"), options=BLOCK_CHOICES,
+                                      value=128, key="pe_block", bind="query-params"))
+    width = int(c2.slider(_("n_embd (columns; odd works too)"), 1, 256, step=1, value=128, key="pe_width",
+                          bind="query-params"))
+    untrained = untrained_table(block_size, width, VECTOR_SEED)
+    sin = sinusoidal_table(block_size, width)
+    shipped = shipped_table(str(sections.SHIPPED_MODEL))
+    trained = shipped.table if shipped is not None else None
+    tables_charts({"untrained": untrained, **({"trained": trained} if trained is not None else {}), SINUSOIDAL: sin})
     with page.slot():
-        if shipped is None:
-            st.info(_("No trained model ships with this copy of the app ({name}), so only the untrained table is "
-                      "shown. Train one in the GPT lab with learned positions to compare.").format(
-                name=sections.SHIPPED_MODEL.name))
-        elif shipped.error is not None:
-            st.warning(_("The shipped model could not be read, so only the untrained table is shown."))
-            st.code(shipped.error, language=None, wrap_lines=True)
-        elif trained is None:
-            st.info(_("The shipped model uses pos_encoding “{encoding}”, so it has no learned table.").format(
-                encoding=shipped.pos_encoding))
-        st.markdown(_("untrained table: std = {std} (init std {init})").format(std=num(untrained.std, 4),
-                                                                              init=num(0.02, 2)))
-        if trained is not None and trained.neighbour_similarity is not None:
-            st.markdown(_("trained table: std = {std}, shape {shape} · mean similarity of neighbouring positions = "
-                          "{near}, of positions {far} apart = {far_similarity}").format(
-                std=num(trained.std, 4), shape=tuple(trained.table.shape), near=num(trained.neighbour_similarity, 3),
-                far=trained.far_distance, far_similarity=num(trained.far_similarity, 3)))
-        elif trained is not None:
-            st.markdown(_("trained table: std = {std}, shape {shape}").format(std=num(trained.std, 4),
-                                                                             shape=tuple(trained.table.shape)))
+        tables_numbers(untrained, shipped)
     st.markdown(_("sinusoidal row 0 = {row}{more} · largest spread along a diagonal of its similarity = "
                   "{spread}: {verdict}").format(row=seq(sin.table[0, :8].tolist(), 1), more=" …" if width > 8 else "",
                                                spread=sci(sin.diagonal_spread),
                                                verdict=_(SPREAD_VERDICTS[sections.spread_kind(sin.diagonal_spread)])
                                                .format(limit=num(sections.SMALL_SPREAD, 2))))
+
 
 tables_section()
 page.show_code(sections.untrained_table, sections.learned_table, sections.shipped_learned_table,
@@ -375,56 +390,55 @@ page.show_code(sections.untrained_table, sections.learned_table, sections.shippe
                sections.position_similarity)
 
 # --- 5. RoPE rotation ----------------------------------------------------------------------------------
-page.prose("rope")
-@st.fragment
-def rope_and_scores() -> None:
-    """Sections 5-6: head_dim, the position and the score controls redraw these sections only."""
+page.prose(ROPE)
+
+
+def rope_controls() -> tuple[int, int, bool]:
+    """Section 5's controls: head_dim and the position m, and whether RoPE can rotate that head_dim (odd: not)."""
     c1, c2 = st.columns(2)
     head_dim = int(c1.slider("head_dim", 1, 64, step=1, value=16, key="pe_head_dim", bind="query-params",
                              help=_("RoPE turns pairs of dimensions, so it needs an even head_dim.")))
     rope_ok = sections.rope_supported(head_dim)
     position = int(c2.slider(_("position m"), 0, 127, step=1, value=3, key="pe_position", bind="query-params",
                              disabled=not rope_ok))
-    with page.slot():
-        if not rope_ok:
-            c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
-                         "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
-                         "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
-        else:
-            rotation = rope_rotation(head_dim, VECTOR_SEED)
-            drawn = sections.shown_pairs(rotation.n_pairs)
-            st.plotly_chart(figures.rope_pairs_figure(rotation, position, drawn, figures.RopePairLabels(
-                panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos · {angle}°"),
-                earlier=_("earlier positions"), position=_("position {position}: "), pair=_("pair {pair}"),
-                point=_("(%{x:.3f}, %{y:.3f})"), theta_text=theta_text, angle_text=lambda a: num(a, 1),
-                separators=plotly_separators(),
-            )), key="pe_rope_pairs", alt=_(
-                "{drawn} pairs of dimensions of one vector, each on its own circle, rotated by RoPE to position "
-                "{position} with its trail of earlier positions; angles m·θ_i in degrees: {angles}.").format(
-                    drawn=len(drawn), position=position, angles=" · ".join(
-                        f"{i}: {num(float(rotation.angles[position, i].rad2deg().remainder(360)), 1)}"
-                        for i in drawn)))
-            if len(drawn) < rotation.n_pairs:
-                st.caption(_("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
-                             "(pairs {pairs}); the table lists all {n}.").format(
-                    drawn=len(drawn), n=rotation.n_pairs, pairs=positions_text(drawn)))
-            # short headers, so that no word is broken in a cell on a phone; the units are in the caption under it
-            pair_columns = {"pair": "i", "dims": _("dims"), "theta": "θ_i", "angle_deg": "m·θ_i",
-                            "wavelength": "2π/θ_i"}
-            pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
-            page.static_table(pairs, {pair_columns["theta"]: theta_text,
-                                      pair_columns["angle_deg"]: lambda a: num(a, 1),
-                                      pair_columns["wavelength"]: lambda w: num(w, 1)})
-            st.caption(_("i: the pair of dimensions (2i, 2i + 1) · θ_i: its angle per position, in radians · "
-                         "m·θ_i: its angle at position m, in degrees, mod 360 · 2π/θ_i: its wavelength, in positions"))
-            st.markdown(_("‖v‖ at position 0 = {first} · at position {position} = {norm}").format(
-                first=num(float(rotation.norms[0]), 4), position=position,
-                norm=num(float(rotation.norms[position]), 4)))
-    page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
-                   positions.rope_frequencies)
+    if not rope_ok:  # at the end of its column: nothing after it moves
+        c1.warning(_("head_dim {head_dim} is odd: RoPE rotates pairs of dimensions, so it needs an even head_dim. "
+                     "The rotation below and RoPE's score matrix wait for an even value; the sinusoidal score "
+                     "matrix works with any head_dim.").format(head_dim=head_dim), icon=":material/tune:")
+    return head_dim, position, rope_ok
 
-    # --- 6. scores depend on the distance -----------------------------------------------------------------
-    page.prose("scores")
+
+def rope_rotation_view(head_dim: int, position: int) -> None:
+    """Section 5: one vector's pairs of dimensions turned to position m, with their angles and the norm kept."""
+    rotation = rope_rotation(head_dim, VECTOR_SEED)
+    drawn = sections.shown_pairs(rotation.n_pairs)
+    st.plotly_chart(figures.rope_pairs_figure(rotation, position, drawn, figures.RopePairLabels(
+        panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos · {angle}°"),
+        earlier=_("earlier positions"), position=_("position {position}: "), pair=_("pair {pair}"),
+        point=_("(%{x:.3f}, %{y:.3f})"), theta_text=theta_text, angle_text=lambda a: num(a, 1),
+        separators=plotly_separators(),
+    )), key="pe_rope_pairs", alt=_(
+        "{drawn} pairs of dimensions of one vector, each on its own circle, rotated by RoPE to position "
+        "{position} with its trail of earlier positions; angles m·θ_i in degrees: {angles}.").format(
+            drawn=len(drawn), position=position, angles=" · ".join(
+                f"{i}: {num(float(rotation.angles[position, i].rad2deg().remainder(360)), 1)}" for i in drawn)))
+    if len(drawn) < rotation.n_pairs:
+        st.caption(_("The figure draws {drawn} of the {n} pairs, spread evenly from the fastest to the slowest "
+                     "(pairs {pairs}); the table lists all {n}.").format(
+            drawn=len(drawn), n=rotation.n_pairs, pairs=positions_text(drawn)))
+    # short headers, so that no word is broken in a cell on a phone; the units are in the caption under it
+    pair_columns = {"pair": "i", "dims": _("dims"), "theta": "θ_i", "angle_deg": "m·θ_i", "wavelength": "2π/θ_i"}
+    pairs = sections.rope_pair_table(rotation, position).rename(columns=pair_columns)
+    page.static_table(pairs, {pair_columns["theta"]: theta_text, pair_columns["angle_deg"]: lambda a: num(a, 1),
+                              pair_columns["wavelength"]: lambda w: num(w, 1)})
+    st.caption(_("i: the pair of dimensions (2i, 2i + 1) · θ_i: its angle per position, in radians · "
+                 "m·θ_i: its angle at position m, in degrees, mod 360 · 2π/θ_i: its wavelength, in positions"))
+    st.markdown(_("‖v‖ at position 0 = {first} · at position {position} = {norm}").format(
+        first=num(float(rotation.norms[0]), 4), position=position, norm=num(float(rotation.norms[position]), 4)))
+
+
+def score_controls(rope_ok: bool) -> tuple[str, int, int, bool]:
+    """Section 6's controls: the encoding, T and the shift, and whether that encoding can run at this head_dim."""
     c1, c2, c3 = st.columns(3)
     # the link holds the encoding's own name (sinusoidal), the radio its label in the reader's language
     encoding = url.choice(c1.radio, _("encoding"), sections.SCORE_ENCODINGS, key="pe_score_mode", default=ROPE,
@@ -434,49 +448,73 @@ def rope_and_scores() -> None:
                       disabled=not scores_ok))
     shift = int(c3.slider(_("shift both positions by"), 0, 1000, step=1, value=100, key="pe_shift", bind="query-params",
                           disabled=not scores_ok))
+    return encoding, T, shift, scores_ok
+
+
+def score_matrices_view(encoding: str, head_dim: int, T: int, shift: int) -> None:
+    """Section 6: the score matrix q·k at positions 0 … T − 1 and shifted, with what their diagonals say."""
+    scores = score_matrices(encoding, head_dim, T, shift, VECTOR_SEED)
+    labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1): [str(t) for t in range(T)],
+              _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
+                                                                         last=shift + T - 1):
+                  [str(t + shift) for t in range(T)]}
+    # one figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone
+    matrices = (scores.attn_scores, scores.shifted)
+    limit = figures.score_limit(matrices)
+    for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
+        column.plotly_chart(figures.score_matrices_figure(
+            {title: matrix}, {title: labels[title]}, _("query position m"),
+            _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit,
+            separators=plotly_separators()), key=f"pe_scores_{i}", alt=_(
+            "Score matrix q·k of {encoding}, {title}: query position m in rows, key position n in columns; "
+            "largest spread along a diagonal {spread}.").format(
+                encoding=_(SCORE_LABELS[encoding]), title=title, spread=sci(sections.diagonal_spread(matrix))))
+    st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = {diff} · "
+                  "float32 rounding of these scores (ε × largest |q|·|k|) = {level}").format(
+        spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff), level=sci(scores.rounding_level)))
+    score_badges(scores, shift)
+
+
+def score_badges(scores: sections.ScoreMatrices, shift: int) -> None:
+    """Section 6's verdicts, each from the matrices with its tolerance: distance only, and unchanged by the shift
+    (grey "nothing tested" for a shift of 0)."""
+    factor = integer(sections.ROUNDING_FACTOR)
+    if scores.constant_diagonals:
+        st.badge(_("constant along every diagonal, within {factor} × the rounding level: a score depends on "
+                   "m − n only").format(factor=factor), icon=":material/check_circle:", color="green")
+    else:
+        st.badge(_("not constant along its diagonals: the scores depend on the absolute positions"),
+                 icon=":material/info:", color="gray")
+    if not scores.shift_tested:
+        st.badge(_("nothing tested by the shift: a shift of 0 compares the matrix with itself"),
+                 icon=":material/remove:", color="gray")
+    elif scores.shift_invariant:
+        st.badge(_("unchanged by the shift of {shift}, within {factor} × the rounding level").format(
+            shift=integer(shift), factor=factor), icon=":material/check_circle:", color="green")
+    else:
+        st.badge(_("changed by the shift of {shift}: the scores depend on the absolute positions").format(
+            shift=integer(shift)), icon=":material/info:", color="gray")
+
+
+@st.fragment
+def rope_and_scores() -> None:
+    """Sections 5-6: head_dim, the position and the score controls redraw these sections only."""
+    head_dim, position, rope_ok = rope_controls()
+    with page.slot():
+        if rope_ok:
+            rope_rotation_view(head_dim, position)
+    page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
+                   positions.rope_frequencies)
+
+    # --- 6. scores depend on the distance -----------------------------------------------------------------
+    page.prose("scores")
+    encoding, T, shift, scores_ok = score_controls(rope_ok)
     with page.slot():
         if not scores_ok:
             st.caption(_("RoPE needs an even head_dim (the head_dim control above); choose an even value, or the "
                          "sinusoidal encoding."))
         else:
-            scores = score_matrices(encoding, head_dim, T, shift, VECTOR_SEED)
-            labels = {_("positions 0 … {last} (columns: key position n)").format(last=T - 1):
-                          [str(t) for t in range(T)],
-                      _("shifted by {shift}: positions {first} … {last}").format(shift=shift, first=shift,
-                                                                                 last=shift + T - 1):
-                          [str(t + shift) for t in range(T)]}
-            # one figure per matrix, each in its own column: side by side on a wide screen, stacked on a phone
-            matrices = (scores.attn_scores, scores.shifted)
-            limit = figures.score_limit(matrices)
-            for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
-                column.plotly_chart(figures.score_matrices_figure(
-                    {title: matrix}, {title: labels[title]}, _("query position m"),
-                    _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit,
-                    separators=plotly_separators()), key=f"pe_scores_{i}", alt=_(
-                    "Score matrix q·k of {encoding}, {title}: query position m in rows, key position n in columns; "
-                    "largest spread along a diagonal {spread}.").format(
-                        encoding=_(SCORE_LABELS[encoding]), title=title,
-                        spread=sci(sections.diagonal_spread(matrix))))
-            st.markdown(_("largest spread along a diagonal = {spread} · max |scores − shifted scores| = {diff} · "
-                          "float32 rounding of these scores (ε × largest |q|·|k|) = {level}").format(
-                spread=sci(scores.max_diagonal_spread), diff=sci(scores.max_shift_diff),
-                level=sci(scores.rounding_level)))
-            factor = integer(sections.ROUNDING_FACTOR)
-            if scores.constant_diagonals:
-                st.badge(_("constant along every diagonal, within {factor} × the rounding level: a score depends on "
-                           "m − n only").format(factor=factor), icon=":material/check_circle:", color="green")
-            else:
-                st.badge(_("not constant along its diagonals: the scores depend on the absolute positions"),
-                         icon=":material/info:", color="gray")
-            if not scores.shift_tested:
-                st.badge(_("nothing tested by the shift: a shift of 0 compares the matrix with itself"),
-                         icon=":material/remove:", color="gray")
-            elif scores.shift_invariant:
-                st.badge(_("unchanged by the shift of {shift}, within {factor} × the rounding level").format(
-                    shift=integer(shift), factor=factor), icon=":material/check_circle:", color="green")
-            else:
-                st.badge(_("changed by the shift of {shift}: the scores depend on the absolute positions").format(
-                    shift=integer(shift)), icon=":material/info:", color="gray")
+            score_matrices_view(encoding, head_dim, T, shift)
     alibi_section(T, shift)
 
 
@@ -487,7 +525,7 @@ def slope_text(slope: float) -> str:
 
 def alibi_section(T: int, shift: int) -> None:
     """Section 6, ALiBi: its bias on the scores, one heatmap per head, beside RoPE's distance-only scores."""
-    page.prose("alibi")
+    page.prose(ALIBI)
     bias = sections.alibi_score_bias(N_HEAD, T, shift)
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T): the keys j <= i a query reads
     shown = bias.bias.masked_fill(~causal, float("-inf"))  # (nh, T, T): -inf where the causal mask writes it

@@ -136,6 +136,47 @@ def numerics_section(steps: sections.QueryWalkthrough) -> None:
 
 
 # --- 2. one query ----------------------------------------------------------------------------------
+def query_steps_view(inputs, query_token: str, steps: sections.QueryWalkthrough, applies: bool) -> None:
+    """Section 2's answer: the query's scores, its naive and softmax weights and its context vector z, each
+    against the chapter's numbers where they apply."""
+    q = TOKENS.index(query_token)
+    left, right = st.columns([3, 2])
+    with left:
+        naive_name = _("divide by the sum")
+        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token), {"attn_scores": steps.attn_scores}),
+                  (_("Step 2 · two ways to turn scores into weights"),
+                   {naive_name: steps.naive_weights, "softmax": steps.attn_weights})]
+        st.plotly_chart(
+            step_bars(panels, TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.ALTERNATIVE,
+                                              "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
+            key="sa_steps_chart", alt=alt.bars(panels, TOKENS, 4),
+        )
+    with right:
+        diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
+                alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
+                      "sum that gives the context vector."))
+        colour_legend()
+    st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+    page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
+    st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
+    page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
+    st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
+        values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
+    page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
+    # step 3 waits with steps 1-2: its chart's bars and its alt text are the weights times the inputs
+    sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
+    st.plotly_chart(
+        weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
+                          total_name=_("context vector z"), separators=plotly_separators(), colon=colon()),
+        key="sa_context_chart",
+        alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
+              "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
+                                            dims=" / ".join(DIMS), z=alt.vector(steps.context_vec, 4)),
+    )
+    st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
+    page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
+
+
 @st.fragment
 def query_sections(inputs, is_chapter: bool) -> None:
     """Sections 2-3: the query token redraws these sections only (the inputs above rerun the page)."""
@@ -147,41 +188,7 @@ def query_sections(inputs, is_chapter: bool) -> None:
     applies = is_chapter and q == 1
 
     if gates.gate(questions.SELF_WEIGHT, inputs=inputs, q=q):
-        left, right = st.columns([3, 2])
-        with left:
-            naive_name = _("divide by the sum")
-            panels = [(_("Step 1 · scores of “{token}”").format(token=query_token), {"attn_scores": steps.attn_scores}),
-                      (_("Step 2 · two ways to turn scores into weights"),
-                       {naive_name: steps.naive_weights, "softmax": steps.attn_weights})]
-            st.plotly_chart(
-                step_bars(panels, TOKENS, colors={"attn_scores": palette.ATTN_SCORES, naive_name: palette.ALTERNATIVE,
-                                                  "softmax": palette.ATTN_WEIGHTS}, separators=plotly_separators()),
-                key="sa_steps_chart", alt=alt.bars(panels, TOKENS, 4),
-            )
-        with right:
-            diagram(query_diagram(inputs, q, query_token, steps), width="stretch",
-                    alt=_("Diagram: the inputs, their dot products with the query, the softmax and the weighted "
-                          "sum that gives the context vector."))
-            colour_legend()
-        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-        page.chapter_check(_("scores of “journey”"), steps.attn_scores, chapter.SIMPLE_SCORES_JOURNEY, applies)
-        st.markdown(_("naive weights = {values}").format(values=page.fmt_row(steps.naive_weights)))
-        page.chapter_check(_("naive weights"), steps.naive_weights, chapter.SIMPLE_NAIVE_WEIGHTS_JOURNEY, applies)
-        st.markdown(_("`attn_weights` (softmax) = {values} · sum = {total}").format(
-            values=page.fmt_row(steps.attn_weights), total=num(float(steps.attn_weights.sum()), 4)))
-        page.chapter_check(_("softmax weights"), steps.attn_weights, chapter.SIMPLE_SOFTMAX_WEIGHTS_JOURNEY, applies)
-        # step 3 waits with steps 1-2: its chart's bars and its alt text are the weights times the inputs
-        sum_title = _("Step 3 · z of “{token}”: each token adds w_i · x_i to every dimension").format(token=query_token)
-        st.plotly_chart(
-            weighted_sum_bars(inputs, steps.attn_weights, TOKENS, DIMS, title=sum_title,
-                              total_name=_("context vector z"), separators=plotly_separators(), colon=colon()),
-            key="sa_context_chart",
-            alt=_("Stacked bar chart “{title}”: the weights {weights} times the inputs, summed per dimension "
-                  "({dims}): z = {z}.").format(title=sum_title, weights=alt.named(TOKENS, steps.attn_weights, 4),
-                                                dims=" / ".join(DIMS), z=alt.vector(steps.context_vec, 4)),
-        )
-        st.markdown(_("Step 3 · `context_vec` z = {values}").format(values=page.fmt_row(steps.context_vec)))
-        page.chapter_check(_("context vector z"), steps.context_vec, chapter.SIMPLE_CONTEXT_JOURNEY, applies)
+        query_steps_view(inputs, query_token, steps, applies)
     page.show_code(sections.query_walkthrough, A.dot_scores, A.naive_normalize, A.context_vector)
 
     # --- 3. softmax numerics ----------------------------------------------------------------------------

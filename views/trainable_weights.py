@@ -70,6 +70,69 @@ inputs = A.chapter_inputs()  # (6, 3)
 dims_in = [_("dim {i}").format(i=i) for i in range(inputs.shape[1])]
 
 
+def projection_matrices(d_out: int, w: sections.Projections, out_cols: list[str]) -> None:
+    """Section 1's matrices W_query, W_key and W_value (d_in × d_out), stacked in one chart."""
+    weights = {f"{name} ({inputs.shape[1]}×{d_out})": matrix
+               for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))}
+    st.plotly_chart(figures.matrices_stacked(
+        weights, dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators(), colon=colon()),
+        key="tw_projections", alt=alt.heatmaps(weights, dims_in, 4))
+
+
+def query_view(d_out: int, seed: int) -> tuple[str, int, sections.TrainableWalkthrough, bool]:
+    """Section 1's query: the token's query row against the chapter's, and the diagram of the steps it takes.
+
+    Returns:
+        The query token, its index q, the walkthrough run for it, and whether the chapter's numbers apply.
+    """
+    query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
+                               bind="query-params")
+    q = TOKENS.index(query_token)
+    steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
+    applies = sections.chapter_setup(seed, d_out, q).query
+    st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
+    # the chapter's name for journey's query; another token's query is named by its token
+    query_label = "query_2" if q == 1 else _("query of “{token}”").format(token=query_token)
+    page.chapter_check(query_label, steps.query, chapter.TRAINABLE_QUERY_2, applies)
+    # the box and the alt text name the scale only once the scale's gate below is answered, skipped or off
+    revealed = gates.revealed(questions.SCALE)
+    diagram(projection_diagram(inputs, steps, revealed), width="content",
+            alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
+                  "√d_k, turned into weights by the softmax and used to sum the values.")
+            if revealed else
+            _("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by a "
+              "number (the question below asks which), turned into weights by the softmax and used to sum the "
+              "values."))
+    colour_legend()
+    return query_token, q, steps, applies
+
+
+def scaled_steps(query_token: str, d_out: int, steps: sections.TrainableWalkthrough, applies: bool) -> None:
+    """The query's three steps: its scores, its weights with and without the scale, and its context vector."""
+    left, right = st.columns([3, 2])
+    with left:
+        scaled, unscaled = _("softmax(scores / √d_k)"), _("softmax(scores), no scale")
+        panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
+                   {"attn_scores = keys @ query": steps.attn_scores}),
+                  (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
+                   {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})]
+        st.plotly_chart(
+            step_bars(panels, TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
+                                              scaled: palette.ATTN_WEIGHTS, unscaled: palette.ALTERNATIVE},
+                      separators=plotly_separators()),
+            key="tw_steps_chart", alt=alt.bars(panels, TOKENS, 4),
+        )
+    with right:
+        st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
+        st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
+        st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
+            values=page.fmt_row(steps.context_vec)))
+    # the checks at full width: a badge in a narrow column is cut short
+    page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
+    page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
+    page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+
+
 @st.fragment
 def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[str]) -> None:
     """The projections and the query's three steps: the query token redraws this part only (d_out and the seed
@@ -77,64 +140,16 @@ def query_steps(d_out: int, seed: int, w: sections.Projections, out_cols: list[s
     change them, so their chart stays as it is when the token changes."""
     left, right = st.columns(2)
     with left:
-        weights = {f"{name} ({inputs.shape[1]}×{d_out})": matrix
-                   for name, matrix in (("W_query", w.W_query), ("W_key", w.W_key), ("W_value", w.W_value))}
-        st.plotly_chart(figures.matrices_stacked(
-            weights, dims_in, out_cols, row_title=_("input dim"), separators=plotly_separators(), colon=colon()),
-            key="tw_projections", alt=alt.heatmaps(weights, dims_in, 4))
+        projection_matrices(d_out, w, out_cols)
     with right:
-        query_token = st.selectbox(_("Query token"), TOKENS, index=TOKENS.index("journey"), key="tw_query",
-                                   bind="query-params")
-        q = TOKENS.index(query_token)
-        steps = sections.trainable_walkthrough(inputs, seed, d_out, q)
-        applies = sections.chapter_setup(seed, d_out, q).query
-        st.markdown(f"`query` = x[{q}] @ W_query = {page.fmt_row(steps.query)}")
-        # the chapter's name for journey's query; another token's query is named by its token
-        query_label = "query_2" if q == 1 else _("query of “{token}”").format(token=query_token)
-        page.chapter_check(query_label, steps.query, chapter.TRAINABLE_QUERY_2, applies)
-        # the box and the alt text name the scale only once the scale's gate below is answered, skipped or off
-        revealed = gates.revealed(questions.SCALE)
-        diagram(projection_diagram(inputs, steps, revealed), width="content",
-                alt=_("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by "
-                      "√d_k, turned into weights by the softmax and used to sum the values.")
-                if revealed else
-                _("Diagram: x goes through W_query, W_key and W_value; the scores q · kᵀ are divided by a "
-                  "number (the question below asks which), turned into weights by the softmax and used to sum the "
-                  "values."))
-        colour_legend()
-
+        query_token, q, steps, applies = query_view(d_out, seed)
     if gates.gate(questions.SCALE, inputs=inputs, seed=seed, d_out=d_out, q=q):
-        left, right = st.columns([3, 2])
-        with left:
-            scaled, unscaled = _("softmax(scores / √d_k)"), _("softmax(scores), no scale")
-            panels = [(_("Step 1 · scores of “{token}”").format(token=query_token),
-                       {"attn_scores = keys @ query": steps.attn_scores}),
-                      (_("Step 2 · weights with d_k = {d_k}: the scale flattens them").format(d_k=d_out),
-                       {scaled: steps.attn_weights, unscaled: steps.unscaled_weights})]
-            st.plotly_chart(
-                step_bars(panels, TOKENS, colors={"attn_scores = keys @ query": palette.ATTN_SCORES,
-                                                  scaled: palette.ATTN_WEIGHTS, unscaled: palette.ALTERNATIVE},
-                          separators=plotly_separators()),
-                key="tw_steps_chart", alt=alt.bars(panels, TOKENS, 4),
-            )
-        with right:
-            st.markdown(f"`attn_scores` = {page.fmt_row(steps.attn_scores)}")
-            st.markdown(f"`attn_weights` = softmax(attn_scores / √{d_out}) = {page.fmt_row(steps.attn_weights)}")
-            st.markdown(_("Step 3 · `context_vec` = attn_weights @ values = {values}").format(
-                values=page.fmt_row(steps.context_vec)))
-        # the checks at full width: a badge in a narrow column is cut short
-        page.chapter_check(_("attention scores"), steps.attn_scores, chapter.TRAINABLE_SCORES_2, applies)
-        page.chapter_check(_("scaled attention weights"), steps.attn_weights, chapter.TRAINABLE_WEIGHTS_2, applies)
-        page.chapter_check(_("context vector"), steps.context_vec, chapter.TRAINABLE_CONTEXT_2, applies)
+        scaled_steps(query_token, d_out, steps, applies)
     page.show_code(sections.trainable_walkthrough, sections.chapter_projections, A.scaled_dot_product_step)
 
 
-@st.fragment
-def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_cols: list[str]) -> None:
-    """Sections 3-5: the seed of SelfAttention_v2 redraws these sections only (d_out and the seed above rerun
-    sections 1-5)."""
-    seed_v2 = url.int_input(st, _("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
-                            value=chapter.SA_V2_SEED, key="tw_seed_v2")
+def classes_view(d_out: int, seed: int, seed_v2: int, projections_apply: bool, out_cols: list[str]) -> None:
+    """Section 3: SelfAttention_v1's and v2's outputs side by side, each against the chapter's."""
     outputs = sections.v1_v2_outputs(inputs, d_out, seed, seed_v2)
     left, right = st.columns(2)
     with left:
@@ -149,7 +164,9 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
                            sections.v2_is_chapter(seed_v2, d_out))
         page.show_code(sections.v1_v2_outputs, sections._seeded_v1_v2, A.SelfAttention_v1, A.SelfAttention_v2)
 
-    # --- 4. initialisations -----------------------------------------------------------------------------
+
+def init_section() -> None:
+    """Section 4: the variance of the weights and of x·W by d_in, for each initialisation, measured and in theory."""
     page.prose("init")
     init_table = init_comparison_cached()
     init_labels = figures.InitLabels(
@@ -168,7 +185,7 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
             weights=init_labels.weights_panel, projection=init_labels.projection_panel,
             var_w=alt.series({init: rows["var_w"] for init, rows in by_init}),
             var_xw=alt.series({init: rows["var_xw"] for init, rows in by_init})))
-    INIT_HEADERS = {
+    init_headers = {
         "d_in": "d_in",
         "init": _("init"),
         "share_negative": _("share negative"),
@@ -178,13 +195,15 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
         "var_xw_theory": _("var(x·W) theory"),
     }
     # the cells in the reader's number format (a Styler's display values; sorting keeps the numbers)
-    st.dataframe(init_table.rename(columns=INIT_HEADERS).style.format(
-        {INIT_HEADERS["d_in"]: integer} | {INIT_HEADERS[c]: lambda v: significant(v, 4)
+    st.dataframe(init_table.rename(columns=init_headers).style.format(
+        {init_headers["d_in"]: integer} | {init_headers[c]: lambda v: significant(v, 4)
                                           for c in sections.INIT_COLUMNS if c not in ("d_in", "init")}),
         hide_index=True, key="tw_init_table")
     page.show_code(sections.init_comparison)
 
-    # --- 5. exercise 3.1 ----------------------------------------------------------------------------------
+
+def exercise_section(d_out: int, seed: int, seed_v2: int) -> None:
+    """Section 5, exercise 3.1: v2's weights copied (transposed) into v1 make their outputs equal."""
     page.prose("exercise")
     exercise = sections.exercise_3_1(inputs, d_out, seed, seed_v2)
     st.markdown(_("max |v1 − v2| before the copy: **{diff}**").format(diff=sci(exercise.max_abs_diff_before, 4)))
@@ -203,13 +222,19 @@ def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_col
     page.show_code(sections.exercise_3_1, A.copy_v2_into_v1)
 
 
-
 @st.fragment
-def projections_to_exercise() -> None:
-    """Sections 1-5, everything d_out and the seed drive: they rerun these sections only, not the page's header,
-    introduction, closing prose and quiz, nor the sidebar."""
-    # --- 1. projections, one query ------------------------------------------------------------------
-    page.prose("projections")
+def classes_and_exercise(d_out: int, seed: int, projections_apply: bool, out_cols: list[str]) -> None:
+    """Sections 3-5: the seed of SelfAttention_v2 redraws these sections only (d_out and the seed above rerun
+    sections 1-5)."""
+    seed_v2 = url.int_input(st, _("seed for SelfAttention_v2"), min_value=0, max_value=99_999, step=1,
+                            value=chapter.SA_V2_SEED, key="tw_seed_v2")
+    classes_view(d_out, seed, seed_v2, projections_apply, out_cols)
+    init_section()
+    exercise_section(d_out, seed, seed_v2)
+
+
+def projection_controls() -> tuple[int, int, bool]:
+    """Section 1's controls: d_out and the seed, and whether the chapter's numbers apply to them."""
     c1, c2 = st.columns(2)
     d_out = c1.slider(_("d_out (size of queries, keys and values)"), 1, 8, value=2, key="tw_d_out", bind="query-params")
     seed = url.int_input(c2, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
@@ -219,24 +244,22 @@ def projections_to_exercise() -> None:
         if not projections_apply:
             st.caption(_("The chapter uses seed {seed} and d_out 2; with your settings the numbers are expected to "
                          "differ.").format(seed=chapter.TRAINABLE_SEED))
+    return d_out, seed, projections_apply
 
-    out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
-    w = sections.chapter_projections(seed, inputs.shape[1], d_out)
-    query_steps(d_out, seed, w, out_cols)
 
-    # --- 2. why 1/sqrt(d_k) -----------------------------------------------------------------------------
+def scale_section() -> None:
+    """Section 2, why 1/√d_k: the scores' spread, the largest softmax weight and its gradient factor by d_k."""
     page.prose("scale")
     with st.spinner(_("Sampling {n} random query–key pairs per d_k …").format(n=integer(sections.DK_SAMPLES))):
         sweep = dk_sweep_cached()
+        rows = integer(sweep.n_samples // sweep.num_keys)
         dk_figure = dk_figure_cached(figures.DkSweepLabels(
             spread_panel=_("spread of the scores (box: quartiles, whiskers: 1–99%)"),
             # each bar is a mean over the sweep's rows (one query against num_keys keys each), as computed
             w_max_panel=ngettext("largest of {n} softmax weight, mean over {rows} rows",
                                  "largest of {n} softmax weights, mean over {rows} rows",
-                                 sweep.num_keys).format(n=integer(sweep.num_keys),
-                                                        rows=integer(sweep.n_samples // sweep.num_keys)),
-            grad_panel=_("its gradient factor w(1−w), mean over {rows} rows").format(
-                rows=integer(sweep.n_samples // sweep.num_keys)),
+                                 sweep.num_keys).format(n=integer(sweep.num_keys), rows=rows),
+            grad_panel=_("its gradient factor w(1−w), mean over {rows} rows").format(rows=rows),
             without_scale=_("without scale"),
             with_scale=_("with 1/√d_k"),
             score_axis=_("score"),
@@ -246,34 +269,49 @@ def projections_to_exercise() -> None:
             colon=colon(),
         ))
     if gates.gate(questions.LARGEST_WEIGHT, sweep=sweep):
-        st.plotly_chart(dk_figure, key="tw_dk_figure", alt=ngettext(
-            "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
-            "largest of {n} softmax weight on average, without / with the scale: {values}.",
-            "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
-            "largest of {n} softmax weights on average, without / with the scale: {values}.", sweep.num_keys).format(
-                n=integer(sweep.num_keys),
-                values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
-                                  for r in sweep.stats.itertuples())))
-        DK_HEADERS = {
-            "d_k": "d_k",
-            "var_scores": "var(q·k)",
-            "var_scaled": "var(q·k/√d_k)",
-            "w_max_unscaled": _("mean w_max, unscaled"),
-            "w_max_scaled": _("mean w_max, scaled"),
-            "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
-            "grad_scaled": _("mean w_max(1-w_max), scaled"),
-        }
-        st.dataframe(sweep.stats.rename(columns=DK_HEADERS).style.format(
-            {DK_HEADERS["d_k"]: integer}
-            | {DK_HEADERS[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
-            hide_index=True, key="tw_dk_table",
-            # Fixed widths keep all seven columns in the frame at 1400 px (the French and German headers are
-            # wider than their numbers); a header cut short shows its whole name in the tooltip.
-            column_config={header: st.column_config.Column(width=60 if column == "d_k" else 125, help=header)
-                           for column, header in DK_HEADERS.items()})
+        dk_view(sweep, dk_figure)
     page.show_code(sections.dk_sweep, sections.vecdot_of_draws)
 
-    # --- 3. the two classes -----------------------------------------------------------------------------
+
+def dk_view(sweep: sections.DkSweep, dk_figure: go.Figure) -> None:
+    """Section 2's answer: the d_k sweep's chart and its table of variances and weights."""
+    st.plotly_chart(dk_figure, key="tw_dk_figure", alt=ngettext(
+        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+        "largest of {n} softmax weight on average, without / with the scale: {values}.",
+        "Box plots of the scores q·k without and with the 1/√d_k scale, one d_k at a time with the slider; the "
+        "largest of {n} softmax weights on average, without / with the scale: {values}.", sweep.num_keys).format(
+            n=integer(sweep.num_keys),
+            values=" · ".join(f"d_k {integer(int(r.d_k))}: {num(r.w_max_unscaled, 2)} / {num(r.w_max_scaled, 2)}"
+                              for r in sweep.stats.itertuples())))
+    dk_headers = {
+        "d_k": "d_k",
+        "var_scores": "var(q·k)",
+        "var_scaled": "var(q·k/√d_k)",
+        "w_max_unscaled": _("mean w_max, unscaled"),
+        "w_max_scaled": _("mean w_max, scaled"),
+        "grad_unscaled": _("mean w_max(1-w_max), unscaled"),
+        "grad_scaled": _("mean w_max(1-w_max), scaled"),
+    }
+    st.dataframe(sweep.stats.rename(columns=dk_headers).style.format(
+        {dk_headers["d_k"]: integer}
+        | {dk_headers[c]: lambda v: num(v, 4) for c in sections.DK_COLUMNS if c != "d_k"}),
+        hide_index=True, key="tw_dk_table",
+        # Fixed widths keep all seven columns in the frame at 1400 px (the French and German headers are
+        # wider than their numbers); a header cut short shows its whole name in the tooltip.
+        column_config={header: st.column_config.Column(width=60 if column == "d_k" else 125, help=header)
+                       for column, header in dk_headers.items()})
+
+
+@st.fragment
+def projections_to_exercise() -> None:
+    """Sections 1-5, everything d_out and the seed drive: they rerun these sections only, not the page's header,
+    introduction, closing prose and quiz, nor the sidebar."""
+    page.prose("projections")
+    d_out, seed, projections_apply = projection_controls()
+    out_cols = [_("out {j}").format(j=j) for j in range(d_out)]
+    w = sections.chapter_projections(seed, inputs.shape[1], d_out)
+    query_steps(d_out, seed, w, out_cols)
+    scale_section()
     page.prose("classes")
     classes_and_exercise(d_out, seed, projections_apply, out_cols)
 

@@ -121,7 +121,7 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
     scores = op_node(dot, "scores", labels.dot_products, "q · kᵀ " + shape_text(shapes.attn_scores), P.ATTN_SCORES)
     if enc.rotates_qk:
         rot_q = op_node(dot, "rot_q", labels.rotate, "q", P.POSITION)
-        angles = tensor_node(dot, "rope", labels.rope, "cos/sin " + shape_text(shapes.rope), P.POSITION)
+        angles = tensor_node(dot, "angles", labels.rope, "cos/sin " + shape_text(shapes.rope), P.POSITION)
         rot_k = op_node(dot, "rot_k", labels.rotate, "k", P.POSITION)
         dot.same_rank(rot_q, angles, rot_k)
         dot.edge(rot_q, angles, style="invis")  # in a rank, edges order the nodes left to right

@@ -14,16 +14,13 @@ from engine import positions as P
 from engine.lab.experiments import definitions as X
 from engine.presets import preset
 from ui import positions as words
+from ui import questions as Q
 from ui.i18n import translations
+from ui.questions import lab as lab_questions
+from ui.questions import positional_encodings as pe_questions
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = [enc.key for enc in P.ENCODINGS]
-#: Modules that still spell encoding keys, with the reason; an entry leaves when its module no longer does
-#: (test_not_yet_lists_only_modules_that_spell_a_key).
-NOT_YET = {
-    "engine/diagrams/positional_encodings.py": "page 7's diagram picks its route by key",
-    "views/positional_encodings.py": "page 7's view picks its panels by key",
-}
 #: Words that are also encoding keys but mean something else there: "none" (a guard, a Plotly or loss option) is
 #: checked only where it is compared with a pos_encoding, and ui/nav.py's lesson key "rope" names a chapter part.
 ORDINARY = {"none"}
@@ -111,17 +108,13 @@ def _spelled(rel: str) -> list[str]:
     return found
 
 
-def test_not_yet_lists_only_modules_that_spell_a_key():
-    assert all(_spelled(rel) for rel in NOT_YET), [rel for rel in NOT_YET if not _spelled(rel)]
-
-
 def test_no_module_spells_an_encoding_key_outside_the_registry():
     """A key written anywhere but engine/positions.py is a second list that a new encoding would miss."""
     bad = []
     for pkg in ("engine", "ui", "views", "tools"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel != "engine/positions.py" and rel not in NOT_YET:
+            if rel != "engine/positions.py":
                 bad += _spelled(rel)
     assert not bad, bad
 
@@ -129,3 +122,16 @@ def test_no_module_spells_an_encoding_key_outside_the_registry():
 def test_the_scan_finds_a_planted_key():
     tree = ast.parse('"""Doc "rope"."""\nx = _("rope")\nif cfg.pos_encoding == "rope":\n    y = "alibi"\n')
     assert [n.value for n in _strings_outside_calls(tree)] == ["rope", "alibi"]
+
+
+def test_questions_that_name_every_encoding_offer_each_in_the_registrys_order():
+    """Page 7's and the Lab's encoding questions build their options from the records: a new record they lack
+    fails at import, not as a question with a missing answer."""
+    for gate in (pe_questions.BLIND, lab_questions.POSITIONS):
+        assert [o.key for o in gate.options] == KEYS
+    words_for = {enc: ("label", "feedback") for enc in P.ENCODINGS}
+    assert [o.key for o in Q.encoding_options(words_for)] == KEYS
+    for bad in (dict(list(words_for.items())[:-1]), dict(reversed(words_for.items())),
+                {**words_for, "extra": ("label", "feedback")}):
+        with pytest.raises(ValueError, match="encoding options must list"):
+            Q.encoding_options(bad)

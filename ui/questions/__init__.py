@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import positions
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -43,6 +45,23 @@ class Option:
     key: str
     label: str
     feedback: str
+
+
+
+def encoding_options(words: dict[positions.PositionEncoding, tuple[str, str]]) -> tuple[Option, ...]:
+    """One option per position encoding, keyed by its record's key, for a gate whose answer is an encoding.
+
+    Args:
+        words: {record of ``engine.positions.ENCODINGS``: (label, feedback) message ids}, every record in the
+            registry's order, so that a new encoding cannot be left out of a question that names them all.
+
+    Raises:
+        ValueError: ``words`` misses a record, holds another one, or lists them in another order.
+    """
+    if list(words) != list(positions.ENCODINGS):
+        raise ValueError(f"encoding options must list {[e.key for e in positions.ENCODINGS]} in this order, "
+                         f"got {[getattr(e, 'key', e) for e in words]}")
+    return tuple(Option(enc.key, label, feedback) for enc, (label, feedback) in words.items())
 
 
 @dataclass(frozen=True)

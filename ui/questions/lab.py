@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.positions import ALIBI, LEARNED, NONE, ROPE, SINUSOIDAL
 from engine.sections.lab import best_position, eight_heads, heads_facts, position_facts, shipped
 from ui.i18n import N_
-from ui.questions import ORDER, Gate, Option
+from ui.questions import ORDER, Gate, Option, encoding_options
 
 
 def _heads_words(mean: float, seeds: int, **_) -> dict:
@@ -47,21 +47,20 @@ POSITIONS = Gate(
     id="lab_positions", page="lab", kind=ORDER,
     question=N_("In the shipped runs, which position encoding gives the lowest validation loss?"),
     answer=best_position, defaults=lambda: position_facts(shipped()), exercise=_notebook_controls(position_facts),
-    options=(
-        Option(NONE.key, N_("none"),
-               N_("Without positions the model gets order only through the causal mask (page 7).")),
-        Option(LEARNED.key, N_("learned absolute (the course's)"),
-               N_("A learned table must learn each position's vector from the data it sees.")),
-        Option(SINUSOIDAL.key, N_("sinusoidal"),
-               N_("Fixed sines and cosines are added to the tokens, in the same n_embd coordinates as the "
-                  "characters.")),
-        Option(ROPE.key, N_("RoPE"),
-               N_("RoPE adds nothing to the tokens: it rotates q and k, so a score depends on the distance between two "
-                  "characters.")),
-        Option(ALIBI.key, N_("ALiBi"),
-               N_("ALiBi adds nothing to the tokens either: each head subtracts from a score a penalty that grows with "
-                  "the distance between the two characters.")),
-    ),
+    options=encoding_options({
+        NONE: (N_("none"), N_("Without positions the model gets order only through the causal mask (page 7).")),
+        LEARNED: (N_("learned absolute (the course's)"),
+                  N_("A learned table must learn each position's vector from the data it sees.")),
+        SINUSOIDAL: (N_("sinusoidal"),
+                     N_("Fixed sines and cosines are added to the tokens, in the same n_embd coordinates as the "
+                        "characters.")),
+        ROPE: (N_("RoPE"),
+               N_("RoPE adds nothing to the tokens: it rotates q and k, so a score depends on the distance between "
+                  "two characters.")),
+        ALIBI: (N_("ALiBi"),
+                N_("ALiBi adds nothing to the tokens either: each head subtracts from a score a penalty that grows "
+                   "with the distance between the two characters.")),
+    }),
 )
 
 GATES = (HEADS, POSITIONS)

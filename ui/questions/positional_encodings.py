@@ -7,7 +7,7 @@ from engine import chapter
 from engine.positions import ALIBI, LEARNED, NONE, ROPE, SINUSOIDAL
 from engine.sections import positional_encodings as sections
 from ui.i18n import N_
-from ui.questions import ORDER, Gate, Option
+from ui.questions import ORDER, Gate, Option, encoding_options
 
 #: Heads of page 7's untrained models.
 N_HEAD = 4
@@ -42,20 +42,19 @@ DEPTH = Gate(
 )
 
 
-BLIND_OPTIONS = (
-    Option(NONE.key, N_("none"),
-           N_("Without positions the last position's weighted sum is the same sum in another order.")),
-    Option(LEARNED.key, N_("learned absolute"),
-           N_("It adds a per-position vector to each token: the permuted line gets other sums, even untrained.")),
-    Option(SINUSOIDAL.key, N_("sinusoidal"),
-           N_("Like the learned table, but fixed: each position adds its own sines and cosines.")),
-    Option(ROPE.key, N_("RoPE"),
+BLIND_OPTIONS = encoding_options({
+    NONE: (N_("none"), N_("Without positions the last position's weighted sum is the same sum in another order.")),
+    LEARNED: (N_("learned absolute"),
+              N_("It adds a per-position vector to each token: the permuted line gets other sums, even untrained.")),
+    SINUSOIDAL: (N_("sinusoidal"), N_("Like the learned table, but fixed: each position adds its own sines and "
+                                      "cosines.")),
+    ROPE: (N_("RoPE"),
            N_("RoPE adds nothing to the tokens, but it rotates q and k by their positions: the scores depend on "
               "distances, which the permutation changes.")),
-    Option(ALIBI.key, N_("ALiBi"),
-           N_("ALiBi adds nothing to the tokens either, but it lowers each score by a penalty that grows with the "
-              "distance between query and key: the permutation moves the characters, so the penalties change.")),
-)
+    ALIBI: (N_("ALiBi"),
+            N_("ALiBi adds nothing to the tokens either, but it lowers each score by a penalty that grows with the "
+               "distance between query and key: the permutation moves the characters, so the penalties change.")),
+})
 
 BLIND = Gate(
     id="pe_blind", page="positional_encodings", kind=ORDER,
