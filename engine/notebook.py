@@ -4,8 +4,9 @@ The notebook holds, in the page's order, the page's prose (Markdown handed in by
 language), the listings the page shows under "Code that ran" (the same source, :func:`listing`), and after a
 listing the cells of the page's recipes module (``engine/notebooks/<slug>.py``, see :mod:`engine.notebooks`) that
 print the numbers the page shows with the reader's settings, beside the chapters' printed values where the page
-checks them, and draw its charts; after the page, its prediction gates as exercises (:class:`Exercise`): the
-question, an empty cell, and a folded cell that prints the answer computed by the engine the notebook carries.
+checks them, and draw its charts; and where the page asks its prediction gates (:class:`GateMark`), each as an
+exercise (:class:`Exercise`): the question, an empty cell, and a folded cell that prints the answer computed by the
+engine the notebook carries, before the cells that print the numbers it asks about.
 
 It needs no file outside itself and no install of this project. Its first cells say how to install what it
 imports (:func:`requirements`: read from the imports of every module it carries, so a module cannot be missing
@@ -127,6 +128,13 @@ class Listing:
 
 
 @dataclass(frozen=True)
+class GateMark:
+    """Where the page asks one of its prediction gates (``ui.questions.Gate.id``): its exercise goes here."""
+
+    gate: str
+
+
+@dataclass(frozen=True)
 class Exercise:
     """One of the page's prediction gates as an exercise: its question, an empty cell for the reader, then a folded
     cell that computes the answer with the notebook's own code and the reader's settings, and prints it.
@@ -140,6 +148,8 @@ class Exercise:
         decimals: the decimals of a number answer, printed by ``show``; None for an option's key, printed by
             ``say`` with the option's label under it.
         options: ``{key: label}`` of an option answer.
+        gate: the id of its gate; the exercise goes where the page's items mark it (:class:`GateMark`), or after
+            the page's cells when they do not.
     """
 
     question: str
@@ -148,6 +158,7 @@ class Exercise:
     comment: str
     decimals: int | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    gate: str = ""
 
 
 #: Name the answer cell of an exercise binds and prints (the test reads its ``name = value`` line).
@@ -443,18 +454,89 @@ def _exercise_code(exercise: Exercise, home: str, defined: set[str], imports: _I
     return (f"# {exercise.comment}\n" + "\n".join(sorted(own.lines.values())) + f"\n\n{ANSWER} = {call}\n{shown}")
 
 
-def build(page: types.ModuleType, items: Sequence[Prose | Listing], settings: Mapping[str, object],
+def _exercise_needs(exercise: Exercise, home: str) -> set[str]:
+    """The names the answer cell of ``exercise`` reads that no import gives it: a cell before it must define them."""
+    call = ", ".join(e for _p, e in exercise.controls) or "None"
+    importable = set(vars(sys.modules[home])) | set(vars(sys.modules[exercise.answer.__module__]))
+    return _free_names(call) - importable
+
+
+def _exercise_cells(exercise: Exercise, home: str, defined: set[str], imports: _Imports) -> list:
+    """The question, the empty cell and the folded answer cell of ``exercise``."""
+    import nbformat
+
+    return [nbformat.v4.new_markdown_cell(exercise.question), nbformat.v4.new_code_cell(""),
+            nbformat.v4.new_code_cell(_exercise_code(exercise, home, defined, imports),
+                                      metadata={**FOLDED, "tags": [EXERCISE_TAG]})]
+
+
+def _page_cells(page: types.ModuleType, items: Sequence[Prose | Listing | GateMark], labels: NotebookLabels,
+                exercises: Sequence[Exercise], recipes: Mapping[str, Callable], timing: frozenset,
+                defined: set[str], imports: _Imports) -> list:
+    """The page's cells in its order: prose, listings with their recipes' cells, and each exercise at its gate's
+    mark, or later when a name its answer reads is defined later; the exercises left over at the end.
+
+    ``defined`` holds the names the cells above the page define (the helpers, the settings); each listing and
+    recipe cell adds its own as the page goes.
+    """
+    import nbformat
+
+    by_gate = {exercise.gate: exercise for exercise in exercises if exercise.gate}
+    cells: list = []
+    waiting: list[Exercise] = []
+    placed: set[int] = set()
+
+    def place_ready() -> None:
+        for exercise in [e for e in waiting if _exercise_needs(e, page.__name__) <= defined]:
+            cells.extend(_exercise_cells(exercise, page.__name__, set(defined), imports))
+            waiting.remove(exercise)
+
+    for item in items:
+        if isinstance(item, GateMark):
+            exercise = by_gate.get(item.gate)
+            if exercise is not None and id(exercise) not in placed:
+                placed.add(id(exercise))
+                waiting.append(exercise)
+                place_ready()
+            continue
+        if isinstance(item, Prose):
+            cells.append(nbformat.v4.new_markdown_cell(item.markdown))
+            continue
+        for obj in item.objects:
+            if is_method(obj):
+                cells.append(nbformat.v4.new_markdown_cell(
+                    f"{labels.method_note}\n\n`{obj.__module__}.{obj.__qualname__}`\n\n{_markdown_listing(obj)}"))
+            else:
+                cells.append(nbformat.v4.new_code_cell(f"# {obj.__module__}.{obj.__qualname__}\n{listing(obj)}"))
+                defined.add(obj.__name__)
+        recipe = recipes.get(item.objects[0].__qualname__) if item.objects else None
+        if recipe in timing:
+            cells.append(nbformat.v4.new_markdown_cell(labels.timing))
+            cells.append(nbformat.v4.new_code_cell(body_of(recipe)))
+        elif recipe is not None:
+            cells.append(nbformat.v4.new_markdown_cell(labels.numbers))
+            cells.append(nbformat.v4.new_code_cell(body_of(recipe), metadata={"tags": [NUMBERS_TAG]}))
+        if recipe is not None:
+            defined |= _global_names(body_of(recipe))
+        place_ready()
+    for exercise in waiting + [e for e in exercises if id(e) not in placed]:
+        cells.extend(_exercise_cells(exercise, page.__name__, set(defined), imports))
+    return cells
+
+
+def build(page: types.ModuleType, items: Sequence[Prose | Listing | GateMark], settings: Mapping[str, object],
           labels: NotebookLabels, exercises: Sequence[Exercise] = ()) -> nbformat.NotebookNode:
     """The notebook of one page.
 
     Args:
         page: the page's recipes module, ``engine.notebooks.<slug>`` (``RECIPES``, optional ``TIMING``).
-        items: the page's prose parts and listings in the page's order.
+        items: the page's prose parts, listings and gates in the page's order.
         settings: the reader's controls by recipe parameter name (plain literals); a missing one takes the
             page's default.
         labels: the notebook's own sentences.
-        exercises: the page's prediction gates, after the page's cells: each its question, an empty cell, and
-            its answer in a folded cell (:data:`FOLDED`) that prints ``answer = ...``.
+        exercises: the page's prediction gates: each its question, an empty cell, and its answer in a folded
+            cell (:data:`FOLDED`) that prints ``answer = ...``, where ``items`` mark its gate (once the cells
+            before it define every name its answer reads), else after the page's cells.
 
     Returns:
         An nbformat v4 notebook: the title, the install commands (:func:`requirements`), the settings, the folded
@@ -485,12 +567,8 @@ def build(page: types.ModuleType, items: Sequence[Prose | Listing], settings: Ma
     for recipe in used:
         _add_imports(imports, body_of(recipe), page.__name__, defined | set(inspect.signature(recipe).parameters))
     settings_names = {p for recipe in used for p in inspect.signature(recipe).parameters}
-    exercise_cells = []
-    for exercise in exercises:
-        exercise_cells += [nbformat.v4.new_markdown_cell(exercise.question), nbformat.v4.new_code_cell(""),
-                           nbformat.v4.new_code_cell(_exercise_code(exercise, page.__name__, defined | settings_names,
-                                                                    imports),
-                                                    metadata={**FOLDED, "tags": [EXERCISE_TAG]})]
+    page_cells = _page_cells(page, items, labels, exercises, recipes, timing,
+                             {helper.__name__ for helper in helpers} | settings_names, imports)
     sources = engine_sources(imports.modules)
     loader = _Imports()
     _add_imports(loader, listing(core.load_engine), core.__name__, set())
@@ -500,25 +578,6 @@ def build(page: types.ModuleType, items: Sequence[Prose | Listing], settings: Ma
                    + listing(core.load_engine) + "\n\nload_engine(ENGINE_SOURCES)")
     helpers_code = ("\n".join(sorted(imports.lines.values())) + "\n\n"
                     + "\n\n".join(listing(helper) for helper in helpers))
-    page_cells = []
-    for item in items:
-        if isinstance(item, Prose):
-            page_cells.append(nbformat.v4.new_markdown_cell(item.markdown))
-            continue
-        for obj in item.objects:
-            if is_method(obj):
-                page_cells.append(nbformat.v4.new_markdown_cell(
-                    f"{labels.method_note}\n\n`{obj.__module__}.{obj.__qualname__}`\n\n{_markdown_listing(obj)}"))
-            else:
-                page_cells.append(nbformat.v4.new_code_cell(f"# {obj.__module__}.{obj.__qualname__}\n{listing(obj)}"))
-        recipe = recipes.get(item.objects[0].__qualname__) if item.objects else None
-        if recipe in timing:
-            page_cells.append(nbformat.v4.new_markdown_cell(labels.timing))
-            page_cells.append(nbformat.v4.new_code_cell(body_of(recipe)))
-        elif recipe is not None:
-            page_cells.append(nbformat.v4.new_markdown_cell(labels.numbers))
-            page_cells.append(nbformat.v4.new_code_cell(body_of(recipe), metadata={"tags": [NUMBERS_TAG]}))
-    page_cells += exercise_cells
     install = requirements(sources, [helpers_code, engine_code] + [c.source for c in page_cells
                                                                    if c.cell_type == "code"])
     commands = "```bash\n" + "\n".join(install.cpu_lines) + "\n```"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 from babel.numbers import NumberFormatError, parse_decimal
 
-from ui import url
+from ui import record, url
 from ui.i18n import N_, _, current_language, ngettext, translations
 from ui.nav import BY_SLUG, PAGES, page_info
 from ui.numbers import integer, num, sci, significant
@@ -247,8 +247,9 @@ def gate(g: Gate, **controls) -> bool:
     Returns True at once (drawing nothing) when the reader turned gates off. Before an answer: the question, a
     text box (number) or options, an optional confidence choice, "Check my guess" and "Show me without guessing"
     (a form: Enter submits). After: the guess beside the live value, the verdict, each option's feedback, the
-    "why?" box and "Guess again".
+    "why?" box and "Guess again". Its place is recorded for the page's notebook, gates on or off.
     """
+    record.add(("gate", g.id))
     if not enabled():
         return True
     value = g.answer(**controls)

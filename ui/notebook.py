@@ -68,11 +68,13 @@ def recipes_module(slug: str) -> types.ModuleType:
     return importlib.import_module(page.page_info(slug).notebook)
 
 
-def notebook_items(record: tuple[tuple, ...], lang: str) -> list[notebook.Prose | notebook.Listing]:
+def notebook_items(record: tuple[tuple, ...], lang: str) -> list[notebook.Prose | notebook.Listing | notebook.GateMark]:
     """A page's record (``ui.page.recorded``) as notebook items: each prose part in ``lang`` (English where
-    ``lang`` lacks it), each listing with its objects."""
-    return [notebook.Prose(page.part_text(item[2], item[1], lang)[0]) if item[0] == "prose"
-            else notebook.Listing(tuple(item[1])) for item in record]
+    ``lang`` lacks it), each listing with its objects, each gate's place."""
+    kinds = {"prose": lambda item: notebook.Prose(page.part_text(item[2], item[1], lang)[0]),
+             "code": lambda item: notebook.Listing(tuple(item[1])),
+             "gate": lambda item: notebook.GateMark(item[1])}
+    return [kinds[item[0]](item) for item in record]
 
 
 def session_settings(slug: str, state: Mapping) -> dict[str, object]:
@@ -188,7 +190,8 @@ def exercises(slug: str, settings: Mapping[str, object], lang: str) -> list[note
             question += "\n\n" + "\n".join(f"- {label}" for label in labels.values())
         out.append(notebook.Exercise(question=question, answer=gate.answer, controls=gate.exercise,
                                      comment=t.gettext(ANSWER_COMMENT),
-                                     decimals=gate.decimals if gate.kind.typed else None, options=labels))
+                                     decimals=gate.decimals if gate.kind.typed else None, options=labels,
+                                     gate=gate.id))
     return out
 
 

@@ -24,7 +24,7 @@ import torch
 
 from engine import chapter
 from engine.notebook import listing
-from ui import gates
+from ui import gates, record
 from ui.diagram import diagram
 from ui.i18n import DEFAULT_LANGUAGE, _, current_language
 from ui.nav import PageInfo, page_info
@@ -86,7 +86,7 @@ def _markdown(body: str, fell_back: bool) -> None:
 
 def prose(part: str) -> None:
     """Render one named part of the current page's prose in the reader's language."""
-    _record(("prose", part, current().slug))
+    record.add(("prose", part, current().slug))
     _markdown(*part_text(current().slug, part, current_language()))
 
 
@@ -160,7 +160,7 @@ def header() -> None:
     2-7 and the Lab one question about an earlier page (:func:`ui.gates.retrieval`)."""
     st.html(_PAGE_CSS)
     info = current()
-    _recorded.items = [("prose", "intro", info.slug)]
+    record.start(("prose", "intro", info.slug))
     st.title(info.page_heading())
     st.caption(_("Accompanies: {section}").format(section=_(info.section)))
     _markdown(*part_text(info.slug, "intro", current_language()))
@@ -237,23 +237,10 @@ def verdict(ok: bool, passed: str, failed: str) -> bool:
     return ok
 
 
-#: What the page being drawn has shown so far, for its notebook (ui.notebook): per script thread, since readers
-#: are threads of one process; :func:`header` starts the list, :func:`prose`, :func:`show_code` and
-#: :func:`check_yourself` add to it.
-_recorded = threading.local()
-
-
-def _record(item: tuple) -> None:
-    """Add ``("prose", part, slug)`` or ``("code", objects)`` to the current page's record."""
-    items = getattr(_recorded, "items", None)
-    if items is not None:
-        items.append(item)
-
-
 def recorded() -> tuple[tuple, ...]:
-    """What the page being drawn has shown since its :func:`header`, in order: ``("prose", part, slug)`` and
-    ``("code", objects)`` items (its notebook's content, ``ui.notebook``)."""
-    return tuple(getattr(_recorded, "items", ()))
+    """What the page being drawn has shown since its :func:`header`, in order (``ui.record``): ``("prose", part,
+    slug)``, ``("code", objects)`` and ``("gate", gate_id)`` items, its notebook's content (``ui.notebook``)."""
+    return record.items()
 
 
 _source_lock = threading.Lock()
@@ -285,7 +272,7 @@ def show_code(*objects: Callable | type, label: str | None = None, docstring: bo
         label: the expander's title (default: "Code that ran", translated).
         docstring: show docstrings too (default False: the chapter's listing length).
     """
-    _record(("code", objects))
+    record.add(("code", objects))
     with st.expander(label or _("Code that ran"), icon=":material/code:"):
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
@@ -311,7 +298,7 @@ def technical_details(part: str | None = None):
     """
     box = st.expander(_("Technical details"), icon=":material/build:", expanded=False)
     if part is not None:
-        _record(("prose", part, current().slug))
+        record.add(("prose", part, current().slug))
         with box:
             _markdown(*part_text(current().slug, part, current_language()))
     return box
@@ -320,7 +307,7 @@ def technical_details(part: str | None = None):
 def check_yourself() -> None:
     """The "check yourself" block: each question of the current page's ``quiz`` part in its own expander."""
     st.subheader(_("Check yourself"))
-    _record(("prose", "quiz", current().slug))
+    record.add(("prose", "quiz", current().slug))
     body, fell_back = part_text(current().slug, "quiz", current_language())
     if fell_back:
         st.caption(_("This part is not translated yet: it is shown in English."))

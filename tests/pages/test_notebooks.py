@@ -383,23 +383,29 @@ def test_notebook_prints_the_pages_numbers(pages, kernel, slug, variant, run_lan
     if variant == "other" and slug == "self_attention":
         assert dict(marks)["attn_weights"] is False
         assert values["naive_broken"] > 0 and values["stable_finite"]  # float16 at scale 120: naive overflows
-    check_exercises(slug, variant, s, built[run_lang], run_lang)
+    check_exercises(slug, variant, s, built[run_lang], run_lang, record)
     timing = [i for i, c in enumerate(built[run_lang].cells) if c.source == _labels(slug, run_lang).timing]
     assert len(timing) == (1 if slug == "multi_head" else 0)
     for i in timing:  # the cell that shows how to time the variants is no numbers cell
         assert notebook.NUMBERS_TAG not in built[run_lang].cells[i + 1].metadata.get("tags", [])
 
 
-def check_exercises(slug: str, variant: str, s: dict, nb, lang: str) -> None:
+def check_exercises(slug: str, variant: str, s: dict, nb, lang: str, record: tuple) -> None:
     """Each gate of the page that has an exercise is in the notebook as its question, an empty cell and a folded
-    answer cell, in that order; run (:data:`ANSWERS`), the answer cell prints the gate's answer for the notebook's
-    settings, and with the page's default settings the page's own answer (its option's key, or its number within
-    the gate's tolerance)."""
+    answer cell, in that order, where the page asks it (before the page's next part, not after the page); run
+    (:data:`ANSWERS`), the answer cell prints the gate's answer for the notebook's settings, and with the page's
+    default settings the page's own answer (its option's key, or its number within the gate's tolerance)."""
     gated = [g for g in questions.by_page(slug) if g.exercise]
     shown = ui_notebook.exercises(slug, s, lang)
     assert bool(gated) == (slug != "home")
     at = [i for i, c in enumerate(nb.cells) if notebook.EXERCISE_TAG in c.metadata.get("tags", [])]
     assert len(at) == len(ANSWERS) == len(gated)
+    marked = [item[1] for item in record if item[0] == "gate"]
+    assert [g.id for g in gated] == [m for m in marked if m in {g.id for g in gated}]  # every gate, in order
+    exercise_cells = {j for i in at for j in (i - 2, i - 1, i)}
+    for i, gate in zip(at, gated, strict=True):
+        if gate.id in marked:  # asked where the page asks it: some of the page's own cells come after it
+            assert any(j not in exercise_cells for j in range(i + 1, len(nb.cells))), gate.id
     for i, gate, lines in zip(at, gated, ANSWERS, strict=True):
         question, empty, answer = nb.cells[i - 2:i + 1]
         assert question.cell_type == "markdown" and question.source == shown[gated.index(gate)].question
