@@ -229,9 +229,9 @@ def train_until(at, msgid, deadline_s=DEADLINE_S):
 
 
 def caption_prefixes(lang: str = "en", origins=("trained", "uploaded"), shipped=True) -> tuple[str, ...]:
-    """How the caption of the model in use begins: whose model it is, then ": "."""
+    """How the caption of the model in use begins: whose model it is, then the language's colon (French: " : ")."""
     whose = [msg(YOUR_MODEL, lang, origin=msg(o, lang)) for o in origins] + ([msg(SHIPPED_CAPTION, lang)] * shipped)
-    return tuple(w + ": " for w in whose)
+    return tuple(w + numbers.colon(lang) for w in whose)
 
 
 def model_caption(at, lang: str = "en"):
@@ -256,7 +256,7 @@ def shipped_caption(model: models.LabModel, lang: str = "en") -> str:
              msg(STEPS_ON, lang, steps=integer(s["steps_done"], lang), corpus=s["corpus"]),
              msg("validation loss over the whole validation split {val:.3f} ({windows:,} windows)", lang,
                  val=shipped_files.whole_split().val_loss, windows=shipped_files.whole_split().windows)]
-    return msg(SHIPPED_CAPTION, lang) + ": " + " · ".join(parts)
+    return msg(SHIPPED_CAPTION, lang) + numbers.colon(lang) + " · ".join(parts)
 
 
 def versus_captions(at, base, lang: str = "en") -> list[re.Match]:

@@ -19,7 +19,7 @@ from ui.lab import shipped as shipped_files
 from ui.lab.corpus import baselines_for, shipped_corpus, versus_baselines
 from ui.lab.session import OWN, LabSession
 from ui.lab.words import fill, plain, position_name, upload_help
-from ui.numbers import integer
+from ui.numbers import colon, integer
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -121,7 +121,7 @@ def choose_model(lab: LabSession) -> LabModel | None:
     else:
         whose = _("The model shipped with the app")
     whole = shipped_files.whole_split() if use != OWN else None
-    d1.caption(whose + ": " + describe_model(current, whole))
+    d1.caption(whose + colon() + describe_model(current, whole))
     model_val = whole.val_loss if whole is not None else current.summary.get("final_val_loss")
     base = shipped_corpus(current.summary.get("corpus"))
     if base is not None and isinstance(model_val, int | float):
