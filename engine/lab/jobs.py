@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -449,6 +449,20 @@ def steps_by_cap(snap: Snapshot, max_wall_s: float) -> int | None:
         return None
     per_step = snap.eta_s / (snap.steps - snap.step)  # seconds per step at the measured pace
     return min(snap.steps - 1, snap.step + int(left_s / per_step))
+
+
+def first_below(history: Sequence[tuple[int, float, float]], eval_elapsed_s: Sequence[float],
+                line: float) -> tuple[int, float, float] | None:
+    """The first evaluation whose validation loss is below ``line`` (nats), as (step, val_loss, seconds).
+
+    ``eval_elapsed_s`` holds, for each evaluation of ``history``, the seconds since the training started
+    (``Snapshot.eval_elapsed_s``); an evaluation without its time is not counted. Returns None while no
+    evaluation is below the line.
+    """
+    for (step, _train, val), seconds in zip(history, eval_elapsed_s, strict=False):
+        if val < line:
+            return step, val, seconds
+    return None
 
 
 def wait_until_finished(job: Job, timeout: float, poll: float = 0.05) -> Snapshot:

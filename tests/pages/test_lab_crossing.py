@@ -8,10 +8,9 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from engine.figures import lab as LF
-from engine.lab.jobs import _Progress
+from engine.lab.jobs import _Progress, first_below
 from tests.plotly_json import ROOT, figures
 from ui.i18n import DEFAULT_LANGUAGE, LANG_KEY, LANGUAGES, TRANSLATED, translations
-from ui.lab.train import first_below
 from ui.lab.words import fill
 from ui.numbers import integer, num
 

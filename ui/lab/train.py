@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import streamlit as st
 
 from engine import budget
 from engine.baselines import Baselines
 from engine.figures import lab as figures
-from engine.lab.jobs import Snapshot, TrainingJob, steps_by_cap
+from engine.lab.jobs import Snapshot, TrainingJob, first_below, steps_by_cap
 from ui.i18n import _
 from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
 from ui.lab.session import LabSession
@@ -35,20 +33,6 @@ def loss_labels() -> figures.LossLabels:
     return figures.LossLabels(title=_("Loss while training"), batch=_("batch loss"), train=_("train loss"),
                               val=_("val loss"), step=_("step"), loss=_("cross-entropy (nats)"),
                               crossed=_("below the bigram line"), separators=plotly_separators(), colon=colon())
-
-
-def first_below(history: Sequence[tuple[int, float, float]], eval_elapsed_s: Sequence[float],
-                line: float) -> tuple[int, float, float] | None:
-    """The first evaluation whose validation loss is below ``line`` (nats), as (step, val_loss, seconds).
-
-    ``eval_elapsed_s`` holds, for each evaluation of ``history``, the seconds since the training started
-    (``Snapshot.eval_elapsed_s``); an evaluation without its time is not counted. Returns None while no
-    evaluation is below the line.
-    """
-    for (step, _train, val), seconds in zip(history, eval_elapsed_s, strict=False):
-        if val < line:
-            return step, val, seconds
-    return None
 
 
 def crossing_text(step: int, seconds: float) -> str:
