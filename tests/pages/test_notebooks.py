@@ -647,3 +647,37 @@ def test_every_page_with_a_button_has_its_recipes_module():
         assert notebook.page_recipes(ui_notebook.recipes_module(slug))
     modules = {p.stem for p in (ROOT / "engine" / "notebooks").glob("*.py")} - {"__init__", "core"}
     assert modules == with_button
+
+
+def _recipe_that_sets_steps(inputs: list = A.CHAPTER_INPUTS, query_token: str = "journey"):
+    """A recipe whose cell sets ``steps`` for later cells (declared ``global``, as the notebook builder reads it)."""
+    global steps
+    steps = self_attention.query_walkthrough(torch.tensor(inputs), list(A.CHAPTER_TOKENS).index(query_token))
+
+
+def test_an_exercise_waits_past_its_mark_for_the_names_its_answer_reads():
+    """A gate marked before the cell that defines what its answer reads (``steps``, set by the recipe of
+    query_walkthrough) gets its exercise right after that cell, not at the mark, where running it would raise
+    NameError; an exercise whose answer needs no name of the page stays at its mark."""
+    from engine.notebooks import self_attention as home
+
+    late = notebook.Exercise(question="LATE?", answer=A.dot_scores, comment="late", decimals=4, gate="late",
+                             controls=(("inputs", "steps.attn_scores[:, None]"), ("query", "torch.ones(1)")))
+    early = notebook.Exercise(question="EARLY?", answer=A.dot_scores, comment="early", decimals=4, gate="early",
+                              controls=(("inputs", "torch.ones(6, 1)"), ("query", "torch.ones(1)")))
+    items = [notebook.GateMark("late"), notebook.GateMark("early"), notebook.Prose("PROSE"),
+             notebook.Listing((self_attention.query_walkthrough,)), notebook.Prose("AFTER")]
+    cells = notebook._page_cells(home, items, _labels("self_attention", "en"), [late, early],
+                                 {"query_walkthrough": _recipe_that_sets_steps}, frozenset(), {"show", "say"},
+                                 notebook._Imports())
+    sources = [c.source for c in cells]
+    numbers = next(i for i, c in enumerate(cells) if notebook.NUMBERS_TAG in c.metadata.get("tags", []))
+    assert "steps = self_attention.query_walkthrough(" in sources[numbers]
+    assert sources.index("EARLY?") < sources.index("PROSE")  # at its mark
+    assert numbers < sources.index("LATE?") < sources.index("AFTER")  # right after the cell that sets steps
+    assert "answer = dot_scores(inputs=steps.attn_scores[:, None], query=torch.ones(1))" in sources[
+        sources.index("LATE?") + 2]
+    unmarked = notebook._page_cells(home, items[2:], _labels("self_attention", "en"), [late, early],
+                                    {"query_walkthrough": _recipe_that_sets_steps}, frozenset(), {"show", "say"},
+                                    notebook._Imports())
+    assert [c.source for c in unmarked][-6::3] == ["LATE?", "EARLY?"]  # no marks: after the page, in their order
