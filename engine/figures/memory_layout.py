@@ -26,11 +26,23 @@ from engine.sections.memory_layout import HeadStage
 
 #: Colour of a cell that holds data, of a storage cell the tensor never reads, and of the lit cell.
 CELL_COLOUR, UNUSED_COLOUR, LIT_COLOUR = "#dbe9f6", "#f0f0f0", "#ff7f0e"
-#: Storage cells per row of the multi-head memory strip.
-STRIP_WIDTH = 16
+#: Storage cells per row of the multi-head memory strip, and per row of a strip whose cells carry two-digit numbers
+#: (:func:`strip_width`): at 390 px a row of 16 leaves about 15 px a cell, where two digits at the figures' 13 px
+#: font touch their neighbours; a row of 8 leaves about 30 px, and still reads at 1400 px.
+STRIP_WIDTH, NUMBERED_STRIP_WIDTH = 16, 8
 #: Largest grid (columns) and storage (cells) whose numbers are written in the cells: past them a phone's cells
 #: are too small for the numbers, the colours still show each element's head and the hover gives the numbers.
 TEXT_COLUMNS, TEXT_CELLS = 8, 64
+
+
+def strip_width(n: int) -> int:
+    """Cells per row of the head walk's storage strip of ``n`` cells: all of them up to :data:`STRIP_WIDTH` while
+    their numbers (the reading positions 0 … n − 1) have one digit, :data:`NUMBERED_STRIP_WIDTH` while the cells
+    carry two-digit numbers (n ≤ :data:`TEXT_CELLS`), :data:`STRIP_WIDTH` again past that, where the cells carry no
+    number (their colours show the heads, the hover gives the numbers)."""
+    if n <= 10:
+        return max(n, 1)
+    return NUMBERED_STRIP_WIDTH if n <= TEXT_CELLS else STRIP_WIDTH
 
 
 def _flat_scale(colour: str) -> list:
@@ -212,9 +224,9 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
 
     Top panel: the stage's tensor as it prints (b = 1 left out; leading dims
     folded into rows), each element coloured by its head and labelled with
-    the storage cell it lives in (up to :data:`TEXT_COLUMNS` columns). Bottom panel: the storage, ``STRIP_WIDTH``
+    the storage cell it lives in (up to :data:`TEXT_COLUMNS` columns). Bottom panel: the storage, :func:`strip_width`
     cells per row, each coloured by the head of the element it holds and
-    labelled with that element's position in reading order — 0, 1, 2, … in
+    labelled with that element's position in reading order (up to :data:`TEXT_CELLS` cells) — 0, 1, 2, … in
     sequence exactly when the tensor is contiguous.
 
     Args:
@@ -233,7 +245,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
     legend = "   ".join(f"<span style='color:{PALETTE[h % len(PALETTE)]}'>■ {labels.head.format(h=h)}</span>"
                        for h in range(num_heads))
     max_rows = max(s.grid_heads.shape[0] for s in stages)
-    max_strip_rows = max(math.ceil(s.memory_heads.numel() / STRIP_WIDTH) for s in stages)
+    max_strip_rows = max(math.ceil(s.memory_heads.numel() / strip_width(s.memory_heads.numel())) for s in stages)
     grid_hover = labels.grid_hover.format(row="%{customdata}", col="%{x}", head="%{z}", cell="%{text}")
     strip_hover = labels.storage_hover.format(cell="%{customdata}", head="%{z}", position="%{text}")
     for s in stages:
@@ -248,7 +260,7 @@ def head_walk_figure(stages: Sequence[HeadStage], num_heads: int, labels: HeadWa
             hovertemplate=grid_hover + "<extra></extra>",
         ), row=1, col=1)
         n = s.memory_heads.numel()
-        width = min(n, STRIP_WIDTH)
+        width = strip_width(n)
         strip_rows = math.ceil(n / width)
         mem_heads = np.full(strip_rows * width, np.nan)
         mem_heads[:n] = s.memory_heads.numpy()

@@ -38,7 +38,10 @@ EXTREMES: dict[str, tuple[dict[str, str], ...]] = {
     "dropout": ({"do_layer_p": "0.9", "do_mean_p": "0.9", "do_seed": "0"},),
     "multi_head": ({"mh_n_embd": "64", "mh_heads": "64", "mh_line": "白日依山尽黄河入海流欲穷千"},
                    {"mh_n_embd": "8", "mh_heads": "8"}),
-    "memory_layout": ({"ml_cost_B": "512", "ml_cost_H": "128", "ml_cost_dh": "512"},),
+    # the head walk (behind a prediction gate, hence predict=off) with the most cells that carry numbers: 64
+    # two-digit reading positions in its storage strip
+    "memory_layout": ({"ml_cost_B": "512", "ml_cost_H": "128", "ml_cost_dh": "512"},
+                      {"predict": "off", "ml_T": "8", "ml_H": "2", "ml_dh": "4"}),
     "positional_encodings": ({"pe_block": "256", "pe_width": "256", "pe_past_T": "64", "pe_position": "127"},
                              {"pe_n_embd": "128", "pe_seed": "4", "pe_block": "16", "pe_width": "1",
                               "pe_head_dim": "64", "pe_position": "127", "pe_score_T": "16", "pe_shift": "0"}),

@@ -116,3 +116,55 @@ def test_weighted_sum_bars_stack_to_the_context_vector():
     assert fig.layout.barmode == "relative" and fig.data[-1].name == "z"
     with pytest.raises(ValueError, match="weighted_sum_bars"):
         core.weighted_sum_bars(inputs, weights[:2], ["a", "b", "c"], ["d0", "d1"])
+
+
+def head_walk_labels():
+    from engine.figures.memory_layout import HeadWalkLabels
+
+    return HeadWalkLabels(storage_title="storage", head="head {h}", grid_hover="{row} {col} {head} {cell}",
+                          storage_hover="cell {cell}: head {head}, reading position {position}",
+                          stage="{title} {shape} {stride} {contiguity} {storage}", contiguous="c",
+                          not_contiguous="nc", same_storage="same", new_storage="new", cells="cells {first}–{last}",
+                          cell_axis="cell within the row", slider_prefix="stage ")
+
+
+@pytest.mark.parametrize("n, width", [(1, 1), (6, 6), (10, 10), (11, 8), (16, 8), (64, 8), (65, 16), (256, 16)])
+def test_head_walk_strip_rows_of_eight_while_its_cells_carry_two_digits(n, width):
+    """At 390 px a row of 16 cells leaves about 15 px a cell, too narrow for two digits at the figures' font: a
+    strip whose cells carry two-digit numbers has rows of 8; one-digit numbers fit one row, and past
+    ``TEXT_CELLS`` the cells carry no number and keep rows of 16."""
+    from engine.figures import memory_layout as F
+
+    assert F.strip_width(n) == width
+    assert F.NUMBERED_STRIP_WIDTH == 8 and F.STRIP_WIDTH == 16 and F.TEXT_CELLS == 64
+
+
+@pytest.mark.parametrize("T, H, d_h", [(4, 2, 2), (2, 1, 2), (8, 4, 4), (4, 4, 4)])
+def test_head_walk_strip_rows_hover_and_ticks_follow_the_width(T, H, d_h):
+    """Every stage's strip: rows of ``strip_width`` cells, numbers written exactly up to ``TEXT_CELLS`` cells (so
+    never two-digit numbers in rows of 16), each cell's hover naming its own storage cell and each row's tick its
+    cells' range; the panel is tall enough for the stage with the most rows."""
+    from engine.figures import memory_layout as F
+    from engine.sections.memory_layout import key_head_walk
+
+    stages = key_head_walk(T, H, d_h)
+    fig = F.head_walk_figure(stages, H, head_walk_labels())
+    steps = fig.layout.sliders[0].steps
+    for k, stage in enumerate(stages):
+        n = stage.memory_heads.numel()
+        width = F.strip_width(n)
+        strip = fig.data[2 * k + 1]
+        rows = math.ceil(n / width)
+        assert len(strip.z) == rows and all(len(row) == width for row in strip.z)
+        numbered = strip.texttemplate == "%{text}"
+        assert numbered == (n <= F.TEXT_CELLS)
+        if numbered and n > 10:
+            assert width == F.NUMBERED_STRIP_WIDTH
+        flat = [c for row in strip.customdata for c in row]
+        assert flat == list(range(rows * width))
+        texts = [x for row in strip.text for x in row][:n]
+        assert sorted(int(x) for x in texts) == list(range(n))  # each reading position once
+        layout = steps[k].args[1]
+        assert layout["xaxis2.range"] == [-0.5, width - 0.5]
+        assert layout["yaxis2.ticktext"] == [f"cells {r * width}–{min(n, (r + 1) * width) - 1}" for r in range(rows)]
+    assert "cell %{customdata}: head %{z}, reading position %{text}" in fig.data[1].hovertemplate

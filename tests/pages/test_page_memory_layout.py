@@ -203,8 +203,12 @@ def test_head_walk_default(at):
     assert titles[2] == stage.format(title=".transpose(1, 2)", shape=(1, 2, 4, 2), stride=(16, 2, 4, 1),
                                      contiguity=t("NOT contiguous"), storage=t("same storage as the step before"))
     assert "(1, 2, 4, 4)" in titles[3] and t("new storage") in titles[3]
-    # stage 0: heads interleaved per token in memory; stage 3: the scores grouped by head
-    assert fig["data"][1]["z"][0] == [0.0, 0.0, 1.0, 1.0] * 4
+    # stage 0: heads interleaved per token in memory; stage 3: the scores grouped by head. Their cells carry
+    # two-digit reading positions, so the strip has rows of 8 cells (16 crowd the numbers at 390 px)
+    assert fig["data"][1]["z"] == [[0.0, 0.0, 1.0, 1.0] * 2] * 2
+    assert fig["data"][1]["texttemplate"] == "%{text}" and fig["data"][1]["text"][1][-1] == "15"
+    assert steps[0]["args"][1]["yaxis2.ticktext"] == [t("cells {first}–{last}").format(first=0, last=7),
+                                                      t("cells {first}–{last}").format(first=8, last=15)]
     assert [v for row in fig["data"][7]["z"] for v in row] == [0.0] * 16 + [1.0] * 16
     # stage 2 (after transpose): reading order jumps
     assert fig["data"][5]["text"][0][:4] == ["0", "1", "8", "9"]
