@@ -87,7 +87,7 @@ def bench_view(data: dict, labels: tuple[str, str, str, str, str], sizes: tuple[
     table = bench.results_table(data)
     views = []
     for size, name in zip(data["sizes"], sizes, strict=True):
-        rows = sections.bench_rows(table, size["label"])
+        rows = sections.bench_rows(table, size["label"], size["results"])
         bar_labels = figures.BenchLabels(title.format(size=name), forward, forward_backward, time_axis, hover,
                                          separators=separators)
         views.append((rows, figures.bench_bars(rows, bar_labels)))
@@ -103,6 +103,14 @@ def values_text(pairs, decimals: int = 2) -> str:
 def two_decimals(value: float) -> str:
     """A time or ratio of the benchmark table in the reader's format."""
     return num(value, 2)
+
+
+def interval_text(iqr: tuple[float, float] | None) -> str:
+    """An interquartile range of the benchmark table in the reader's format, "2,14–117,16" (word joiners around
+    the dash keep it on one line in a narrow column), or "—" for a variant without recorded runs."""
+    if iqr is None:
+        return "—"
+    return f"{two_decimals(iqr[0])}\u2060–\u2060{two_decimals(iqr[1])}"
 
 
 def size_name(size: dict) -> str:
@@ -129,39 +137,55 @@ def machine_text(data: dict) -> str:
     return text + _(" · measured on {day}").format(day=day)
 
 
+def fastest_text(verdict: sections.BenchVerdict) -> str:
+    """The verdict's last sentence: the fastest variant of all, or the variants within its noise, with the rule
+    of :func:`engine.sections.multi_head.within_noise_of` stated on the table's numbers: the lowest median, its
+    interquartile range (the table's IQR column) and which median lies inside which range."""
+    ms = two_decimals(verdict.fastest_ms)
+    rivals = format_list(list(verdict.fastest_rivals), locale=current_language())
+    if verdict.fastest_iqr is None:  # a file without per-run times: judged by the medians alone
+        if verdict.fastest_rivals:
+            return _("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each of them "
+                     "one median lies inside the other's interquartile range, so the file cannot name the fastest "
+                     "variant at this size.").format(variant=verdict.fastest, ms=ms, rivals=rivals)
+        return _("Fastest of all: {variant}, {ms} ms.").format(variant=verdict.fastest, ms=ms)
+    words = {"variant": verdict.fastest, "ms": ms, "iqr": interval_text(verdict.fastest_iqr),
+             "column": _("interquartile range, forward ms")}
+    if verdict.fastest_rivals:
+        return _("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each of them, "
+                 "its median lies inside the interquartile range of {variant} ({iqr} ms, column “{column}”) or "
+                 "{ms} ms lies inside its own, so the file cannot name the fastest variant at this size.").format(
+            rivals=rivals, **words)
+    return _("Fastest of all: {variant}, {ms} ms: no other median lies inside its interquartile range ({iqr} ms, "
+             "column “{column}”), and {ms} ms lies inside no other variant's.").format(**words)
+
+
 def bench_verdict_text(size: dict) -> str | None:
     """The sentence that says which of the chapter's constructions this file found faster at ``size``, or that
-    the gap between them is within the run's noise (``sections.bench_verdict``'s ``within_noise``), then the
-    fastest variant of all, or the variants its median is within the noise of (``fastest_rivals``)."""
+    the gap between them is within the run's noise (``sections.bench_verdict``'s ``within_noise``), then
+    :func:`fastest_text`. Its times have the table's two decimals, so that the reader finds them there."""
     verdict = sections.bench_verdict(size)
     if verdict is None:
         return None
+    wrapper, split = two_decimals(verdict.wrapper_ms), two_decimals(verdict.split_ms)
     if verdict.within_noise:
         text = _("Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
-                 "(median forward). Each median lies inside the other's interquartile range, the middle half of "
+                 "(median forward). One median lies inside the other's interquartile range, the middle half of "
                  "its runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is "
                  "within this run's noise, so the file cannot say which is faster.").format(
-            wrapper=num(verdict.wrapper_ms, 1), split=num(verdict.split_ms, 1),
-            wrapper_q1=num(verdict.wrapper_iqr[0], 1), wrapper_q3=num(verdict.wrapper_iqr[1], 1),
-            split_q1=num(verdict.split_iqr[0], 1), split_q3=num(verdict.split_iqr[1], 1))
+            wrapper=wrapper, split=split,
+            wrapper_q1=two_decimals(verdict.wrapper_iqr[0]), wrapper_q3=two_decimals(verdict.wrapper_iqr[1]),
+            split_q1=two_decimals(verdict.split_iqr[0]), split_q3=two_decimals(verdict.split_iqr[1]))
     elif verdict.wrapper_faster:
         text = _("Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median "
                  "forward). The split layer's score tensor (B, H, T, T) holds {scores}; the wrapper handles one "
                  "head's {head} at a time.").format(
-            wrapper=num(verdict.wrapper_ms, 1), split=num(verdict.split_ms, 1),
+            wrapper=wrapper, split=split,
             scores=byte_size(verdict.score_bytes, 0), head=byte_size(verdict.head_bytes, 0))
     else:
         text = _("Here the split layer was {ratio}× faster than the wrapper: {split} ms against {wrapper} ms "
-                 "(median forward).").format(ratio=num(verdict.ratio, 2), split=num(verdict.split_ms, 2),
-                                            wrapper=num(verdict.wrapper_ms, 2))
-    if verdict.fastest_rivals:
-        return text + " " + _("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each "
-                              "of them one median lies inside the other's interquartile range, so the file cannot "
-                              "name the fastest variant at this size.").format(
-            variant=verdict.fastest, ms=num(verdict.fastest_ms, 2),
-            rivals=format_list(list(verdict.fastest_rivals), locale=current_language()))
-    return text + " " + _("Fastest of all: {variant}, {ms} ms.").format(
-        variant=verdict.fastest, ms=num(verdict.fastest_ms, 2))
+                 "(median forward).").format(ratio=num(verdict.ratio, 2), split=split, wrapper=wrapper)
+    return text + " " + fastest_text(verdict)
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
@@ -223,15 +247,38 @@ def stability_text(rows: pd.DataFrame) -> str:
     return text
 
 
+def bench_headers() -> dict[str, str]:
+    """Translated headers of the benchmark table, by :func:`engine.sections.multi_head.bench_rows` column."""
+    return {"variant": _("variant"), "forward_ms": _("forward ms"),
+            "forward_iqr": _("interquartile range, forward ms"), "forward_ratio": _("× fastest"),
+            "forward_backward_ms": _("fwd+bwd ms"), "forward_min_ms": _("fastest run, forward ms"),
+            "stable": _("stable"), "max_abs_diff": _("max |out − split|")}
+
+
+def show_bench_table(rows: pd.DataFrame, verdict: sections.BenchVerdict | None) -> None:
+    """One size's table, in the reader's number format. Beside each median its interquartile range, the interval
+    the verdict compares medians with; the "× fastest" column only where the verdict names a fastest variant (the
+    ratio to the lowest median, 1 on that variant's row)."""
+    headers = bench_headers()
+    shown = rows.drop(columns=["ordered"])
+    if verdict is None or verdict.fastest_rivals:
+        shown = shown.drop(columns=["forward_ratio"])  # no fastest variant named: no ratio to it either
+    if shown["forward_iqr"].isna().all():
+        shown = shown.drop(columns=["forward_iqr"])  # a file that did not record its runs
+    else:
+        shown = shown.assign(forward_iqr=shown["forward_iqr"].map(interval_text))
+    shown = shown.rename(columns=headers)
+    page.static_table(shown, formats={
+        headers[k]: two_decimals for k in ("forward_ms", "forward_ratio", "forward_backward_ms", "forward_min_ms")
+        if headers[k] in shown.columns} | {headers["max_abs_diff"]: sci}, missing="—")
+
+
 def show_bench(data: dict, key: str) -> None:
     """Per input size: a table (it scrolls sideways inside its frame on a phone), a bar chart, the file's verdict and
-    which of its numbers are stable. The "× fastest" column is shown only where the verdict names a fastest
-    variant; the machine and its load go in the section's technical details."""
+    which of its numbers are stable (:func:`show_bench_table`); the machine and its load go in the section's
+    technical details."""
     labels = (_("Time per call · {size}"), _("forward"), _("forward+backward"), _("milliseconds (median)"),
               _("{variant}: {ms} ms"))
-    headers = {"variant": _("variant"), "forward_ms": _("forward ms"), "forward_ratio": _("× fastest"),
-               "forward_backward_ms": _("fwd+bwd ms"), "forward_min_ms": _("fastest run, forward ms"),
-               "stable": _("stable"), "max_abs_diff": _("max |out − split|")}
     names = [size_name(size) for size in data["sizes"]]
     largest_batch = max(int(size["batch"]) for size in data["sizes"])
     views = bench_view(data, labels, tuple(names), plotly_separators())
@@ -242,14 +289,7 @@ def show_bench(data: dict, key: str) -> None:
                                                                          batch=size["batch"]))
         else:
             st.markdown(_("**Input {size}**").format(size=name))
-        verdict = sections.bench_verdict(size)
-        shown = rows.drop(columns=["ordered"])
-        if verdict is None or verdict.fastest_rivals:
-            shown = shown.drop(columns=["forward_ratio"])  # no fastest variant named: no ratio to it either
-        shown = shown.rename(columns=headers)
-        page.static_table(shown, formats={
-            headers[k]: two_decimals for k in ("forward_ms", "forward_ratio", "forward_backward_ms", "forward_min_ms")
-            if headers[k] in shown.columns} | {headers["max_abs_diff"]: sci}, missing="—")
+        show_bench_table(rows, sections.bench_verdict(size))
         st.plotly_chart(figure, key=f"{key}_bars_{i}", alt=_(
             "Bar chart of the median time per call at {size}, forward and forward+backward, in milliseconds: "
             "{values}.").format(size=name, values=values_text(

@@ -493,24 +493,30 @@ BENCH_COLUMNS = (
 )
 
 
-def bench_rows(table: pd.DataFrame, size_label: str) -> pd.DataFrame:
+def bench_rows(table: pd.DataFrame, size_label: str, results: Sequence[dict] = ()) -> pd.DataFrame:
     """The rows of one input size of a benchmark results table, with the page's few columns.
 
     Args:
         table: ``engine.bench.attention.results_table`` output.
         size_label: the ``size`` value to keep.
+        results: that size's ``results`` entries of the file, whose ``forward_samples_ms`` give each variant's
+            interquartile range (the spread :func:`bench_verdict` compares medians with).
 
     Returns:
-        DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant. A variant whose
-        forward+backward median is not above its forward median (``ordered`` False: the load changed during the
-        run, since the backward pass only adds work) gets no forward+backward time (None): a table or chart
-        never shows forward+backward faster than forward alone.
+        DataFrame with the stable columns of :data:`BENCH_COLUMNS`, one row per variant, and ``forward_iqr``
+        after ``forward_ms``: the ``(q1, q3)`` of :func:`interquartile_range`, None for a variant without recorded
+        runs. A variant whose forward+backward median is not above its forward median (``ordered`` False: the
+        load changed during the run, since the backward pass only adds work) gets no forward+backward time
+        (None): a table or chart never shows forward+backward faster than forward alone.
     """
     rows = table[table["size"] == size_label]
     frame = pd.DataFrame({key: rows[column].tolist() if column in rows else [None] * len(rows)
                           for key, column in BENCH_COLUMNS})
     frame["ordered"] = frame["ordered"].map(lambda v: v is not False)
     frame["forward_backward_ms"] = frame["forward_backward_ms"].astype(object).where(frame["ordered"], None)
+    quartiles = {r.get("variant"): interquartile_range(r.get("forward_samples_ms")) for r in results}
+    frame.insert(frame.columns.get_loc("forward_ms") + 1, "forward_iqr",
+                 pd.Series([quartiles.get(v) for v in frame["variant"]], index=frame.index, dtype=object))
     return frame
 
 
@@ -526,9 +532,11 @@ class BenchVerdict:
         ratio: the slower median over the faster one (>= 1).
         wrapper_iqr, split_iqr: the first and third quartiles of each one's recorded forward runs, in ms
             (None for a file without per-run times).
-        within_noise: True when each median lies inside the other's interquartile range, so the gap between
-            them is smaller than the spread of the runs and the file cannot say which is faster.
+        within_noise: True when both recorded runs and :func:`within_noise_of` holds for them (a median inside
+            the other's interquartile range, either way), so the gap between them is no larger than the spread of
+            the runs and the file cannot say which is faster: the same rule as ``fastest_rivals``.
         fastest: the variant key with the lowest median forward time, and its time in ms.
+        fastest_iqr: the first and third quartiles of ``fastest``'s forward runs (None without per-run times).
         fastest_rivals: the other variants, by median, that ``fastest`` is within the noise of: one's median
             lies inside the other's interquartile range (either way), or their medians are equal. Empty when
             ``fastest`` is faster than every other variant beyond the spread of the runs.
@@ -552,6 +560,7 @@ class BenchVerdict:
     split_iqr: tuple[float, float] | None = None
     within_noise: bool = False
     fastest_rivals: tuple[str, ...] = ()
+    fastest_iqr: tuple[float, float] | None = None
 
 
 MAX_BENCH_SAMPLES = 10_000
@@ -602,7 +611,7 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
     Returns:
         A :class:`BenchVerdict`, or None when the entry lacks the wrapper or the split layer, or a
         positive time for them (a file from another version of the benchmark). The two count as equal
-        (``within_noise``) when each one's median lies inside the other's interquartile range: a load that
+        (``within_noise``) when one's median lies inside the other's interquartile range: a load that
         moved during the run spreads every variant's runs, and a gap smaller than that spread says nothing
         about which construction is faster. An entry without per-run times is judged by its medians alone.
         The variant with the lowest median is named fastest of all only when it is within the noise
@@ -628,13 +637,15 @@ def bench_verdict(size: dict) -> BenchVerdict | None:
         times[fastest], quartiles[fastest], times[name], quartiles[name])), key=times.get))
     scores = score_tensor_bytes(batch, num_heads, seq_len)
     wrapper_iqr, split_iqr = quartiles["wrapper"], quartiles["split"]
-    within_noise = (wrapper_iqr is not None and split_iqr is not None
-                    and wrapper_iqr[0] <= split <= wrapper_iqr[1] and split_iqr[0] <= wrapper <= split_iqr[1])
+    # one rule for the two constructions and for the fastest variant's rivals, so the page cannot call split
+    # "faster" than the wrapper in one sentence and "within the noise" of it in the next
+    within_noise = wrapper_iqr is not None and split_iqr is not None and within_noise_of(wrapper, wrapper_iqr, split,
+                                                                                          split_iqr)
     return BenchVerdict(batch=batch, seq_len=seq_len, n_embd=n_embd, num_heads=num_heads, wrapper_ms=wrapper,
                         split_ms=split, wrapper_faster=wrapper < split, ratio=max(wrapper, split) / min(wrapper, split),
                         fastest=fastest, fastest_ms=times[fastest], score_bytes=scores,
                         head_bytes=scores // num_heads, wrapper_iqr=wrapper_iqr, split_iqr=split_iqr,
-                        within_noise=within_noise, fastest_rivals=rivals)
+                        within_noise=within_noise, fastest_rivals=rivals, fastest_iqr=quartiles[fastest])
 
 
 # --- the page's prediction gates (``ui/questions/multi_head.py``): their answers, which the page and its

@@ -5,6 +5,7 @@ import html
 import numpy as np
 import pytest
 from babel.lists import format_list
+from babel.numbers import parse_decimal
 
 from engine import chapter
 from engine.bench import attention as bench
@@ -192,7 +193,7 @@ def test_split_that_does_not_divide_gets_a_message(at, d_out, heads, ok):
 
 VERDICTS = {
     "equal": "Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
-             "(median forward). Each median lies inside the other's interquartile range, the middle half of its "
+             "(median forward). One median lies inside the other's interquartile range, the middle half of its "
              "runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is within this "
              "run's noise, so the file cannot say which is faster.",
     "wrapper": "Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median forward). "
@@ -203,19 +204,81 @@ VERDICTS = {
 }
 
 
+# a file without per-run times: its fastest variant named by the medians alone
 FASTEST = "Fastest of all: {variant}, {ms} ms."
 WITHIN_NOISE = ("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each of them one "
                 "median lies inside the other's interquartile range, so the file cannot name the fastest variant at "
                 "this size.")
+# a file with per-run times: the rule stated on the table's medians and interquartile ranges
+FASTEST_RULE = ("Fastest of all: {variant}, {ms} ms: no other median lies inside its interquartile range ({iqr} ms, "
+                "column “{column}”), and {ms} ms lies inside no other variant's.")
+WITHIN_NOISE_RULE = ("Lowest median: {variant}, {ms} ms, but within this run's noise of {rivals}: for each of them, "
+                     "its median lies inside the interquartile range of {variant} ({iqr} ms, column “{column}”) or "
+                     "{ms} ms lies inside its own, so the file cannot name the fastest variant at this size.")
+IQR_COLUMN = "interquartile range, forward ms"
+#: Between an interquartile range's two ends in a table cell: an en dash that never ends a line.
+IQR_DASH = "\u2060–\u2060"
+
+
+def interval(iqr, lang: str) -> str:
+    """An interquartile range as the page writes it."""
+    return f"{num(iqr[0], 2, lang)}{IQR_DASH}{num(iqr[1], 2, lang)}"
 
 
 def fastest_sentence(verdict: sections.BenchVerdict, lang: str) -> str:
     """The sentence that names the fastest variant of a benchmark size, or the variants within its noise."""
     gettext = translations(lang).gettext
-    if verdict.fastest_rivals:
-        return gettext(WITHIN_NOISE).format(variant=verdict.fastest, ms=num(verdict.fastest_ms, 2, lang),
-                                            rivals=format_list(list(verdict.fastest_rivals), locale=lang))
-    return gettext(FASTEST).format(variant=verdict.fastest, ms=num(verdict.fastest_ms, 2, lang))
+    words = {"variant": verdict.fastest, "ms": num(verdict.fastest_ms, 2, lang)}
+    rivals = format_list(list(verdict.fastest_rivals), locale=lang)
+    if verdict.fastest_iqr is None:
+        return (gettext(WITHIN_NOISE).format(rivals=rivals, **words) if verdict.fastest_rivals
+                else gettext(FASTEST).format(**words))
+    words |= {"iqr": interval(verdict.fastest_iqr, lang), "column": gettext(IQR_COLUMN)}
+    return (gettext(WITHIN_NOISE_RULE).format(rivals=rivals, **words) if verdict.fastest_rivals
+            else gettext(FASTEST_RULE).format(**words))
+
+
+def read_number(cell: str, lang: str) -> float:
+    return float(parse_decimal(cell, locale=lang, strict=True))
+
+
+def rule_on_the_table(read, lang: str) -> tuple[str, list[str], str]:
+    """The lowest median, the variants within its noise and its interquartile range's cell, by the rule the
+    verdict states, applied to the cells the reader reads (the table's medians and interquartile ranges): a
+    variant is within the noise when its median lies inside the lowest's range or the lowest's inside its own."""
+    gettext = translations(lang).gettext
+    medians = {v: read_number(m, lang) for v, m in zip(read[gettext("variant")], read[gettext("forward ms")],
+                                                       strict=True)}
+    cells_iqr = dict(zip(read[gettext("variant")], read[gettext(IQR_COLUMN)], strict=True))
+    ranges = {v: tuple(read_number(end, lang) for end in cell.split(IQR_DASH)) for v, cell in cells_iqr.items()}
+    best = min(medians, key=medians.get)
+    lo, hi = ranges[best]
+    rivals = [v for v in sorted(medians, key=medians.get) if v != best
+              and (lo <= medians[v] <= hi or ranges[v][0] <= medians[best] <= ranges[v][1])]
+    return best, rivals, cells_iqr[best]
+
+
+def check_rule_on_the_table(read, verdict_text: str, lang: str) -> None:
+    """The verdict's list is exactly the variants the stated rule finds within the noise on the table's numbers, and
+    its interval is the lowest median's; the "× fastest" column is there exactly when it names a fastest variant,
+    1 on that variant's row."""
+    gettext = translations(lang).gettext
+    best, rivals, best_iqr = rule_on_the_table(read, lang)
+    words = {"variant": best, "ms": read.loc[read[gettext("variant")] == best, gettext("forward ms")].item(),
+             "iqr": best_iqr, "column": gettext(IQR_COLUMN)}
+    if rivals:
+        expected = gettext(WITHIN_NOISE_RULE).format(rivals=format_list(rivals, locale=lang), **words)
+    else:
+        expected = gettext(FASTEST_RULE).format(**words)
+    assert verdict_text.endswith(" " + expected)
+    assert (gettext("× fastest") in read.columns) == (not rivals)
+    if not rivals:
+        ratios = dict(zip(read[gettext("variant")], read[gettext("× fastest")], strict=True))
+        assert ratios[best] == num(1.0, 2, lang)
+        medians = dict(zip(read[gettext("variant")], read[gettext("forward ms")], strict=True))
+        assert all(read_number(ratios[v], lang) >= 1 for v in ratios)
+        assert all(read_number(ratios[v], lang) == pytest.approx(
+            read_number(medians[v], lang) / read_number(medians[best], lang), abs=0.01) for v in ratios)
 
 
 def check_shipped_benchmark_words(app, lang: str) -> None:
@@ -233,11 +296,15 @@ def check_shipped_benchmark_words(app, lang: str) -> None:
         other = WITHIN_NOISE if sentence.startswith(gettext(FASTEST).split("{")[0]) else FASTEST
         assert gettext(other).split("{")[0] not in text
     tables = [tb for tb in app.table if gettext("variant") in tb.value.columns]
-    for table, size in zip(tables, sizes, strict=True):
+    for table, size, text in zip(tables, sizes, shown, strict=True):
         read = cells(table)
         assert list(read[gettext("max |out − split|")]) == [sci(r["max_abs_diff_vs_split"], lang=lang)
                                                            for r in size["results"]]
         assert list(read[gettext("forward ms")]) == [num(r["forward_ms"], 2, lang) for r in size["results"]]
+        # beside each median the interquartile range of its runs, the interval the verdict's rule compares it with
+        assert list(read[gettext(IQR_COLUMN)]) == [
+            interval(sections.interquartile_range(r["forward_samples_ms"]), lang) for r in size["results"]]
+        check_rule_on_the_table(read, text, lang)
 
 
 def verdicts_shown(shown, lang="en"):
@@ -262,7 +329,9 @@ def test_shipped_benchmark_table(at):
     shown = texts(at)
     raw_tables = [tb for tb in at.table if t("variant") in tb.value.columns]
     for table, raw, size in zip(tables, raw_tables, data["sizes"], strict=True):
-        assert len(table.columns) <= 7  # a wider table scrolls sideways inside its frame on a phone
+        # a wider table scrolls sideways inside its frame on a phone (and at 1400 px none hides a column: the
+        # legibility check)
+        assert len(table.columns) <= 8
         assert list(table[t("variant")]) == [r["variant"] for r in size["results"]]
         # "× fastest" only where the verdict names a fastest variant
         verdict = sections.bench_verdict(size)
@@ -343,16 +412,24 @@ def test_verdict_sentence_for_each_outcome(monkeypatch, lang):
     shipped = bench.load_results(ROOT / "assets" / "bench_attention.json")["sizes"]
     assert verdicts_shown(shown, lang)[len(shipped):] == ["equal", "wrapper", "split", "wrapper"]
     ends = [fastest_sentence(sections.bench_verdict(size), lang) for size in sizes]
-    assert ends[-1] == translations(lang).gettext(WITHIN_NOISE).format(
-        variant="sdpa_causal", ms=num(11.0, 2, lang), rivals=format_list(["wrapper", "split"], locale=lang))
-    assert ends[:-1] == [translations(lang).gettext(FASTEST).format(variant="sdpa_causal", ms=num(0.6, 2, lang))] * 3
+    gettext = translations(lang).gettext
+    column = gettext(IQR_COLUMN)
+    assert ends[-1] == gettext(WITHIN_NOISE_RULE).format(
+        variant="sdpa_causal", ms=num(11.0, 2, lang), rivals=format_list(["wrapper", "split"], locale=lang),
+        iqr=interval((2.0, 200.0), lang), column=column)
+    assert ends[:-1] == [gettext(FASTEST_RULE).format(variant="sdpa_causal", ms=num(0.6, 2, lang),
+                                                      iqr=interval((0.55, 0.65), lang), column=column)] * 3
     verdict_texts = [x for x in shown if verdicts_shown([x], lang)][len(shipped):]
     assert [x.endswith(" " + end) for x, end in zip(verdict_texts, ends, strict=True)] == [True] * 4
-    gettext = translations(lang).gettext
+    # the rule, applied to the cells the reader reads, gives the verdict's list
+    live_tables = [tb for tb in app.table if gettext("variant") in tb.value.columns][len(shipped):]
+    for table, text in zip(live_tables, verdict_texts, strict=True):
+        check_rule_on_the_table(cells(table), text, lang)
     equal = sections.bench_verdict(sizes[0])
+    # the times and quartiles with the table's two decimals
     assert gettext(VERDICTS["equal"]).format(
-        wrapper=num(100.0, 1, lang), split=num(102.0, 1, lang), wrapper_q1=num(50.0, 1, lang),
-        wrapper_q3=num(300.0, 1, lang), split_q1=num(60.0, 1, lang), split_q3=num(250.0, 1, lang)) in " ".join(shown)
+        wrapper=num(100.0, 2, lang), split=num(102.0, 2, lang), wrapper_q1=num(50.0, 2, lang),
+        wrapper_q3=num(300.0, 2, lang), split_q1=num(60.0, 2, lang), split_q3=num(250.0, 2, lang)) in " ".join(shown)
     assert equal.wrapper_iqr == (50.0, 300.0) and equal.split_iqr == (60.0, 250.0)
     assert any(gettext(VERDICTS["split"]).format(ratio=num(32.0 / 12.0, 2, lang), split=num(12.0, 2, lang),
                                                  wrapper=num(32.0, 2, lang)) in x for x in shown)
