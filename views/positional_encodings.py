@@ -150,6 +150,21 @@ def past_error(past: sections.PastBlockSize) -> str:
                             last=past.missing_positions.stop - 1)
 
 
+def alike_caption(by_layer: pd.DataFrame) -> None:
+    """Under the permutation table: where two cells of one layer count read alike at the table's precision, that
+    they are different models' measurements, and the precision that tells them apart (computed, not typed)."""
+    rows = [[float(v) for v in row] for row in by_layer.to_numpy()]
+    alike = [n for n, row in zip(by_layer.index, rows, strict=True) if len({sci(v) for v in row}) < len(row)]
+    if not alike:
+        return
+    digits = sections.telling_digits(rows)
+    if digits >= sections.MOST_DIGITS:  # some cells are equal beyond any precision a table shows: say nothing false
+        return
+    st.caption(_("Cells written alike in one row ({layers} layers) are different models whose differences agree to "
+                 "two significant digits; with {digits} they read apart.").format(
+        layers=", ".join(integer(n) for n in alike), digits=integer(digits + 1)))
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def past_block(T: int) -> sections.PastBlockSize:
     return sections.run_past_block_size(T)
@@ -186,6 +201,7 @@ if gates.gate(questions.DEPTH, sweep=sweep) and gates.gate(questions.BLIND, swee
                          one=encoding_values(sweep, 1), two=encoding_values(sweep, 2)))
     page.static_table(sweep.by_layer.rename(columns=names).rename_axis("n_layer").reset_index(),
                       {names[e]: sci for e in sweep.by_layer.columns})
+    alike_caption(sweep.by_layer)
     st.markdown(_("Each encoding's float32 rounding level is ε × max|logits| of its own two logit vectors, with "
                   "ε = 2⁻²³ ≈ {eps}, the spacing of float32 numbers near 1; the dotted line is the largest of these "
                   "levels at each layer count, and each badge below measures a difference against its own "
@@ -216,19 +232,22 @@ if gates.gate(questions.DEPTH, sweep=sweep) and gates.gate(questions.BLIND, swee
 
 page.prose("lesson_numbers")
 comparison = sections.lesson_comparison(sweep)
+here_digits = sections.comparison_digits(comparison)  # a layer count's different values never read alike
 zeroed = zeroed_sweep(n_embd, seed)
 # short headers and cells: the table stays whole on a phone; what they mean is in the caption under it
 page.static_table(pd.DataFrame({
     "n_layer": [c.n_layer for c in comparison],
     _("encoding"): [names[c.pos_encoding] for c in comparison],
     _("lesson"): [sci(c.lesson) for c in comparison],
-    _("here"): [sci(c.app) for c in comparison],
-    _("here / lesson"): [sci(c.factor) for c in comparison],
-    _("same order"): [c.same_order for c in comparison],
+    _("here"): [sci(c.app, here_digits) for c in comparison],
+    # the verdict beside the ratio, not a column of its own: the table keeps within a phone's width in German too
+    _("here / lesson"): [f"{sci(c.factor)} {'✓' if c.same_order else '✗'}" for c in comparison],
 }))
 st.caption(_("lesson: its own model, “{none}” being its learned table zeroed (`pos_emb.weight.zero_()`) · here: the "
-             "chart's models (n_embd {n_embd}, seed {seed}) · same order: within a factor of {factor} either "
-             "way").format(none=names[NONE], n_embd=n_embd, seed=seed, factor=integer(sections.ORDER_FACTOR)))
+             "chart's models (n_embd {n_embd}, seed {seed}), to {digits} significant digits, as many as tell apart "
+             "the values of one layer count · ✓: of the same order, within a factor of {factor} either way").format(
+    none=names[NONE], n_embd=n_embd, seed=seed, digits=integer(here_digits + 1),
+    factor=integer(sections.ORDER_FACTOR)))
 same_order = sum(c.same_order for c in comparison)
 if same_order == len(comparison):
     st.badge(_("all {n} of the lesson's numbers: the app's value is of the same order of magnitude (within a factor "
@@ -240,11 +259,15 @@ else:
                "moves these numbers").format(k=same_order, n=len(comparison), factor=integer(sections.ORDER_FACTOR)),
              icon=":material/info:", color="gray")
 st.markdown(_("The lesson's way, `model.pos_emb.weight.zero_()`, on the learned model of the same seed: 1 layer "
-              "{one} ({one_ratio} × its rounding level), 2 layers {two} ({two_ratio} × its rounding level). Its "
-              "other weights are another random draw than the “none” model's, so the numbers differ, but both "
-              "models have no position information.").format(
+              "{one}, {one_ratio} × this model's own rounding level ({one_level}); 2 layers {two}, {two_ratio} × "
+              "its level ({two_level}). These levels are ε × max|logits| of this model's own two logit vectors; it "
+              "is not one of the chart's {n} models, whose dotted line ({line} at 1 layer) is the largest of their "
+              "levels. Its other weights are another random draw than the “none” model's, so the numbers differ, "
+              "but both models have no position information.").format(
     one=sci(zeroed.diff(1, LEARNED)), one_ratio=sci(zeroed.ratio(1, LEARNED)),
-    two=sci(zeroed.diff(2, LEARNED)), two_ratio=sci(zeroed.ratio(2, LEARNED))))
+    one_level=sci(zeroed.rounding_level(1, LEARNED)), two=sci(zeroed.diff(2, LEARNED)),
+    two_ratio=sci(zeroed.ratio(2, LEARNED)), two_level=sci(zeroed.rounding_level(2, LEARNED)),
+    n=len(sweep.by_layer.columns), line=sci(sweep.rounding_level(1))))
 page.verdict(zeroed.is_rounding(1, LEARNED) and zeroed.differs(2, LEARNED),
              _("the zeroed table behaves as “none”: rounding at 1 layer, clearly non-zero at 2"),
              _("the zeroed table does NOT behave as “none”"))
@@ -529,10 +552,10 @@ def alibi_section(T: int, shift: int) -> None:
     bias = sections.alibi_score_bias(N_HEAD, T, shift)
     causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T): the keys j <= i a query reads
     shown = bias.bias.masked_fill(~causal, float("-inf"))  # (nh, T, T): -inf where the causal mask writes it
-    limit = float(bias.bias.abs().max()) or 1.0
-    # short titles (the fraction only): two panels side by side keep them apart on a phone
-    heads = [_("head {h} · m = {slope}").format(h=h, slope=f"1/{integer(round(1 / float(m)))}")
-             for h, m in enumerate(bias.slopes)]
+    limit = figures.score_limit(list(shown))  # every head's largest finite |bias|: no drawn cell clipped
+    # short titles (the fraction only): two panels side by side keep them apart on a phone; s, not RoPE's m
+    heads = [_("head {h} · s = {slope}").format(h=h, slope=f"1/{integer(round(1 / float(s)))}")
+             for h, s in enumerate(bias.slopes)]
     # one figure per head, two side by side on a wide screen, stacked on a phone (two panels in one figure crowd
     # their titles there)
     for row in range(0, N_HEAD, 2):
@@ -541,12 +564,12 @@ def alibi_section(T: int, shift: int) -> None:
                 {heads[h]: shown[h]}, {heads[h]: [str(t) for t in range(T)]}, _("query position i"),
                 _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), decimals=4, limit=limit,
                 separators=plotly_separators(), show_values=False), key=f"pe_alibi_{h}", alt=_(
-                "ALiBi's bias −m·(i − j) on the scores of heads {heads}, query position i in rows, key position j in "
-                "columns; above the diagonal the causal mask's −∞; slopes {slopes}.").format(
-                    heads=h, slopes=slope_text(float(bias.slopes[h]))))
+                "ALiBi's bias −s·(i − j) on the scores of head {head}, query position i in rows, key position j in "
+                "columns; above the diagonal the causal mask's −∞; slope s = {slope}; colours from −{limit} to "
+                "{limit}.").format(head=h, slope=slope_text(float(bias.slopes[h])), limit=sci(limit, 2)))
     st.markdown(_("ALiBi's slopes for {n} heads: {slopes} · largest spread along a diagonal = {spread} · "
                   "max |bias − bias shifted by {shift}| = {diff}").format(
-        n=N_HEAD, slopes=" · ".join(slope_text(float(m)) for m in bias.slopes), spread=sci(bias.max_diagonal_spread),
+        n=N_HEAD, slopes=" · ".join(slope_text(float(s)) for s in bias.slopes), spread=sci(bias.max_diagonal_spread),
         shift=integer(shift), diff=sci(bias.max_shift_diff)))
     if not bias.shift_tested:
         st.badge(_("nothing tested by the shift: a shift of 0 compares the bias with itself"),
@@ -598,12 +621,12 @@ def past_section() -> None:
         steep, gentle = int(slopes.argmax()), int(slopes.argmin())
         st.markdown(_("**Past the trained length.** The last query reads {far} keys that lie {block_size} or more "
                       "positions back, farther than any distance inside block_size. The untrained ALiBi model gives "
-                      "them {steep} of the weight of its steepest head (m = {m_steep}) and {gentle} of its gentlest "
-                      "(m = {m_gentle}); the model without position information gives them {plain} on average, "
+                      "them {steep} of the weight of its steepest head (s = {s_steep}) and {gentle} of its gentlest "
+                      "(s = {s_gentle}); the model without position information gives them {plain} on average, "
                       "about their share of the {T} keys ({share}).").format(
             far=integer(past.T - past.block_size), block_size=integer(past.block_size),
-            steep=percent(float(alibi.far_weight[steep]), 1), m_steep=slope_text(float(slopes[steep])),
-            gentle=percent(float(alibi.far_weight[gentle]), 1), m_gentle=slope_text(float(slopes[gentle])),
+            steep=percent(float(alibi.far_weight[steep]), 1), s_steep=slope_text(float(slopes[steep])),
+            gentle=percent(float(alibi.far_weight[gentle]), 1), s_gentle=slope_text(float(slopes[gentle])),
             plain=percent(float(plain.far_weight.mean()), 1), T=integer(past.T),
             share=percent((past.T - past.block_size) / past.T, 1)))
 

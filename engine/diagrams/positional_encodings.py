@@ -31,7 +31,7 @@ class PositionalEncodingsLabels(CheckedLabels):
         tok_emb: the token embedding lookup.
         learned, sinusoidal: the position table of each additive kind.
         rope: RoPE's rotation angles (cos, sin per position).
-        alibi: ALiBi's bias on the scores (−m_h·(i − j) per head).
+        alibi: ALiBi's bias on the scores (−s_h·(i − j) per head).
         none: the note drawn when no position information enters.
         projections: W_query, W_key, W_value.
         rotate: the rotation of q and k by their positions.
@@ -77,7 +77,7 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
 
     What is drawn is what the encoding's record says (``engine.positions.ENCODINGS``): a table (learned, GPT-2;
     sinusoidal, Vaswani et al., 2017) is added to the token embeddings; "rope" (Su et al., 2021) rotates each
-    head's q and k by angles that grow with the position; "alibi" (Press, Smith & Lewis, 2022) adds −m_h·(i − j)
+    head's q and k by angles that grow with the position; "alibi" (Press, Smith & Lewis, 2022) adds −s_h·(i − j)
     to each head's scores; "none" gives the model no position at all.
 
     Args:
@@ -139,7 +139,7 @@ def positional_encodings(labels: PositionalEncodingsLabels, shapes: PositionalEn
         flow(dot, proj, scores, "q", shapes.q, P.QUERY)
         flow(dot, proj, scores, "k", shapes.k, P.KEY)
     if enc.biases_scores:  # the bias joins the scores where they are made, before the softmax
-        bias = tensor_node(dot, "bias", labels.alibi, "−m_h·(i − j) " + shape_text(shapes.bias), P.POSITION)
+        bias = tensor_node(dot, "bias", labels.alibi, "−s_h·(i − j) " + shape_text(shapes.bias), P.POSITION)
         dot.same_rank(proj, bias)
         flow(dot, bias, scores, "+", colour=P.POSITION, penwidth=2.5)
     return dot.source()

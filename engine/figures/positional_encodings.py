@@ -476,9 +476,22 @@ SCORE_VALUE_POSITIONS = 10
 
 
 def score_limit(matrices: Sequence[object]) -> float:
-    """The largest |score| of ``matrices`` (1.0 when all are 0): the colour range [-limit, limit] that score
-    matrices drawn side by side share."""
-    return max(float(np.abs(to_numpy(m)).max()) for m in matrices) or 1.0
+    """The largest finite |score| of ``matrices`` (1.0 when all are 0 or not finite): the colour range
+    [-limit, limit] that score matrices drawn side by side share.
+
+    Non-finite cells (the causal mask's -inf above an ALiBi bias's diagonal) are drawn as gaps, so they do not
+    count; every drawn cell lies inside the range.
+
+    Args:
+        matrices: (T, T) tensors or arrays, any float dtype (scores, or ALiBi's bias in score units).
+    """
+    return max(float(np.abs(z[np.isfinite(z)]).max(initial=0.0)) for z in map(to_numpy, matrices)) or 1.0
+
+
+#: The colour bar's ticks of :func:`score_matrices_figure`, as fractions of its limit: its two ends and 0 are labelled,
+#: so the reader reads the range that every cell lies in (labels between them, such as −0.875, would not fit the
+#: right margin of a half-page figure).
+SCORE_TICKS = (-1.0, 0.0, 1.0)
 
 
 def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str, Sequence[str]], row_title: str,
@@ -501,7 +514,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
             positions.
 
     Returns:
-        A figure with one heatmap trace per matrix on a shared, symmetric colour range.
+        A figure with one heatmap trace per matrix on a shared, symmetric colour range (``zmin = -limit``,
+        ``zmax = limit``), its colour bar's ticks at :data:`SCORE_TICKS` times the limit, ends included.
     """
     n = len(matrices)
     if limit is None:
@@ -521,7 +535,8 @@ def score_matrices_figure(matrices: dict[str, object], position_labels: dict[str
                               decimals=decimals, showscale=c == n - 1, separators=separators,
                               show_values=len(labels) <= SCORE_VALUE_POSITIONS if show_values is None
                               else show_values)
-        trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>")
+        trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", hovertemplate=f"{hover}<extra></extra>",
+                     colorbar=dict(tickvals=[t * limit for t in SCORE_TICKS], tickformat=".3~g"))
         traces.append(trace)
         xaxis, yaxis = matrix_axes_layout(labels, labels, row_title if c == 0 else None, None)
         axes[f"xaxis{suffix}"] = dict(xaxis, domain=[left, left + width], anchor=f"y{suffix}", automargin=False)

@@ -206,6 +206,34 @@ class PermutationSweep:
         return self.ratio(n_layer, pos_encoding) > DIFFERENCE_FACTOR
 
 
+#: The most digits after the first significant one :func:`telling_digits` gives: a float32 holds about 7 significant
+#: digits.
+MOST_DIGITS = 6
+
+
+def telling_digits(groups: Iterable[Iterable[float]], least: int = 1, most: int = MOST_DIGITS) -> int:
+    """The fewest digits after the first significant one at which the different values of every group are written
+    differently (``ui.numbers.sci``'s ``digits``: ``digits + 1`` significant digits, rounded as ``f"{v:.{digits}e}"``).
+
+    Args:
+        groups: the values a reader compares with each other, one iterable per group (a table's row), any unit.
+        least, most: the range of digits tried (0 <= least <= most).
+
+    Returns:
+        An int in [least, most]; ``most`` when even that many digits write two different values alike.
+
+    Raises:
+        ValueError: if the range is empty or negative.
+    """
+    if not 0 <= least <= most:
+        raise ValueError(f"need 0 <= least <= most, got least={least}, most={most}")
+    groups = [[float(v) for v in group] for group in groups]
+    for digits in range(least, most + 1):
+        if all(len({f"{v:.{digits}e}" for v in group}) == len(set(group)) for group in groups):
+            return digits
+    return most
+
+
 def sweep_of(table: pd.DataFrame, encodings: Sequence[str]) -> PermutationSweep:
     """A :class:`PermutationSweep` of an experiment's long table, one column per encoding in ``encodings`` order."""
     # long (n_layer x encodings, 5) -> wide (n_layer, encodings), once per measured column
@@ -281,6 +309,16 @@ def lesson_comparison(sweep: PermutationSweep) -> tuple[LessonComparison, ...]:
         out.append(LessonComparison(n_layer=n_layer, pos_encoding=encoding, lesson=lesson, app=app, factor=factor,
                                     same_order=1 / ORDER_FACTOR <= factor <= ORDER_FACTOR))
     return tuple(out)
+
+
+def comparison_digits(rows: Sequence[LessonComparison]) -> int:
+    """How many digits after the first significant one the page writes the app's values of :func:`lesson_comparison`
+    with (``ui.numbers.sci``'s ``digits``): :func:`telling_digits` of the values of each layer count, so that two
+    encodings of one layer count read alike only when their differences are equal (2 for n_embd 32, seed 0: "none"
+    6.0986e-3 and "learned" 6.1262e-3 at two layers, both 6.1e-3 with one digit).
+    """
+    layers = dict.fromkeys(r.n_layer for r in rows)
+    return telling_digits([[r.app for r in rows if r.n_layer == n] for n in layers])
 
 
 # --- 2. why: the causal mask ------------------------------------------------------------------------
@@ -815,8 +853,9 @@ class AlibiBias:
     """ALiBi's bias on the scores of every head, for positions 0 .. T-1 and for the same positions shifted.
 
     Attributes:
-        slopes: float64 (num_heads,), m_h of each head (:func:`engine.positions.alibi_slopes`).
-        bias: float32 (num_heads, T, T), -m_h * |i - j| (the causal mask reads j <= i only).
+        slopes: float64 (num_heads,), each head's slope s_h (:func:`engine.positions.alibi_slopes`; the paper's
+            m, which page 7 keeps for RoPE's query position).
+        bias: float32 (num_heads, T, T), -s_h * |i - j| (the causal mask reads j <= i only).
         shifted: float32 (num_heads, T, T), the same for positions shift .. shift+T-1.
         shift: how far the second positions are moved.
         max_diagonal_spread: the largest max - min along a diagonal of any head's bias.
@@ -930,7 +969,7 @@ def run_past_block_size(T: int, block_size: int = PAST_BLOCK_SIZE, seed: int = 0
 
     Learned positions have no row past block_size and the model raises ValueError (the lesson's
     point); the others are nothing, formulas or a bias by distance, so they run at any length. Past block_size
-    each run also reports where its last query's attention goes: ALiBi's bias, -m_h per step of distance, leaves
+    each run also reports where its last query's attention goes: ALiBi's bias, -s_h per step of distance, leaves
     little weight on the keys farther back than a trained window (Press, Smith & Lewis, 2022, section 4), while an
     untrained model without a bias spreads it almost evenly.
 

@@ -100,6 +100,30 @@ def test_lesson_comparison_counts_orders_of_magnitude():
     assert not math.isclose(two.app, two.lesson, rel_tol=0.5)  # not the lesson's digits: never claimed equal
 
 
+def test_each_lesson_cell_is_its_own_encodings_computation():
+    """The comparison's "here" cells, each recomputed alone (one model of its own encoding, the sweep's seed): at two
+    layers "none" and "learned" are 6.10e-3 and 6.13e-3, two models with other weights that round alike to 6.1e-3,
+    not one value copied into two cells."""
+    sweep = sections.permutation_by_layers(n_embd=32, seed=0, layers=(1, 2))
+    rows = sections.lesson_comparison(sweep)
+    for r in rows:
+        alone = sections.permutation_experiment(n_layers=(r.n_layer,), pos_encodings=(r.pos_encoding,), seed=0)
+        assert r.app == alone["max_abs_diff"].iloc[0], (r.n_layer, r.pos_encoding)
+    none, learned = sweep.diff(2, "none"), sweep.diff(2, "learned")
+    assert none != learned and f"{none:.1e}" == f"{learned:.1e}"  # alike at one digit, different values
+    digits = sections.comparison_digits(rows)
+    assert digits == 2 and f"{none:.{digits}e}" != f"{learned:.{digits}e}"
+
+
+def test_telling_digits_writes_different_values_differently():
+    assert sections.telling_digits([[6.0986e-3, 6.1262e-3], [3.0e-8, 3.1e-3]]) == 2
+    assert sections.telling_digits([[1.0, 2.0]]) == 1 and sections.telling_digits([[0.5, 0.5, 2.0]]) == 1  # equal stay
+    assert sections.telling_digits([[1.0, 1.0 + 1e-12]]) == sections.MOST_DIGITS  # as far as it goes
+    assert sections.telling_digits([[1.04, 1.06]], least=0) == 1 and sections.telling_digits([], least=3) == 3
+    with pytest.raises(ValueError, match="least"):
+        sections.telling_digits([[1.0]], least=2, most=1)
+
+
 def test_permutation_defaults_are_the_lessons_lines():
     params = inspect.signature(sections.permutation_experiment).parameters
     assert (params["line_a"].default, params["line_b"].default) == (chapter.LESSON_LINE, chapter.PERMUTED_LINE)
@@ -579,6 +603,24 @@ def test_alibi_score_bias_is_distance_only_and_the_papers_slopes():
     assert not unshifted.shift_tested and not unshifted.distance_only  # nothing tested: never a pass
     with pytest.raises(ValueError, match="T >= 1"):
         sections.alibi_score_bias(4, T=0)
+
+
+@pytest.mark.parametrize("T", [2, 8, 16])
+def test_alibi_heatmaps_colour_range_covers_every_head_drawn(T):
+    """The ALiBi heatmaps as page 7 draws them (−∞ above the diagonal): the shared colour range is symmetric and
+    reaches the largest |bias| of every head (head 0's −(T − 1)/4: −1.75 at T = 8), so no cell is clipped; the colour
+    bar labels both ends."""
+    bias = sections.alibi_score_bias(4, T, 100)
+    shown = bias.bias.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))  # (nh, T, T)
+    limit = figures.score_limit(list(shown))
+    assert limit == (T - 1) / 4 == float(bias.bias.abs().max())
+    for h in range(4):
+        trace = figures.score_matrices_figure({"h": shown[h]}, {"h": [str(t) for t in range(T)]}, "Q", "H",
+                                              limit=limit, show_values=False).data[0]
+        z = np.asarray(trace.z, dtype=float)
+        assert trace.zmin == -trace.zmax and np.nanmax(np.abs(z)) <= trace.zmax
+        assert (trace.colorbar.tickvals[0], trace.colorbar.tickvals[-1]) == (trace.zmin, trace.zmax)
+    assert figures.score_limit([torch.full((2, 2), float("-inf"))]) == 1.0  # nothing finite: a unit range
 
 
 def test_explicit_keys_are_the_records_that_give_positions():

@@ -12,7 +12,7 @@ from engine.checkpoint import save_checkpoint
 from engine.diagrams import core as D
 from engine.sections import positional_encodings as sections
 from engine.tokenizer import CharTokenizer
-from tests.plotly_json import ROOT, badges, figures, open_page, texts
+from tests.plotly_json import ROOT, badges, captions, figures, open_page, texts
 from ui import positions as words
 from ui.i18n import TRANSLATED, translations
 from ui.numbers import integer, percent, sci, seq
@@ -158,16 +158,52 @@ def test_the_lessons_numbers_are_compared_by_orders_of_magnitude(at):
     sweep = sections.permutation_by_layers(n_embd=32, seed=0)
     rows = sections.lesson_comparison(sweep)
     assert list(lesson["n_layer"]) == [r.n_layer for r in rows] and len(rows) == 4
-    assert list(lesson[msg("same order")]) == [r.same_order for r in rows]
-    assert list(lesson[msg("here")]) == [sci(r.app, lang="en") for r in rows]
+    # each "here" cell is its own encoding's cell of the sweep, with the digits that tell a row's values apart: at two
+    # layers "none" (6.0986e-3) and "learned" (6.1262e-3) both read 0.0061 with one digit, 0.00610 and 0.00613 here
+    digits = sections.comparison_digits(rows)
+    assert list(lesson[msg("here")]) == [sci(r.app, digits, lang="en") for r in rows]
+    cells = zip(lesson["n_layer"], lesson[msg("encoding")], lesson[msg("here")], strict=True)
+    here = {(n_layer, encoding): text for n_layer, encoding, text in cells}
+    assert here[(2, msg(NAMES["none"]))] == "0.00610" and here[(2, msg(NAMES["learned"]))] == "0.00613"
+    caption = [c.value for c in at.caption if c.value.startswith(head("lesson: its own model"))]
+    assert len(caption) == 1 and "to 3 significant digits, as many as tell apart the values of one layer count" in \
+        caption[0] and digits + 1 == 3 and "✓: of the same order, within a factor of 10 either way" in caption[0]
     assert list(lesson[msg("lesson")]) == [sci(r.lesson, lang="en") for r in rows]
-    assert list(lesson[msg("here / lesson")]) == [sci(r.factor, lang="en") for r in rows]
+    # the ratio with its verdict (✓: within the factor), one column: the table keeps within a phone's width
+    assert list(lesson[msg("here / lesson")]) == [f"{sci(r.factor, lang='en')} {'✓' if r.same_order else '✗'}"
+                                                 for r in rows]
     assert "0.019" in list(lesson[msg("lesson")]) and "0.015" in list(lesson[msg("lesson")])
     badge = msg("all {n} of the lesson's numbers: the app's value is of the same order of magnitude (within a factor "
                 "of {factor} either way), not the same digits", n=4, factor="10")
     assert badge in " ".join(badges(at, "green"))
     zeroed = msg("the zeroed table behaves as “none”: rounding at 1 layer, clearly non-zero at 2")
     assert zeroed in " ".join(badges(at, "green"))
+
+
+def test_the_zeroed_tables_line_names_its_own_rounding_level_and_the_charts(at):
+    """The zeroed model's ratios are to its own logits' level (3.3E-8 at one layer: 3.0E-8 is 0.92 × it), which is not
+    the chart's dotted line (2.8E-8, the largest level of the chart's five models): the line writes both."""
+    sweep = sections.permutation_by_layers(n_embd=32, seed=0)
+    zeroed = sections.zeroed_table_sweep(n_embd=32, seed=0)
+    assert zeroed.rounding_level(1, "learned") > sweep.rounding_level(1)  # this model's logits are larger
+    expected = msg(
+        "The lesson's way, `model.pos_emb.weight.zero_()`, on the learned model of the same seed: 1 layer {one}, "
+        "{one_ratio} × this model's own rounding level ({one_level}); 2 layers {two}, {two_ratio} × its level "
+        "({two_level}). These levels are ε × max|logits| of this model's own two logit vectors; it is not one of the "
+        "chart's {n} models, whose dotted line ({line} at 1 layer) is the largest of their levels. Its other weights "
+        "are another random draw than the “none” model's, so the numbers differ, but both models have no position "
+        "information.", one=sci(zeroed.diff(1, "learned"), lang="en"), one_ratio=sci(zeroed.ratio(1, "learned"),
+                                                                                   lang="en"),
+        one_level=sci(zeroed.rounding_level(1, "learned"), lang="en"), two=sci(zeroed.diff(2, "learned"), lang="en"),
+        two_ratio=sci(zeroed.ratio(2, "learned"), lang="en"),
+        two_level=sci(zeroed.rounding_level(2, "learned"), lang="en"), n=5,
+        line=sci(sweep.rounding_level(1), lang="en"))
+    assert expected in texts(at)
+    # the two levels the reader compared (the one-layer differences are rounding residue, which the thread count moves)
+    assert "own rounding level (3.3E-8)" in expected and "(2.8E-8 at 1 layer)" in expected
+    # the chart's legend writes the same line level
+    assert chart(at, "pe_perm_chart")["data"][1]["name"] == msg("largest float32 rounding: {level}",
+                                                                level=sci(sweep.rounding_level(1), lang="en"))
 
 
 @pytest.mark.parametrize("lang", TRANSLATED)
@@ -442,7 +478,8 @@ def test_diagrams_follow_n_embd(at, n_embd):
     assert not at.exception
     none, learned, sinusoidal, rope, alibi = entry_specs(at)
     head_dim = n_embd // 4
-    assert D.shape_text((4, T, T)) in alibi and "−m_h·(i − j)" in alibi and "−m_h" not in rope
+    assert D.shape_text((4, T, T)) in alibi and "−s_h·(i − j)" in alibi and "−s_h" not in rope
+    assert not any("m_h" in spec for spec in (none, learned, sinusoidal, rope, alibi))  # m is RoPE's position
     for spec in (none, learned, sinusoidal, rope, alibi):
         assert D.shape_text((1, T, n_embd)) in spec
         assert D.shape_text((1, 4, T, head_dim)) in spec and D.shape_text((1, 4, T, T)) in spec
@@ -502,15 +539,22 @@ def test_alibi_bias_per_head_beside_ropes_scores(at):
     at.slider(key="pe_shift").set_value(300).run()
     assert not at.exception
     bias = sections.alibi_score_bias(4, 6, 300)
-    panels = [np.asarray(trace["z"], dtype=float) for i in range(4) for trace in chart(at, f"pe_alibi_{i}")["data"]]
+    traces = [trace for i in range(4) for trace in chart(at, f"pe_alibi_{i}")["data"]]
+    panels = [np.asarray(trace["z"], dtype=float) for trace in traces]
     assert len(panels) == 4
+    # one symmetric colour range, from the data drawn: it reaches head 0's −5/4 at distance 5, no cell clipped
+    largest = max(float(np.nanmax(np.abs(z))) for z in panels)
+    assert largest == 1.25 and all(t["zmin"] == -t["zmax"] == -largest for t in traces)
+    assert all((t["colorbar"]["tickvals"][0], t["colorbar"]["tickvals"][-1]) == (-largest, largest) for t in traces)
     for h, z in enumerate(panels):
         lower = np.tril(np.ones((6, 6), dtype=bool))
         np.testing.assert_allclose(z[lower], bias.bias[h].numpy()[lower], atol=1e-4)
         assert np.isnan(z[~lower]).all()  # the causal mask's −∞: a gap
     titles = [a["text"].replace("<br>", " ") for i in range(4)
               for a in chart(at, f"pe_alibi_{i}")["layout"]["annotations"]]
-    assert [t.split("m = ")[1].split(" ")[0] for t in titles] == ["1/4", "1/16", "1/64", "1/256"]
+    # the slope is s (m is RoPE's query position on this page)
+    assert [t.split("s = ")[1].split(" ")[0] for t in titles] == ["1/4", "1/16", "1/64", "1/256"]
+    assert not any("m = " in t for t in titles)
     green = " ".join(badges(at, "green"))
     assert msg("ALiBi's bias is the same at positions {first} … {last}: it depends on i − j only", first="300",
                last="305") in green
@@ -518,3 +562,22 @@ def test_alibi_bias_per_head_beside_ropes_scores(at):
     nothing = msg("nothing tested by the shift: a shift of 0 compares the bias with itself")
     assert nothing in " ".join(badges(at, "gray")) and head("ALiBi's bias is the same") not in " ".join(
         badges(at, "green"))
+
+
+def test_cells_written_alike_are_said_to_be_different_models(at):
+    """Issue 36: at the page's defaults, two layers give "none", "learned" and RoPE the same two significant digits
+    (0.0061); a caption under the table names those rows and the precision that tells their cells apart, both
+    computed from the sweep, and says nothing where every row reads apart."""
+    by_layer = sections.permutation_by_layers(n_embd=32, seed=0).by_layer
+    rows = [[float(v) for v in row] for row in by_layer.to_numpy()]
+    alike = [int(n) for n, row in zip(by_layer.index, rows, strict=True) if len({sci(v) for v in row}) < len(row)]
+    assert 2 in alike  # the reader's case: a doubt the caption must answer
+    digits = sections.telling_digits(rows)
+    for row in rows:  # with that precision, the different values of every row read apart
+        distinct = set(row)
+        assert len({f"{v:.{digits}e}" for v in distinct}) == len(distinct)
+    caption = msg("Cells written alike in one row ({layers} layers) are different models whose differences agree to "
+                  "two significant digits; with {digits} they read apart.",
+                  layers=", ".join(integer(n) for n in alike), digits=integer(digits + 1))
+    assert caption in captions(at)
+    assert not any(by_layer[a].equals(by_layer[b]) for a in by_layer.columns for b in by_layer.columns if a != b)
