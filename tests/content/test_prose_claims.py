@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -278,6 +279,8 @@ def test_page_3_a_dtype_change_casts_the_weights_not_the_boolean_mask(lang):
     body = load_parts("causal_mask", lang)["buffer_meta"]
     assert "torch.float64" in body and {"en": "this page's\nmask is a bool tensor", "fr": "le masque de cette page est "
                                         "booléen", "de": "Maske dieser Seite ist"}[lang] in body
+    assert "`causal_mask`" in body and "`.bool()`" in body  # where the reader sees the bool: its builder's last call
+    assert inspect.getsource(A.causal_mask).rstrip().endswith(".bool()")
     for cls in cm.MASK_HOLDERS.values():
         layer = cls(3, 2, 6, 0.0).to(torch.float64)
         assert layer.W_query.weight.dtype == torch.float64 and layer.mask.dtype == torch.bool
@@ -294,6 +297,10 @@ def test_page_3_where_it_departs_from_the_chapter_on_state_dict_it_is_right(lang
     body = load_parts("causal_mask", lang)["buffer_meta"]
     assert "`persistent=False`" in body and {"en": "departs from the chapter", "fr": "s'écarte ici du chapitre",
                                              "de": "weicht die Seite vom Kapitel ab"}[lang] in body
+    # "in the first table, the persistent=False row lists only the three weight matrices as its keys"
+    assert {"en": "three weight matrices", "fr": "trois matrices de poids", "de": "drei Gewichtsmatrizen"}[lang] in body
+    keys = cm.buffer_demo("cpu").set_index("holder")["state_dict_keys"]
+    assert keys["buffer_nonpersistent"].split(", ") == ["W_query.weight", "W_key.weight", "W_value.weight"]
     torch.manual_seed(0)
     saved = cm.CausalAttentionNonPersistent(3, 2, 6, 0.0)
     assert "mask" not in saved.state_dict() and "mask" in A.CausalAttention(3, 2, 6, 0.0).state_dict()
@@ -326,6 +333,19 @@ def test_page_4_row_sums_leave_1_once_p_is_above_0():
     for p, pair in sweep.items():
         ones = torch.allclose(pair.weights_row_sums, torch.ones(6), atol=1e-6)
         assert ones == (p == 0)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_page_4_the_labs_one_slider_sets_both_rates_its_config_keeps_apart(lang):
+    """§4: the Lab's config can give the attention weights a rate of their own, and the Lab's one dropout slider
+    (``dropout=``, ui/lab/controls.py) sets both rates to its value."""
+    body = load_parts("dropout", lang)["gpt"]
+    assert "`attn_dropout`" in body and "`resid_dropout`" in body
+    config = G.GPTConfig(dropout=0.3)
+    assert config.attn_dropout_rate == config.resid_dropout_rate == 0.3
+    assert G.GPTConfig(dropout=0.3, attn_dropout=0.0).attn_dropout_rate == 0.0
+    controls = Path(__file__).resolve().parents[2].joinpath("ui", "lab", "controls.py").read_text(encoding="utf-8")
+    assert controls.count('slider("dropout"') == 1 and "dropout=dropout," in controls
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -622,6 +642,19 @@ def test_page_7_alibi_slopes_are_geometric_and_its_bias_distance_only(lang):
         ratios = slopes[1:] / slopes[:-1]
         assert torch.allclose(ratios, ratios[0].expand_as(ratios)) if heads > 1 else slopes.tolist() == [2 ** -8]
     assert pe.alibi_score_bias(4, 16, 1000).distance_only
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_page_7_m_is_ropes_position_and_s_alibis_slope(lang):
+    """§5-6: $m$ is RoPE's query position; ALiBi's slope has its own letter, $s_h$, in the prose, the heatmaps' titles
+    (views/positional_encodings.py) and the diagram (engine/diagrams/positional_encodings.py), in every language."""
+    diagram = inspect.getsource(inspect.getmodule(pe.PositionalEncodingsShapes))  # engine/diagrams/positional_…
+    parts = load_parts("positional_encodings", lang)
+    assert "$m$" in parts["rope"] and "$m$" in parts["alibi"]  # RoPE's position; the paper's letter, named as such
+    assert "$-s_h \\cdot (i - j)$" in parts["alibi"] and "$-s_h(i - j)$" in parts["quiz"]
+    assert not any("m_h" in body for body in parts.values())
+    assert " · s = {slope}" in translations(lang).gettext("head {h} · s = {slope}")
+    assert "−s_h·(i − j)" in diagram and "m_h" not in diagram
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -1269,3 +1269,20 @@ def test_a_form_in_the_link_is_read():
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="lab_form_chars").value == 7 and at.selectbox(key="lab_form_lines").value == 4
+
+
+def test_exercise_budget_caption_names_both_trainings_from_their_files(monkeypatch):
+    """The exercises' table says its runs' budget, and why the shipped model (same sizes, longer training) ends lower:
+    both budgets are read from the files that hold them, so a retrained asset changes the sentence."""
+    data = lab_results.read_exercises()
+    exercise = data.exercises[0]
+    header = json.loads(shipped_files.CHECKPOINT_FILE.read_text(encoding="utf-8"))["summary"]
+    steps, batch = header["steps_done"], header["train_config"]["batch_size"]
+    assert steps * batch > data.steps * data.batch_size  # the shipped model saw more windows than each exercise run
+    text = E.budget_caption(data, exercise)
+    assert numbers.integer(data.steps, lang="en") in text and f"batch {data.batch_size} per run" in text
+    assert msg("The shipped model has the course model's sizes but trained {steps} steps of batch {batch}, {factor} "
+               "times as many windows, so its loss is lower.", steps=numbers.integer(steps, lang="en"), batch=batch,
+               factor=numbers.integer(round(steps * batch / (data.steps * data.batch_size)), lang="en")) in text
+    monkeypatch.setattr(shipped_files, "training_budget", lambda: None)  # no header: only the exercises' budget
+    assert "shipped model" not in E.budget_caption(data, exercise)

@@ -432,12 +432,27 @@ def heads_details(params: Sequence[int]) -> None:
                        [c.qkv for c in counts], [chapter.LESSON_QKV_PARAMS] * 3, source="lesson")
 
 
+def budget_caption(data: ExercisesFile, exercise: ExerciseSummary) -> str:
+    """What the exercise table's losses are and the training budget behind them, beside the shipped model's (whose
+    longer training is why its loss is lower than the course runs' here)."""
+    text = fill(_("Validation loss over the whole validation split, in nats, after {steps} steps of batch {batch} per "
+                  "run; the course model is the reference, trained with the same seeds {seeds}."),
+                steps=integer(data.steps), batch=data.batch_size, seeds=seeds_text(exercise.seeds_complete))
+    shipped_budget = shipped.training_budget()
+    if shipped_budget is None or shipped_budget[0] * shipped_budget[1] <= data.steps * data.batch_size:
+        return text
+    steps, batch = shipped_budget
+    return text + " " + fill(_("The shipped model has the course model's sizes but trained {steps} steps of batch "
+                               "{batch}, {factor} times as many windows, so its loss is lower."),
+                             steps=integer(steps), batch=batch,
+                             factor=integer(round(steps * batch / (data.steps * data.batch_size))))
+
+
 def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Baselines | None) -> None:
     """One exercise's answer: the tables, the verdicts, where along the window, the bigram, the chart, samples."""
     words = exercise_words()
     runs_table, pairs_table = exercise_tables(data, exercise, words)
-    st.caption(fill(_("Validation loss over the whole validation split, in nats; the course model is the reference, "
-                      "trained with the same seeds {seeds}."), seeds=seeds_text(exercise.seeds_complete)))
+    st.caption(budget_caption(data, exercise))
     page.static_table(runs_table)
     reference = exercise_run_name(exercise.name, exercise.reference)
     if not pairs_table.empty and exercise.name != "no_mask":  # without the mask a lower loss is the copy, not better

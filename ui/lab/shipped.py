@@ -78,6 +78,31 @@ def _whole_split(path: str, mtime: float) -> WholeSplit:
     return WholeSplit(float(loss), windows, tokens)
 
 
+#: The shipped model's checkpoint header, whose summary says how it was trained.
+CHECKPOINT_FILE = Path(SHIPPED_MODEL) / "checkpoint.json"
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def _training_budget(path: str, mtime: float) -> tuple[int, int]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    summary = data.get("summary") if isinstance(data, dict) else None
+    summary = summary if isinstance(summary, dict) else {}
+    train = summary.get("train_config") if isinstance(summary.get("train_config"), dict) else {}
+    steps, batch = summary.get("steps_done"), train.get("batch_size")
+    if not all(isinstance(n, int) and 0 < n < 10**7 for n in (steps, batch)):
+        raise ValueError(f"{path}: the summary's steps_done and train_config.batch_size must be positive integers")
+    return steps, batch
+
+
+def training_budget() -> tuple[int, int] | None:
+    """How the shipped model was trained: (optimizer steps done, windows per batch); None when its checkpoint header
+    is absent or does not say."""
+    try:
+        return _read(_training_budget, CHECKPOINT_FILE)[0]
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
 def whole_split() -> WholeSplit | None:
     """The shipped model's loss over the whole validation split (None when absent, unreadable or measured on other
     weights than those shipped)."""
