@@ -729,7 +729,8 @@ def main(argv: list[str]) -> int:
         parser.error("--jump-share is a share, from 0 to 1")
     info = machine.machine_info()
     rows = [measure(Path(args.app_root).resolve(), count, args) for count in args.readers]
-    result = {"machine": info, "app_root": str(Path(args.app_root).resolve()), "minutes": args.minutes,
+    # the checkout by its folder's name: a results file may be shipped, and holds no machine's path
+    result = {"machine": info, "app_root": Path(args.app_root).resolve().name, "minutes": args.minutes,
               "trainers": args.trainers, "think_s": args.think_s, "jump_share": args.jump_share,
               "switch_every": args.switch_every,
               "arrival_s": args.arrival_s, "seed": args.seed, "classes": rows}

@@ -30,6 +30,7 @@ COMMANDS = {
     "train": "python -m engine.bench train",
     "generate": "python -m engine.bench generate",
     "load": "python -m engine.bench load --json assets/bench_load.json",
+    "queue": "python -m engine.bench queue --policies 1,2,5 --json assets/bench_queue.json",
     "pages": "python -m engine.bench pages --browser --json assets/bench_pages.json",
     "gates": "python -m tools.bench_gates",
 }
@@ -129,6 +130,32 @@ def load(data: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def queue(data: dict) -> list[str]:
+    """Trainings submitted at once under each queue policy (``engine.bench.queue``'s format)."""
+    lines = [f"{data['trainers']} one-click trainings (`{data['preset']}`, {data['steps']:,} steps, corpus "
+             f"{data['corpus']}) submitted at once; bigram val loss {data['bigram_val']:.4f}; cap {data['cap_s']} s of "
+             "training. Seconds; \"click\" counts from the click, \"train\" from the job's first step; the estimate's "
+             "error is the time-left estimate over the time then really left, minus 1.", "",
+             "| slots | seed | wait | bigram (train / click) | end (train / click) | steps | val loss | "
+             "estimate error at 10 / 25 / 50 % |", "| ---: | ---: | ---: | --- | --- | --- | ---: | --- |"]
+    for policy in data["policies"]:
+        for j in policy["jobs"]:
+            found = j["estimate_errors"]
+            errors = " / ".join("—" if found.get(k) is None else f"{100 * found[k]:+.0f} %"
+                                for k in ("0.10", "0.25", "0.50"))
+            val = "—" if j["final_val_loss"] is None else f"{j['final_val_loss']:.3f}"
+            lines.append(f"| {policy['max_concurrent']} | {j['seed']} | {_s(j['wait_s'])} | "
+                         f"{_s(j['bigram_training_s'])} / {_s(j['bigram_click_s'])} | {_s(j['training_s'])} / "
+                         f"{_s(j['end_s'])} | {j['steps_done']:,} of {j['steps']:,} | {val} | {errors} |")
+    lines += ["", "| slots | last end s | mean end s |", "| ---: | ---: | ---: |"]
+    lines += [f"| {p['max_concurrent']} | {p['makespan_s']:,.0f} | {p['mean_end_s']:,.0f} |" for p in data["policies"]]
+    return [*lines, ""]
+
+
 def gates(data: dict) -> list[str]:
     """Page 1's first visit with the prediction gates on and off (``tools.bench_gates``' format)."""
     load = " ".join(f"{v:.1f}" for v in data.get("load_average", []))
@@ -143,9 +170,11 @@ def gates(data: dict) -> list[str]:
 
 #: Renderers by benchmark name; a file whose name has none gets its machine line only.
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
-                                                      "generate": generate, "load": load, "gates": gates}
+                                                      "generate": generate, "load": load, "queue": queue,
+                                                      "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
-          "generate": "Generation and the KV cache", "load": "A class on one server", "pages": "Pages in the browser",
+          "generate": "Generation and the KV cache", "load": "A class on one server",
+          "queue": "Trainings at once: the queue's policy", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}
 
 

@@ -20,7 +20,8 @@ reports per job:
 
 For each policy: when the last job ended (the makespan) and the mean time from click to end. Writes
 ``--json`` (default ``runs/bench_queue.json``) with the machine and its fp32 matmul ceiling, measured before
-and after.
+and after, once after each policy (``complete`` says whether every policy ran). The policies run one after the
+other, so a load that changes during the run favours the later ones: read them beside the load average.
 """
 
 from __future__ import annotations
@@ -169,21 +170,27 @@ def main(argv: list[str]) -> int:
         print(line, flush=True)
     print(f"{args.trainers} one-click trainings ({DEFAULT_PRESET}, {steps} steps, corpus {corpus.name}) "
           f"submitted at once; bigram val loss {bigram:.4f}; cap {budget.MAX_JOB_WALL_S} s of training", flush=True)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
     results = []
+
+    def write(ceiling_after: float | None) -> None:  # after each policy: a run cut short keeps what it measured
+        out.write_text(json.dumps({
+            "benchmark": "queue", "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": machine, "torch": torch.__version__,
+            "ceiling_gflops": {"before": ceiling_before, "after": ceiling_after}, "preset": DEFAULT_PRESET,
+            "steps": steps, "trainers": args.trainers, "corpus": corpus.name, "bigram_val": bigram,
+            "cap_s": budget.MAX_JOB_WALL_S, "policies": results, "complete": len(results) == len(policies),
+        }, indent=1) + "\n")
+
     for max_concurrent in policies:
         results.append(run_policy(max_concurrent, args.trainers, steps, corpus, bigram))
         print_policy(results[-1])
+        machine["load_average_1min_after"] = machine_info()["load_average_1min"]
+        write(None)
     ceiling_after = matmul_gflops()
-    machine["load_average_1min_after"] = machine_info()["load_average_1min"]
     print(f"\nceiling before {ceiling_before:.1f}, after {ceiling_after:.1f} GFLOP/s; load "
           f"{machine['load_average_1min']} before / {machine['load_average_1min_after']} after")
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
-        "benchmark": "queue", "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine,
-        "torch": torch.__version__, "ceiling_gflops": {"before": ceiling_before, "after": ceiling_after},
-        "preset": DEFAULT_PRESET, "steps": steps, "trainers": args.trainers, "corpus": corpus.name,
-        "bigram_val": bigram, "cap_s": budget.MAX_JOB_WALL_S, "policies": results,
-    }, indent=1) + "\n")
+    write(ceiling_after)
     print(f"written to {out}")
     return 0

@@ -62,3 +62,21 @@ def test_a_damaged_file_is_named(tmp_path):
     (tmp_path / "bench_train.json").write_text("{not json")
     with pytest.raises(ValueError, match="bench_train.json"):
         docs.render(tmp_path)
+
+
+def test_the_queue_benchmark_renders_every_job_and_each_policys_ends(tmp_path):
+    job = {"seed": 1337, "state": "done", "stop_reason": "", "steps_done": 1800, "steps": 1800, "wait_s": 0.2,
+           "training_s": 171.6, "end_s": 172.9, "bigram_step": 1260, "bigram_training_s": 158.0,
+           "bigram_click_s": 158.2, "final_val_loss": 5.1461, "estimate_errors": {"0.10": -0.29, "0.25": -0.17},
+           "estimate_before_s": 400.0, "estimate_before_error": 1.33}
+    late = {**job, "seed": 1338, "wait_s": 173.0, "end_s": 342.0, "bigram_step": None, "bigram_training_s": None,
+            "bigram_click_s": None}
+    machine = json.loads((ROOT / "assets" / "bench_train.json").read_text("utf-8"))["machine"]
+    (tmp_path / "bench_queue.json").write_text(json.dumps(
+        {"benchmark": "queue", "machine": machine, "preset": "quick", "steps": 1800, "trainers": 2, "corpus": "tang",
+         "bigram_val": 5.17312, "cap_s": 900, "policies": [{"max_concurrent": 1, "jobs": [job, late],
+                                                             "makespan_s": 342.0, "mean_end_s": 257.45}]}))
+    text = docs.render(tmp_path)
+    assert "| 1 | 1337 | 0 | 158 / 158 | 172 / 173 | 1,800 of 1,800 | 5.146 | -29 % / -17 % / — |" in text
+    assert "| 1 | 1338 | 173 | — / — | 172 / 342 |" in text and "| 1 | 342 | 257 |" in text
+    assert "bigram val loss 5.1731" in text
