@@ -16,7 +16,7 @@ order are written (the model, the Lab and the pages ask the record what an encod
   attention, q and k of position m are rotated by angles m * theta_i, so q·k depends only on
   the distance between the two positions (:func:`apply_rope`).
 * ``"alibi"``: Press, Smith & Lewis (2022), "Train Short, Test Long", section 3: nothing is added
-  and nothing rotated; each head h adds -m_h·(i - j) to the score of query i and key j, a penalty
+  and nothing rotated; each head h adds -s_h·(i - j) to the score of query i and key j, a penalty
   growing with the distance at a fixed slope per head (:func:`alibi_slopes`, :func:`alibi_bias`).
 
 Pure functions, no parameters and no Streamlit: the GPT builds its buffers from them.
@@ -326,9 +326,10 @@ def visible_token_counts(T: int) -> Tensor:
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
-    """ALiBi's slope m_h of each head: the geometric sequence of Press, Smith & Lewis (2022), section 3.
+    """ALiBi's slope s_h of each head (the paper's m; page 7 keeps m for RoPE's position): the geometric
+    sequence of Press, Smith & Lewis (2022), section 3.
 
-    For a power of two n, m_h = 2^(-8h/n) for h = 1..n (8 heads: 1/2, 1/4, ..., 1/256; 4 heads: 1/4,
+    For a power of two n, s_h = 2^(-8h/n) for h = 1..n (8 heads: 1/2, 1/4, ..., 1/256; 4 heads: 1/4,
     1/16, 1/64, 1/256). For any other n, the paper's rule (its reference code): the n' = 2^floor(log2 n)
     slopes of n' heads, then every other slope of 2n' heads (the 1st, 3rd, ...) for the n - n' heads left.
     So 6 heads get 1/4, 1/16, 1/64, 1/256, then 1/2, 1/8.
@@ -360,11 +361,11 @@ def alibi_bias(
     num_heads: int,
     key_positions: Tensor | int | range | list[int] | None = None,
 ) -> Tensor:
-    """ALiBi's bias on the attention scores: -m_h · |i - j| for query position i and key position j.
+    """ALiBi's bias on the attention scores: -s_h · |i - j| for query position i and key position j.
 
     Press, Smith & Lewis (2022), section 3: the bias is added to q·k / sqrt(head_dim) before the softmax,
     and nothing is added to the input. Under the causal mask only j <= i is read, where it is the paper's
-    -m_h·(i - j); the distance is taken as |i - j| so that a model without the mask penalises the future
+    -s_h·(i - j); the distance is taken as |i - j| so that a model without the mask penalises the future
     as the past (the paper defines causal models only). It depends on i - j alone, so a window that moves
     keeps its biases, and any position has one: a model reads past its block_size with no new table.
 
