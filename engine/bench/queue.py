@@ -95,8 +95,10 @@ class JobRecord:
                 "estimate_before_error": self.estimate_before_s / snap.elapsed_s - 1 if snap.elapsed_s else None}
 
 
-def run_policy(max_concurrent: int, trainers: int, steps: int, corpus, bigram: float) -> dict:
-    """``trainers`` one-click trainings submitted at once to a runner with ``max_concurrent`` slots.
+def run_policy(max_concurrent: int, trainers: int, steps: int, corpus, bigram: float, batch_size: int | None = None,
+               learning_rate: float | None = None) -> dict:
+    """``trainers`` one-click trainings submitted at once to a runner with ``max_concurrent`` slots (the preset's
+    batch size and peak learning rate unless given: to compare a candidate preset on several seeds).
 
     Returns:
         ``{"max_concurrent", "jobs": [JobRecord.row ...], "makespan_s", "mean_end_s"}``.
@@ -106,8 +108,8 @@ def run_policy(max_concurrent: int, trainers: int, steps: int, corpus, bigram: f
     """
     training = PRESETS[DEFAULT_PRESET].training
     runner = LabRunner(max_concurrent=max_concurrent, registry_size=trainers)
-    plans = [plan_training(preset(DEFAULT_PRESET), corpus, steps, training.batch_size, training.learning_rate,
-                           seed=DEFAULT_SEED + i) for i in range(trainers)]
+    plans = [plan_training(preset(DEFAULT_PRESET), corpus, steps, batch_size or training.batch_size,
+                           learning_rate or training.learning_rate, seed=DEFAULT_SEED + i) for i in range(trainers)]
     records = [JobRecord(seed=p.train.seed, estimate_before_s=p.estimate.seconds) for p in plans]
     clicked = time.monotonic()
     jobs = [runner.submit(plan, corpus, browser_id=f"bench-{i}").job for i, plan in enumerate(plans)]
@@ -154,6 +156,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--trainers", type=int, default=5, help="trainings submitted at once (default 5)")
     p.add_argument("--policies", default="1,5", help="comma-separated max_concurrent values (default 1,5)")
     p.add_argument("--steps", type=int, default=None, help="steps of each training (default: the preset's)")
+    p.add_argument("--batch-size", type=int, default=None, help="windows per step (default: the preset's)")
+    p.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default: the preset's)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the server's setting)")
     p.add_argument("--json", default="runs/bench_queue.json", help="where to write the results")
     args = p.parse_args(argv)
@@ -168,7 +172,10 @@ def main(argv: list[str]) -> int:
     ceiling_before = matmul_gflops()
     for line in header_lines(machine, ceiling_before):
         print(line, flush=True)
-    print(f"{args.trainers} one-click trainings ({DEFAULT_PRESET}, {steps} steps, corpus {corpus.name}) "
+    batch = args.batch_size or PRESETS[DEFAULT_PRESET].training.batch_size
+    rate = args.learning_rate or PRESETS[DEFAULT_PRESET].training.learning_rate
+    print(f"{args.trainers} one-click trainings ({DEFAULT_PRESET}, {steps} steps of batch {batch}, peak lr {rate:g}, "
+          f"corpus {corpus.name}) "
           f"submitted at once; bigram val loss {bigram:.4f}; cap {budget.MAX_JOB_WALL_S} s of training", flush=True)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -179,12 +186,15 @@ def main(argv: list[str]) -> int:
             "benchmark": "queue", "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": machine, "torch": torch.__version__,
             "ceiling_gflops": {"before": ceiling_before, "after": ceiling_after}, "preset": DEFAULT_PRESET,
-            "steps": steps, "trainers": args.trainers, "corpus": corpus.name, "bigram_val": bigram,
+            "steps": steps, "batch_size": args.batch_size or PRESETS[DEFAULT_PRESET].training.batch_size,
+            "learning_rate": args.learning_rate or PRESETS[DEFAULT_PRESET].training.learning_rate,
+            "trainers": args.trainers, "corpus": corpus.name, "bigram_val": bigram,
             "cap_s": budget.MAX_JOB_WALL_S, "policies": results, "complete": len(results) == len(policies),
         }, indent=1) + "\n")
 
     for max_concurrent in policies:
-        results.append(run_policy(max_concurrent, args.trainers, steps, corpus, bigram))
+        results.append(run_policy(max_concurrent, args.trainers, steps, corpus, bigram, args.batch_size,
+                                  args.learning_rate))
         print_policy(results[-1])
         machine["load_average_1min_after"] = machine_info()["load_average_1min"]
         write(None)
