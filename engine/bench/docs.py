@@ -31,6 +31,7 @@ COMMANDS = {
     "generate": "python -m engine.bench generate",
     "load": "python -m engine.bench load --json assets/bench_load.json",
     "queue": "python -m engine.bench queue --policies 1,2,5 --json assets/bench_queue.json",
+    "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "pages": "python -m engine.bench pages --browser --json assets/bench_pages.json",
     "gates": "python -m tools.bench_gates",
 }
@@ -156,6 +157,20 @@ def queue(data: dict) -> list[str]:
     return [*lines, ""]
 
 
+def preset(data: dict) -> list[str]:
+    """The one-click preset's candidates over several seeds (runs of ``engine.bench queue``, one at a time)."""
+    lines = [f"{data['what'][0].upper()}{data['what'][1:]}; corpus {data['corpus']}, bigram val loss "
+             f"{data['bigram_val']:.4f}. Seconds of training.", "",
+             "| steps | seed | below the bigram (step, s) | end s | val loss at the end |",
+             "| ---: | ---: | --- | ---: | ---: |"]
+    for c in data["candidates"]:
+        for j in c["jobs"]:
+            below = "—" if j["bigram_step"] is None else f"{j['bigram_step']:,}, {j['bigram_training_s']:.0f}"
+            lines.append(f"| {c['steps']:,} | {j['seed']} | {below} | {j['training_s']:.0f} | "
+                         f"{j['final_val_loss']:.3f} |")
+    return [*lines, ""]
+
+
 def gates(data: dict) -> list[str]:
     """Page 1's first visit with the prediction gates on and off (``tools.bench_gates``' format)."""
     load = " ".join(f"{v:.1f}" for v in data.get("load_average", []))
@@ -171,10 +186,11 @@ def gates(data: dict) -> list[str]:
 #: Renderers by benchmark name; a file whose name has none gets its machine line only.
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
                                                       "generate": generate, "load": load, "queue": queue,
-                                                      "gates": gates}
+                                                      "preset": preset, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
           "generate": "Generation and the KV cache", "load": "A class on one server",
-          "queue": "Trainings at once: the queue's policy", "pages": "Pages in the browser",
+          "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
+          "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}
 
 

@@ -80,3 +80,16 @@ def test_the_queue_benchmark_renders_every_job_and_each_policys_ends(tmp_path):
     assert "| 1 | 1337 | 0 | 158 / 158 | 172 / 173 | 1,800 of 1,800 | 5.146 | -29 % / -17 % / — |" in text
     assert "| 1 | 1338 | 173 | — / — | 172 / 342 |" in text and "| 1 | 342 | 257 |" in text
     assert "bigram val loss 5.1731" in text
+
+
+def test_the_preset_candidates_render_a_row_per_seed(tmp_path):
+    machine = json.loads((ROOT / "assets" / "bench_train.json").read_text("utf-8"))["machine"]
+    job = {"seed": 1338, "steps_done": 2400, "bigram_step": 1440, "bigram_training_s": 97.2, "training_s": 160.4,
+           "final_val_loss": 4.9104}
+    (tmp_path / "bench_preset.json").write_text(json.dumps(
+        {"benchmark": "preset", "machine": machine, "what": "the model, several seeds", "corpus": "tang",
+         "bigram_val": 5.17312, "candidates": [{"steps": 2400, "jobs": [job, {**job, "seed": 1339, "bigram_step": None,
+                                                                            "bigram_training_s": None}]}]}))
+    text = docs.render(tmp_path)
+    assert "| 2,400 | 1338 | 1,440, 97 | 160 | 4.910 |" in text and "| 2,400 | 1339 | — | 160 | 4.910 |" in text
+    assert "The model, several seeds; corpus tang, bigram val loss 5.1731." in text

@@ -549,7 +549,7 @@ def venv_kernel(python: Path, cwd: Path):
         km.shutdown_kernel(now=True)
 
 
-#: The Lab notebook's training in the fresh environment: the one-click model, fewer steps (the page's 1 800 take
+#: The Lab notebook's training in the fresh environment: the one-click model, fewer steps (the page's 2 300 take
 #: minutes on two cores; the run time and losses of the page's own settings are in the report of issue 37).
 VENV_TRAINING = {"steps": 60, "batch_size": 8, "eval_interval": 20, "eval_iters": 4, "warmup_steps": 6}
 
