@@ -170,8 +170,8 @@ def bench_verdict_text(size: dict) -> str | None:
     wrapper, split = two_decimals(verdict.wrapper_ms), two_decimals(verdict.split_ms)
     if verdict.within_noise:
         text = _("Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
-                 "(median forward). At least one median lies inside the other's interquartile range, the middle half of "
-                 "its runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is "
+                 "(median forward). At least one median lies inside the other's interquartile range, the middle half "
+                 "of its runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is "
                  "within this run's noise, so the file cannot say which is faster.").format(
             wrapper=wrapper, split=split,
             wrapper_q1=two_decimals(verdict.wrapper_iqr[0]), wrapper_q3=two_decimals(verdict.wrapper_iqr[1]),

@@ -193,8 +193,8 @@ def test_split_that_does_not_divide_gets_a_message(at, d_out, heads, ok):
 
 VERDICTS = {
     "equal": "Here the wrapper and the split layer took about the same time: {wrapper} ms against {split} ms "
-             "(median forward). At least one median lies inside the other's interquartile range, the middle half of its "
-             "runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is within this "
+             "(median forward). At least one median lies inside the other's interquartile range, the middle half of "
+             "its runs (wrapper {wrapper_q1}–{wrapper_q3} ms, split {split_q1}–{split_q3} ms): the gap is within this "
              "run's noise, so the file cannot say which is faster.",
     "wrapper": "Here the wrapper was faster than the split layer: {wrapper} ms against {split} ms (median forward). "
                "The split layer's score tensor (B, H, T, T) holds {scores}; the wrapper handles one head's {head} at "
