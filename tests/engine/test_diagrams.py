@@ -313,7 +313,7 @@ def test_position_diagrams_show_the_right_route(kind):
     record = encoding(kind)
     assert (labels.rotate in visible) == record.rotates_qk
     assert ('label="+"' in dot) == record.adds_table  # the ⊕ where the table is added
-    assert ("−m_h·(i − j) (4, 6, 6)" in visible) == record.biases_scores
+    assert ("−s_h·(i − j) (4, 6, 6)" in visible) == record.biases_scores
 
 
 def test_position_diagrams_name_the_qkv_layer_by_its_weight():
