@@ -30,7 +30,7 @@ COMMANDS = {
     "train": "python -m engine.bench train",
     "generate": "python -m engine.bench generate",
     "load": "python -m engine.bench load --json assets/bench_load.json",
-    "queue": "python -m engine.bench queue --policies 1,2,5 --json assets/bench_queue.json",
+    "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "pages": "python -m engine.bench pages --browser --json assets/bench_pages.json",
     "gates": "python -m tools.bench_gates",
