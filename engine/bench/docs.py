@@ -28,7 +28,7 @@ OUT = ROOT / "docs" / "performance.md"
 COMMANDS = {
     "attention": "python -m engine.bench attention",
     "train": "python -m engine.bench train",
-    "generate": "python -m engine.bench generate",
+    "generate": "python -m engine.bench generate --json assets/bench_generate.json",
     "load": "python -m engine.bench load --json assets/bench_load.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",

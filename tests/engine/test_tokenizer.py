@@ -149,14 +149,26 @@ def test_from_dict_rejects_bad_unk(data):
         CharTokenizer.from_dict(data)
 
 
-def test_shipped_checkpoint_tokenizer_still_loads():
-    meta = json.loads((Path(__file__).resolve().parents[2] / "assets/models/course_tang300/checkpoint.json")
+def test_shipped_checkpoint_tokenizer_loads_and_pools_unknowns():
+    meta = json.loads((Path(__file__).resolve().parents[2] / "assets/models/course_tang/checkpoint.json")
                       .read_text(encoding="utf-8"))
     tok = CharTokenizer.from_dict(meta["tokenizer"])
-    assert tok.unk is None and tok.vocab_size == meta["config"]["vocab_size"]
+    assert meta["tokenizer"]["format"] == "char-tokenizer/2"
+    assert tok.unk == UNK and tok.vocab_size == meta["config"]["vocab_size"]
     assert tok.to_dict() == meta["tokenizer"]
+    assert tok.encode("白日依山尽") == [tok.stoi[c] for c in "白日依山尽"]  # the lesson's line is in its vocabulary
+    assert tok.encode("a\U00020000") == [tok.unk_id, tok.unk_id]  # characters it never learned share one token
+
+
+def test_format_1_description_still_loads():
+    # Written before the unknown token existed; the small corpora's tokenizers (Lab checkpoints) still use it.
+    data = {"format": "char-tokenizer/1", "chars": "\n。依尽山日白"}
+    tok = CharTokenizer.from_dict(data)
+    assert tok.unk is None and tok.unk_id is None and tok.vocab_size == 7
+    assert tok.to_dict() == data
+    assert tok.decode(tok.encode("白日依山尽。\n")) == "白日依山尽。\n"
     with pytest.raises(ValueError, match="not in the vocabulary"):
-        tok.encode("\ufffd")
+        tok.encode(UNK)
 
 
 @given(st.text(min_size=1), st.text(), st.integers(1, 4), st.integers(1, 7))
