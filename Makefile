@@ -80,9 +80,10 @@ catalogs: $(VENV)/.dev
 
 # The benchmarks, then docs/performance.md made again from their assets/bench_*.json (so it cannot drift).
 bench: $(VENV)/.app
-	$(PY) -m engine.bench attention
-	$(PY) -m engine.bench train
-	$(PY) -m engine.bench pages
+	$(PY) -m engine.bench attention --json assets/bench_attention.json
+	$(PY) -m engine.bench train --json assets/bench_train.json
+	$(PY) -m engine.bench generate --json assets/bench_generate.json
+	$(PY) -m engine.bench pages --browser --json assets/bench_pages.json
 	$(PY) -m engine.bench docs
 
 clean:

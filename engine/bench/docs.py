@@ -26,8 +26,8 @@ OUT = ROOT / "docs" / "performance.md"
 
 #: The command that writes each results file, in the document's order.
 COMMANDS = {
-    "attention": "python -m engine.bench attention",
-    "train": "python -m engine.bench train",
+    "attention": "python -m engine.bench attention --json assets/bench_attention.json",
+    "train": "python -m engine.bench train --json assets/bench_train.json",
     "generate": "python -m engine.bench generate --json assets/bench_generate.json",
     "load": "python -m engine.bench load --json assets/bench_load.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
