@@ -10,6 +10,7 @@ from engine import sampling as engine_sampling
 from engine.device import cpu_has_amx, training_autocast_dtype
 from engine.lab import experiments as lab_experiments
 from engine.lab import generation, internals
+from engine.lab.experiments import rerun as lab_rerun
 from engine.lab.jobs import TrainingJob
 from engine.lab.runner import LabRunner
 from engine.training import train
@@ -28,7 +29,7 @@ if text is not None:
     corpus.corpus_numbers(text)
 
 controls.controls_prose()
-plan, seed = controls.training_controls(lab, text)
+plan = controls.training_controls(lab, text)
 
 page.prose("training")
 training.training_section(lab)
@@ -53,8 +54,8 @@ inside.attention_on_a_line(current)
 page.show_code(internals.attention_maps, internals.position_tables)
 
 page.prose("experiments")
-experiments.experiments_section(lab, text, seed)
-page.show_code(lab_experiments.run_experiment, lab_experiments.train_run, lab_experiments.loss_by_position)
+experiments.experiments_section(lab, text)
+page.show_code(lab_rerun.paired_rerun, lab_experiments.paired_model, lab_experiments.split_loss)
 
 page.check_yourself()
 notebook.download_button(plan=plan, corpus=text)

@@ -122,6 +122,18 @@ class ByPositionLabels:
 
 
 @dataclass(frozen=True)
+class SeedCurvesLabels:
+    """Words of :func:`seed_curves_figure`: ``title``, axis titles ``step`` (also the hover's name of the x value)
+    and ``loss``."""
+
+    title: str
+    step: str
+    loss: str
+    separators: str = DEFAULT_SEPARATORS
+    colon: str = DEFAULT_COLON
+
+
+@dataclass(frozen=True)
 class PositionCurvesLabels:
     """Words of :func:`position_curves_figure`: the panels' titles ``loss_title`` and ``difference_title``, axis
     titles ``position`` (shared), ``loss`` and ``difference``."""
@@ -242,13 +254,23 @@ def loss_chart(
 BASELINE_COLORS = ("#7f7f7f", "#4d4d4d")
 
 
-def add_baselines(fig: go.Figure, baselines: Mapping[str, float] | None, **where) -> go.Figure:
+def add_baselines(fig: go.Figure, baselines: Mapping[str, float] | None, log: bool = False, **where) -> go.Figure:
     """Dashed horizontal lines at the given losses, each labelled inside the plot at the right.
 
     Args:
         baselines: ``{label: nats}``; None or empty adds nothing.
-        where: ``row``/``col`` for subplots (passed to ``add_hline``).
+        log: the y axis is logarithmic: each label is placed at the log of its value (Plotly's rule for an
+            annotation on a log axis, unlike the line's), values clipped at 1e-4.
+        where: ``row``/``col`` for subplots (passed to ``add_hline``; not with ``log``).
     """
+    if log:
+        for k, (label, value) in enumerate((baselines or {}).items()):
+            colour = BASELINE_COLORS[k % 2]
+            fig.add_hline(y=float(value), line=dict(color=colour, width=1.5, dash="dash"))
+            fig.add_annotation(x=1, xref="x domain", xanchor="right", y=float(np.log10(max(value, 1e-4))), yref="y",
+                               yanchor="bottom" if k % 2 == 0 else "top", text=label, showarrow=False,
+                               font=dict(size=11, color=colour))
+        return fig
     for k, (label, value) in enumerate((baselines or {}).items()):
         fig.add_hline(y=float(value), line=dict(color=BASELINE_COLORS[k % 2], width=1.5, dash="dash"),
                       annotation=dict(text=label, font=dict(size=11, color=BASELINE_COLORS[k % 2])),
@@ -422,15 +444,94 @@ def loss_by_position_figure(losses: Sequence[Sequence[float]], names: Sequence[s
     # the legend under the title, one entry a line: a phone's width never pushes it out of the figure
     top = 40 + 20 * len(names)  # base_layout adds the title's extra lines
     fig.update_layout(legend=dict(orientation="v", x=0, y=1.02, yanchor="bottom"), separators=labels.separators)
-    for k, (label, value) in enumerate((baselines or {}).items()):
-        colour = BASELINE_COLORS[k % 2]
-        fig.add_hline(y=float(value), line=dict(color=colour, width=1.5, dash="dash"))
-        # on a log axis an annotation's y is the log of the value (Plotly's rule), unlike the line's
-        fig.add_annotation(x=1, xref="x domain", xanchor="right", y=float(np.log10(max(value, 1e-4))), yref="y",
-                           yanchor="bottom" if k % 2 == 0 else "top", text=label, showarrow=False,
-                           font=dict(size=11, color=colour))
+    add_baselines(fig, baselines, log=True)
     base_layout(fig, labels.title or None, height + 20 * len(names), top=top, separators=labels.separators)
     return fig.update_layout(margin=dict(b=60 + 18 * position.count("<br>")))
+
+
+def mean_val_curve(histories: Sequence[History]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The validation loss of several runs averaged at each evaluation step they all hold.
+
+    Args:
+        histories: the loss curves of one configuration's seeds (``ExerciseRun.history``).
+
+    Returns:
+        ``(steps, means)``: the steps at which every history has an evaluation, in the first one's order, and
+        the mean over the histories of the validation loss there (nats); two empty tuples without a history.
+    """
+    if not histories:
+        return (), ()
+    shared = set(histories[0].step).intersection(*(h.step for h in histories[1:]))
+    steps = tuple(s for s in dict.fromkeys(histories[0].step) if s in shared)
+    at = [dict(zip(h.step, h.val_loss, strict=True)) for h in histories]  # step -> val loss, per history
+    return steps, tuple(sum(a[s] for a in at) / len(at) for s in steps)
+
+
+#: Width and opacity of one seed's line in :func:`seed_curves_figure`, under the mean's 2.5 px.
+SEED_LINE_WIDTH, SEED_LINE_OPACITY = 1.0, 0.35
+
+
+def seed_curves_figure(histories: Sequence[Sequence[History]], names: Sequence[str],
+                       seed_names: Sequence[Sequence[str]], labels: SeedCurvesLabels,
+                       baselines: Mapping[str, float] | None = None, log_y: bool = False,
+                       height: int = 440) -> go.Figure:
+    """Validation loss against the optimizer step for several configurations, each the mean over its seeds.
+
+    Each configuration's mean over its seeds (:func:`mean_val_curve`) is a solid line with markers; each seed's
+    own curve a thin, faint line of the same colour behind it, in the mean's legend group (one click on the
+    legend hides both). The legend sits under the title, one entry a line, so a phone's width holds it.
+
+    Args:
+        histories: per configuration, the loss curves of its seeds (evaluation steps, losses in nats).
+        names: one legend name per configuration.
+        seed_names: per configuration, one name per seed (its hover names it "<name> · <seed name>").
+        labels: the figure's words.
+        baselines: optional ``{label: nats}`` drawn as dashed horizontal lines labelled at the right.
+        log_y: a logarithmic y axis (losses clipped at 1e-4), for runs that end near 0 (trained without the
+            causal mask) beside runs near 5 nats.
+
+    Returns:
+        A figure with first one thin trace per seed of every configuration (in ``histories``'s order, named
+        "<name> · <seed name>", not in the legend), then one mean trace per configuration named ``names[k]``.
+
+    Raises:
+        ValueError: if ``histories``, ``names`` and ``seed_names`` differ in length, or a configuration's seed
+            names do not match its histories.
+    """
+    if not len(histories) == len(names) == len(seed_names):
+        raise ValueError(f"{len(histories)} configurations, {len(names)} names and {len(seed_names)} seed names")
+    if any(len(h) != len(s) for h, s in zip(histories, seed_names, strict=True)):
+        raise ValueError("one seed name per history")
+    floor = 1e-4 if log_y else -np.inf
+
+    def y(values: Sequence[float]) -> np.ndarray:
+        return np.maximum(np.asarray(values, dtype=np.float64), floor)
+
+    def hover(name: str) -> str:
+        return labels.step + " %{x}" + labels.colon + "%{y:.3f}<extra>" + name + "</extra>"
+
+    colours = [PALETTE[k % len(PALETTE)] for k in range(len(names))]
+    fig = go.Figure()
+    for runs, name, seeds, colour in zip(histories, names, seed_names, colours, strict=True):
+        for h, seed in zip(runs, seeds, strict=True):
+            label = f"{name} · {seed}"
+            fig.add_scatter(x=list(h.step), y=y(h.val_loss), mode="lines", name=label, legendgroup=name,
+                            showlegend=False, opacity=SEED_LINE_OPACITY,
+                            line=dict(color=colour, width=SEED_LINE_WIDTH), hovertemplate=hover(label))
+    for runs, name, colour in zip(histories, names, colours, strict=True):
+        steps, means = mean_val_curve(runs)
+        fig.add_scatter(x=list(steps), y=y(means), mode="lines+markers", name=name, legendgroup=name,
+                        line=dict(color=colour, width=2.5), marker=dict(size=5), hovertemplate=hover(name))
+    fig.update_xaxes(title_text=labels.step, gridcolor="#eee")
+    if log_y:
+        fig.update_yaxes(title_text=labels.loss, type="log", gridcolor="#eee", tickvals=[0.01, 0.1, 1, 10])
+    else:
+        fig.update_yaxes(title_text=labels.loss, gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="v", x=0, y=1.02, yanchor="bottom"), separators=labels.separators)
+    add_baselines(fig, baselines, log=log_y)
+    # the legend under the title, about 30 px an entry; base_layout adds 18 px for each extra line of the title
+    top = 60 + 30 * len(names)
+    return base_layout(fig, labels.title or None, height + 30 * len(names), top=top, separators=labels.separators)
 
 
 #: Share of a position-curves figure's plotting height taken by its upper panel, and the gap between the panels.

@@ -11,7 +11,7 @@
 * :mod:`engine.lab.loops`: the loops greedy decoding falls into;
 * :mod:`engine.lab.internals`: looking inside (attention maps, the position table, the next character);
 * :mod:`engine.lab.experiments`: the lesson's experiments (``python -m engine.lab.experiments``);
-* :mod:`engine.lab.jobs`: background jobs (training, experiment reruns) and their progress;
+* :mod:`engine.lab.jobs`: background jobs (training, paired reruns of the exercises) and their progress;
 * :mod:`engine.lab.runner`: the app-wide runner (registry of finished models, one training slot).
 
 Each module imports only those listed before it (``tests/test_architecture.py`` checks it). Nothing

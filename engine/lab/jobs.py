@@ -1,8 +1,8 @@
-"""Background jobs of the Lab: a training or an experiment rerun in a daemon thread, with a progress record.
+"""Background jobs of the Lab: a training or a paired rerun of an exercise in a daemon thread, with a progress record.
 
 A job waits for a slot of its runner (``engine.lab.runner``; one training at a time by default, handed
 out first come, first served: a queued job's snapshot says its place in the queue), then runs
-``engine.training.train`` (or the experiment's trainings) in its own thread with a
+``engine.training.train`` (or the rerun's trainings) in its own thread with a
 ``threading.Event`` as stop flag. The training callbacks write into a lock-protected progress
 record; a page polls :meth:`Job.snapshot`, a frozen copy. Stopping keeps what was learned:
 ``train`` ends with an evaluation and returns the model as it is.
@@ -39,6 +39,7 @@ from engine import budget
 from engine.corpus import Corpus
 from engine.gpt import GPTConfig
 from engine.lab import experiments
+from engine.lab.experiments.rerun import paired_rerun
 from engine.lab.models import LabModel, corpus_fingerprint
 from engine.training import Callbacks, TrainConfig, train
 
@@ -404,29 +405,29 @@ class TrainingJob(Job):
         self.corpus = None
 
 
-class ExperimentJob(Job):
-    """Runs one of the lesson's experiments (``engine.lab.experiments.run_experiment``) in the background.
+class PairedRerunJob(Job):
+    """Runs the Lab page's paired rerun of one comparison (``engine.lab.experiments.rerun.paired_rerun``) in the
+    background, ``2 * len(seeds)`` trainings in one job (one slot, one time cap).
 
     Attributes:
         cache_key: the key its result is stored under in the runner's experiment cache.
-        result: the experiment's results dict once done (None when stopped or failed).
+        result: the :class:`~engine.lab.experiments.rerun.PairedRerun` once done, or once stopped after at least
+            one seed's two runs (then with those seeds only, and not cached); None otherwise.
     """
 
-    def __init__(self, runner: JobHost, name: str, corpus: Corpus, steps: int, batch_size: int, seed: int = 1337,
-                 **options):
-        runs = experiments.EXPERIMENTS[name].runs
-        super().__init__(runner, steps, run_count=len(runs), **options)
-        self.name, self.corpus, self.steps, self.batch_size, self.seed = name, corpus, steps, batch_size, seed
-        self.cache_key = (name, corpus_fingerprint(corpus), steps, batch_size, seed)
+    def __init__(self, runner: JobHost, exercise: str, key: str, corpus: Corpus, budget: experiments.Budget,
+                 seeds: Sequence[int], val_windows: int, **options):
+        super().__init__(runner, budget.steps, run_count=2 * len(seeds), **options)
+        self.exercise, self.key, self.corpus, self.budget = exercise, key, corpus, budget
+        self.seeds, self.val_windows = tuple(seeds), val_windows
+        self.cache_key = (exercise, key, corpus_fingerprint(corpus), budget, self.seeds, val_windows)
 
-    def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[dict | None, bool]:
-        outcome = experiments.run_experiment(
-            self.name, self.corpus, steps=self.steps, batch_size=self.batch_size, seed=self.seed,
-            on_run_start=progress.new_run, callbacks=progress.callbacks(), stop=should_stop,
-            run_cache=self.runner.run_cache,
-        )
-        if outcome["stopped"]:
-            return None, True
+    def _work(self, progress: _Progress, should_stop: Callable[[], bool]) -> tuple[object, bool]:
+        outcome = paired_rerun(self.exercise, self.key, self.corpus, self.budget, self.seeds, self.val_windows,
+                               on_run_start=progress.new_run, callbacks=progress.callbacks(), stop=should_stop,
+                               run_cache=self.runner.run_cache)
+        if outcome is None or not outcome.complete:  # stopped: the seeds it finished, kept for this reader only
+            return outcome, True
         self.runner.experiment_cache.put(self.cache_key, outcome)
         return outcome, False
 

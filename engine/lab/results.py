@@ -10,8 +10,7 @@ Three files ship with the app:
   the seed-noise verdict; ``lab-experiments/2``: one seed), read by :func:`read_results` and :func:`dropout_loss`;
 * :data:`BENCH_TRAIN_FILE` (``assets/bench_train.json``), written by ``python -m engine.bench train``.
 
-A live rerun of one of the older sets' experiments (``engine.lab.experiments.run_experiment``'s dict, one
-seed) is read by :func:`experiment_result`, the reader of one experiment of a ``lab-experiments`` file. Every
+:func:`experiment_result` reads one experiment of a ``lab-experiments`` file (or ``run_experiment``'s dict). Every
 reader checks types and finiteness and raises ``ValueError`` for a file it cannot read, so the page says
 "cannot be read" instead of showing a traceback; the page then never looks at raw JSON. Nothing here imports
 another module of ``engine.lab``.
@@ -244,7 +243,7 @@ def _comparison(data: Mapping) -> Comparison:
 
 
 def experiment_result(data: Mapping) -> ExperimentResult:
-    """One experiment of a results file, or a live rerun (``engine.lab.experiments.run_experiment``'s dict).
+    """One experiment of a results file (or ``engine.lab.experiments.run_experiment``'s dict).
 
     Raises:
         ValueError: for a missing field, a value of the wrong type, a negative or non-finite loss, more than

@@ -22,12 +22,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.corpus import Corpus
 from engine.gpt import GPTConfig
-from engine.lab.jobs import ExperimentJob, Job, RunKey, TrainingJob
+from engine.lab.experiments import Budget
+from engine.lab.experiments.rerun import PairedRerun
+from engine.lab.jobs import Job, PairedRerunJob, RunKey, TrainingJob
 from engine.lab.models import LabModel
 from engine.lab.settings import TrainingPlan
 from engine.training import TrainConfig
@@ -119,10 +121,10 @@ class LabRunner:
     """The app-wide part of the Lab: model registry, experiment cache, concurrency limit, jobs by token.
 
     Args:
-        max_concurrent: trainings (or experiment jobs) running at once; more wait queued.
+        max_concurrent: trainings (or paired reruns) running at once; more wait queued.
         registry_size: finished models kept (LRU).
-        experiment_cache_size: experiment reruns kept (LRU); twice as many single runs are kept, so a
-            configuration two experiments share is trained once.
+        experiment_cache_size: paired reruns kept (LRU); twice as many single runs are kept, so the reference
+            runs two comparisons of the same settings share are trained once.
         jobs_kept: jobs findable by token (LRU), so a reader who reloads can take theirs over.
     """
 
@@ -139,7 +141,7 @@ class LabRunner:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
         self.registry = LRU(self.registry_size)
         self.experiment_cache = LRU(self.experiment_cache_size)
-        self.run_cache = LRU(2 * self.experiment_cache_size)  # single experiment runs, shared between experiments
+        self.run_cache = LRU(2 * self.experiment_cache_size)  # single runs of the reruns, shared between comparisons
         self._jobs = LRU(self.jobs_kept)
         self._by_browser = LRU(self.jobs_kept)  # browser_id -> its latest jobs, newest last
         self._changed = threading.Condition(threading.RLock())  # guards the queue and the running list
@@ -248,19 +250,20 @@ class LabRunner:
                               **job_options)
             return Submitted(job=job.start())
 
-    def submit_experiment(self, name: str, corpus: Corpus, steps: int, batch_size: int, seed: int = 1337,
-                          owner_alive: Callable[[], bool] | None = None, browser_id: str | None = None,
-                          **job_options) -> tuple[ExperimentJob | None, dict | None]:
-        """Reruns an experiment in the background, or returns its cached result.
+    def submit_rerun(self, exercise: str, key: str, corpus: Corpus, budget: Budget, seeds: Sequence[int],
+                     val_windows: int, owner_alive: Callable[[], bool] | None = None, browser_id: str | None = None,
+                     **job_options) -> tuple[PairedRerunJob | None, PairedRerun | None]:
+        """Runs a paired rerun (``engine.lab.experiments.rerun.paired_rerun``) in the background, or returns the
+        result of the same rerun that this server already finished.
 
         Returns:
             ``(job, None)`` for a new job, or ``(None, result)`` from the cache.
 
         Raises:
-            BrowserBusy: as :meth:`submit` (an experiment's trainings take the same slot).
+            BrowserBusy: as :meth:`submit` (a rerun's trainings take the same slot).
         """
-        job = ExperimentJob(self, name, corpus, steps, batch_size, seed, owner_alive=owner_alive,
-                            browser_id=browser_id, **job_options)
+        job = PairedRerunJob(self, exercise, key, corpus, budget, seeds, val_windows, owner_alive=owner_alive,
+                             browser_id=browser_id, **job_options)
         cached = self.experiment_cache.get(job.cache_key)
         if cached is not None:
             return None, cached

@@ -26,11 +26,6 @@ STEPS = (1, budget.MAX_STEPS)
 DROPOUT = (0.0, 0.5)
 SEEDS = (0, 99_999)
 DEFAULT_SEED = 1337
-#: Batch size and step range of the experiments' live reruns, and the block_size they train at (every
-#: experiment run is the course model with a few fields changed, none of them its block_size).
-RERUN_BATCH = 8
-RERUN_STEPS = (10, 1000)
-RERUN_BLOCK_SIZE = preset("course").block_size
 #: The longest prompt (and line to read) the Lab takes, in characters: twice the longest context a Lab model may
 #: have (``budget.MAX_BLOCK_SIZE``), so a prompt longer than the model's context still shows what the crop does,
 #: while a link cannot hand the tokenizer and the poem form an unbounded text. The page's text inputs cut there.
@@ -136,3 +131,4 @@ def plan_training(model: GPTConfig, corpus: Corpus | None, steps: int, batch_siz
     if any(r.key in ("memory", "time") for r in refusals):
         fitting = budget.largest_batch(model, steps, train.eval_interval, train.eval_iters, BATCH_SIZES)
     return TrainingPlan(model, train, estimate, tuple(problems), fitting)
+

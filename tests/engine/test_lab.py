@@ -1094,7 +1094,7 @@ def _format_2(data: dict) -> dict:
     return old
 
 
-def test_a_format_2_file_and_a_live_rerun_read_as_one_seed(tmp_path):
+def test_a_format_2_file_and_a_run_experiment_dict_read_as_one_seed(tmp_path):
     data = json.loads(RS.DROPOUT_RESULTS_FILE.read_text(encoding="utf-8"))
     path = tmp_path / "old.json"
     path.write_text(json.dumps(_format_2(data)), encoding="utf-8")
@@ -1161,3 +1161,27 @@ def test_experiment_figures_take_the_runs_results_and_their_labels():
     by_position = LF.loss_by_position_figure([r.loss_by_position for r in exp.runs], names,
                                              LF.ByPositionLabels(title="", position="p", loss="l"))
     assert len(by_position.data) == len(exp.runs) and len(by_position.data[0].y) == len(exp.runs[0].loss_by_position)
+
+
+def test_seed_curves_average_the_shared_steps_and_label_the_log_axis_baseline_at_its_line():
+    from engine.figures import lab as LF
+
+    a = RS.History((0, 100, 200), (9.0, 6.0, 5.0), (8.0, 6.0, 4.0))
+    b = RS.History((0, 100, 200, 300), (9.0, 5.0, 4.0, 3.0), (8.2, 5.0, 3.0, 2.0))  # one evaluation more
+    assert LF.mean_val_curve([a, b]) == ((0, 100, 200), pytest.approx((8.1, 5.5, 3.5)))
+    assert LF.mean_val_curve([]) == ((), ())
+    labels = LF.SeedCurvesLabels(title="T", step="S", loss="L", colon="\u202f: ")
+    fig = LF.seed_curves_figure([[a, b], [a]], ["one", "two"], [["s1", "s2"], ["s1"]], labels,
+                                baselines={"bigram": 0.05}, log_y=True)
+    assert [t.name for t in fig.data] == ["one · s1", "one · s2", "two · s1", "one", "two"]  # seeds behind the means
+    assert list(fig.data[3].y) == pytest.approx([8.1, 5.5, 3.5]) and list(fig.data[4].y) == pytest.approx([8, 6, 4])
+    assert all(t.showlegend is False and t.legendgroup == t.name.split(" · ")[0] for t in fig.data[:3])
+    assert fig.layout.yaxis.type == "log" and "S %{x}\u202f: " in fig.data[3].hovertemplate
+    assert [s.y0 for s in fig.layout.shapes] == [0.05]
+    assert [a.y for a in fig.layout.annotations if a.text == "bigram"] == pytest.approx([math.log10(0.05)])
+    linear = LF.seed_curves_figure([[a]], ["one"], [["s1"]], labels, baselines={"bigram": 5.0})
+    assert linear.layout.yaxis.type is None and [a.y for a in linear.layout.annotations if a.text == "bigram"] == [5.0]
+    with pytest.raises(ValueError):
+        LF.seed_curves_figure([[a, b]], ["one"], [["s1"]], labels)
+    with pytest.raises(ValueError):
+        LF.seed_curves_figure([[a]], ["one", "two"], [["s1"]], labels)

@@ -1,5 +1,5 @@
 """engine.lab.experiments: the exercises' definitions, whole-split validation, paired statistics, the resumable
-command and its results file; the older sets the Lab page reruns."""
+command and its results file; the older sets; the Lab page's paired rerun."""
 
 import dataclasses
 import json
@@ -15,24 +15,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from engine import budget as budget_module
 from engine import chapter
 from engine.corpus import Corpus, Record, corpus_from_bytes
 from engine.gpt import GPT, config_params
 from engine.lab import experiments as X
 from engine.lab import results as R
 from engine.lab.experiments import __main__ as command
+from engine.lab.experiments import rerun as P
 from engine.lab.experiments import stats, store
 from engine.lab.jobs import wait_until_finished
 from engine.lab.runner import LabRunner
 from engine.positions import ENCODINGS
 from engine.presets import preset
-from engine.training import TrainConfig
+from engine.training import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: Text with no structure at all: 16 characters drawn at random. A causal model can do no better than
 #: ln 16 = 2.77 nats; a model that sees the next character can copy it.
 _RNG = random.Random(0)
+#: A paired rerun's budget, shortened to 20 steps (the page's shortest is ``P.RERUN_STEPS[0]``).
+SHORT_RERUN = dataclasses.replace(P.rerun_budget(P.RERUN_STEPS[0]), steps=20, warmup_steps=2, eval_interval=20)
 RANDOM_TEXT = "".join(_RNG.choice("春夏秋冬山水风月花鸟云雨日夜天地") for _ in range(4000))
 
 
@@ -394,14 +398,89 @@ def test_run_experiment_shares_runs_and_stops(random_corpus):
         X.run_experiment("nope", random_corpus)
 
 
-def test_experiment_job_runs_in_the_background_and_is_cached(random_corpus):
+def test_a_paired_rerun_pairs_its_runs_by_seed_and_compares_them_as_the_shipped_runs_do(random_corpus):
+    budget = SHORT_RERUN
+    cache, seen = {}, []
+    rerun = P.paired_rerun("heads", "heads_1", random_corpus, budget, (1, 2, 3), 2, run_cache=cache,
+                           on_run_start=lambda i, key, steps: seen.append((i, key, steps)))
+    assert seen == [(i, key, 20) for i, key in enumerate(["course", "heads_1"] * 3)]
+    assert [(r.key, r.seed) for r in rerun.runs] == [(k, s) for s in (1, 2, 3) for k in ("course", "heads_1")]
+    assert rerun.val_windows == 2 and rerun.steps == 20 and rerun.batch_size == P.RERUN_BATCH == 4
+    # the comparison is the shipped runs' paired test on the runs' losses, seed by seed
+    expected = X.paired_comparison("course", "heads_1", {r.seed: r.val_loss for r in rerun.runs if r.key == "course"},
+                                   {r.seed: r.val_loss for r in rerun.runs if r.key == "heads_1"})
+    assert rerun.comparison == expected and len(rerun.comparison.differences) == 3
+    # the losses are those of the first windows of the validation split, read again from a model trained alike
+    model, _own = X.paired_model(dataclasses.replace(preset("course"), n_head=1, vocab_size=random_corpus.vocab_size),
+                                 2, dataclasses.replace(preset("course"), vocab_size=random_corpus.vocab_size))
+    again = train(model, random_corpus, budget.train_config(2)).model
+    block = preset("course").block_size
+    val = X.split_loss(again, random_corpus.val_ids[: 2 * block + 1])
+    assert math.isclose(rerun.run("heads_1", 2).val_loss, val.mean, rel_tol=1e-5)
+    assert math.isclose(rerun.run("heads_1", 2).last_position_loss, val.by_position[-1], rel_tol=1e-5)
+    # a second comparison of the same settings reuses the reference's three runs
+    rope = P.paired_rerun("heads", "heads_8", random_corpus, budget, (1, 2, 3), 2, run_cache=cache)
+    assert len(cache) == 9 and [rope.run("course", s) for s in (1, 2, 3)] == [rerun.run("course", s) for s in (1, 2, 3)]
+    stop = threading.Event()
+    stop.set()
+    assert P.paired_rerun("heads", "heads_1", random_corpus, budget, (1,), 2, stop=stop) is None
+    started = []  # stopped in the third run: the first seed's pair is kept and compared, alone
+    part = P.paired_rerun("positions", "pos_rope", random_corpus, budget, (1, 2), 2, stop=lambda: len(started) > 2,
+                          on_run_start=lambda i, key, steps: started.append(i))
+    assert part.seeds == (1,) and part.planned_seeds == (1, 2) and not part.complete and len(part.runs) == 2
+    assert part.comparison.verdict == "too_few_seeds"
+    assert rerun.complete and rerun.planned_seeds == (1, 2, 3)
+    with pytest.raises(KeyError, match="compares"):
+        P.paired_rerun("heads", "course", random_corpus, budget, (1,), 2)
+    with pytest.raises(ValueError, match="at least one seed"):
+        P.paired_rerun("heads", "heads_1", random_corpus, budget, (), 2)
+
+
+def test_without_the_mask_a_rerun_compares_the_last_position(random_corpus):
+    rerun = P.paired_rerun("no_mask", "no_mask_learned", random_corpus, SHORT_RERUN, (1, 2), 2)
+    assert rerun.measure == "last_position"
+    assert rerun.comparison.differences == tuple(
+        rerun.run("no_mask_learned", s).last_position_loss - rerun.run("course", s).last_position_loss for s in (1, 2))
+    with pytest.raises(ValueError, match="unknown measure"):
+        rerun.runs[0].measured("median")
+
+
+def test_a_rerun_job_runs_in_the_background_and_is_cached(random_corpus):
     runner = LabRunner()
-    job, cached = runner.submit_experiment("causal", random_corpus, steps=2, batch_size=2)
+    budget = SHORT_RERUN
+    job, cached = runner.submit_rerun("positions", "pos_none", random_corpus, budget, (1, 2), 2)
     assert cached is None
-    snap = wait_until_finished(job, 60)
-    assert snap.state == "done" and snap.run_count == 3 and job.result["steps"] == 2
-    again_job, again = runner.submit_experiment("causal", random_corpus, steps=2, batch_size=2)
+    snap = wait_until_finished(job, 120)
+    assert snap.state == "done" and snap.run_count == 4 and job.result.key == "pos_none"
+    again_job, again = runner.submit_rerun("positions", "pos_none", random_corpus, budget, (1, 2), 2)
     assert again_job is None and again is job.result
+
+
+def test_the_rerun_plan_checks_the_text_the_memory_and_the_time(monkeypatch):
+    tang_like = dataclasses.replace(preset("course"), vocab_size=3170)
+    plan = P.plan_rerun("heads", "heads_1", None, 300)
+    assert [p.key for p in plan.problems] == ["no_corpus"] and plan.runs == 2 * len(P.RERUN_SEEDS)
+
+    class Text:  # the two things the plan reads of a text
+        vocab_size, max_block_size = tang_like.vocab_size, 400
+
+    plan = P.plan_rerun("positions", "pos_rope", Text(), P.RERUN_STEPS[1])
+    assert plan.ok and plan.memory_bytes < budget_module.MAX_TRAINING_BYTES  # the longest rerun fits the caps
+    one = budget_module.estimate(tang_like, P.RERUN_BATCH, P.RERUN_STEPS[1], P.RERUN_STEPS[1], P.RERUN_EVAL_ITERS)
+    assert plan.seconds > 2 * len(P.RERUN_SEEDS) * one.seconds * 0.9  # six runs, each at least its training
+    Text.max_block_size = 64
+    assert [p.key for p in P.plan_rerun("heads", "heads_1", Text(), 100).problems] == ["block_size"]
+    Text.max_block_size, Text.vocab_size = 400, budget_module.MAX_VOCAB
+    widest = P.plan_rerun("heads", "heads_1", Text(), P.RERUN_STEPS[1])
+    assert widest.memory_bytes < budget_module.MAX_TRAINING_BYTES  # batch 4 fits the largest vocabulary allowed
+    assert not widest.over_cap or widest.seconds > budget_module.MAX_JOB_WALL_S
+    monkeypatch.setattr(budget_module, "MAX_JOB_WALL_S", widest.seconds / 2)
+    capped = P.plan_rerun("heads", "heads_1", Text(), P.RERUN_STEPS[1])
+    assert capped.ok and capped.over_cap  # no refusal: the job stops at its cap and keeps the seeds it finished
+    with pytest.raises(ValueError):
+        P.rerun_budget(P.RERUN_STEPS[1] + 1)
+    with pytest.raises(KeyError):
+        P.plan_rerun("heads", "pos_rope", Text(), 100)
 
 
 def test_mean_std_and_the_noise_rule():

@@ -12,6 +12,7 @@ from engine.corpus import corpus_from_bytes
 from engine.lab import jobs as J
 from engine.lab import runner as R
 from engine.lab import settings as S
+from engine.lab.experiments import rerun as P
 from engine.presets import preset
 from engine.training import TrainConfig
 
@@ -99,7 +100,8 @@ def test_one_browser_holds_at_most_one_queued_or_running_training(corpus):
     assert busy.value.job is first and runner.waiting_count() + runner.running_count() == 1
     other = submit(runner, corpus, n_layer=2, browser_id="browser-2").job  # another reader queues as before
     with pytest.raises(R.BrowserBusy):
-        runner.submit_experiment("heads", corpus, steps=2, batch_size=2, browser_id="browser-2")
+        runner.submit_rerun("heads", "heads_1", corpus, P.rerun_budget(P.RERUN_STEPS[0]), (1,), 2,
+                            browser_id="browser-2")
     first.stop()
     assert J.wait_until_finished(first, 30).finished
     wait_state(other, "running")
@@ -145,7 +147,7 @@ def test_a_shared_link_cannot_take_a_job_over_from_another_browser(corpus):
     assert runner.reattach(job.token, lambda: True) is None  # a session without a browser id
     assert runner.reclaim("stranger", lambda: True) is None and runner.reclaim(None, lambda: True) is None
     assert job.snapshot().state == "running"  # nothing was handed over
-    assert runner.reclaim("reader", lambda: True, kind=J.ExperimentJob) is None  # not the kind asked for
+    assert runner.reclaim("reader", lambda: True, kind=J.PairedRerunJob) is None  # not the kind asked for
     assert runner.reclaim("reader", lambda: True) is job  # the reader's reload, no token needed
     job.stop()
     assert J.wait_until_finished(job, 30).finished

@@ -29,6 +29,7 @@ from engine.lab import experiments as lab_experiments
 from engine.lab import generation, internals, loops, models, poem_forms
 from engine.lab import results as lab_results
 from engine.lab import settings as rules
+from engine.lab.experiments import rerun as lab_rerun
 from engine.lab.experiments import stats as STATS
 from engine.presets import PRESETS, preset
 from tests.plotly_json import ROOT, captions, figures, open_page, texts
@@ -75,8 +76,20 @@ KNOWN_CHARS = ("{n} known character", "{n} known characters")
 READ_AS_UNK = ("{n} read as the unknown token", "{n} read as the unknown token")
 UNKNOWN_AS_UNK = ("Not in this model's vocabulary, so the model reads each as its unknown token, the one its rare "
                   "characters share: {chars}")
-LIVE_RERUN = "Your live rerun: {steps} steps of batch {batch} on {corpus}."
-BY_POSITION = "{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"
+LAST_RERUN = ("Your last rerun: {run} against {reference}, {steps} steps of batch {batch} per run on {corpus}, "
+              "{windows} windows measured.")
+MEASURE_VAL = "Validation loss over every position of the measured windows, in nats."
+YOUR_RERUN = "**Your rerun** · "
+AT_LAST_POSITION = "At the window's last position: "
+SHIPPED_RERUN = "**The shipped runs** ({steps} steps of batch {batch}) · "
+BEFORE_LAST = ("Over the positions before the last, {run} scores {loss:.3f} nats and {reference} {ref_loss:.3f}: "
+               "there, without the mask, the target is in view.")
+SHIPPED_HIDDEN = "Answer the question above to see the shipped runs' verdict beside yours."
+VERDICTS_AGREE = "Both reach the same verdict."
+VERDICTS_DIFFER = ("The verdicts differ: your runs saw {share:.0%} of the shipped runs' windows, so they compare the "
+                   "two models earlier in their training (and on fewer windows).")
+RERUN_OVER_CAP = ("The cautious count puts these {runs} runs over the limit of {limit}: on a busy server the rerun may "
+                  "stop before its last seed.")
 DROPOUT_CELL = "{loss:.3f} ± {std:.3f} nats at {rate:,.0f} tokens/s"
 DROPOUT_MEASURED = ("Validation loss after the course preset's training ({steps} steps of batch {batch}, peak learning "
                     "rate {lr:g}, {corpus}), mean ± standard deviation over the seeds {seeds}, with the tokens/s of "
@@ -526,7 +539,7 @@ def test_bad_uploads_give_a_clear_message(data, reason, values):
     expected = msg("This file cannot be used: {reason}", reason=msg(reason, **values))
     assert expected in [e.value for e in at.error]
     assert at.button(key="lab_train").disabled
-    assert [b for b in at.button if b.key == "lab_rerun_experiment_causal"]  # the rest of the page still runs
+    assert [b for b in at.button if b.key == "lab_rerun_experiment_no_mask"]  # the rest of the page still runs
 
 
 def test_good_upload_becomes_the_corpus():
@@ -740,27 +753,85 @@ def test_a_changed_file_changes_the_sentences_the_page_chooses(exercises, tmp_pa
                for template in (t + " " + ALONG_CHANGE_SIGNS for t in (ALONG_GROWS, ALONG_SHRINKS, ALONG_NO_TREND)))
 
 
-def test_live_rerun_of_an_experiment_runs_in_the_background_and_is_cached():
-    at = open_page(PAGE)
-    at.radio(key="lab_corpus").set_value("tang300").run()
-    at.number_input(key="lab_rerun_steps").set_value(10).run()
-    at.button(key="lab_rerun_experiment_causal").click().run()
-    assert at.button(key="lab_rerun_experiment_causal").disabled  # while it runs
+def rerun_until_done(at, exercise: str):
+    """Polls the page until this reader's rerun of ``exercise`` has a result; returns it."""
     deadline = time.monotonic() + DEADLINE_S
-    while "causal" not in (at.session_state["lab_exp_live"] if "lab_exp_live" in at.session_state else {}):
+    while exercise not in (at.session_state["lab_exp_live"] if "lab_exp_live" in at.session_state else {}):
         assert time.monotonic() < deadline, progress_texts(at)
         time.sleep(0.5)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-    assert msg(LIVE_RERUN, steps=10, batch=8, corpus="tang300") in captions(at)
-    lines = matching(texts(at), BY_POSITION)
-    assert [m["run"] for m in lines] == [msg("causal mask (course)"), msg("no causal mask"),
-                                         msg("no causal mask, RoPE")]
-    other = open_page(PAGE)
+    return at.session_state["lab_exp_live"][exercise]
+
+
+def test_a_paired_rerun_gives_its_verdict_beside_the_shipped_one_and_is_cached(monkeypatch, exercises):
+    monkeypatch.setattr(lab_rerun, "RERUN_SEEDS", (1, 2))  # four runs, not six: the same code, a shorter test
+    monkeypatch.setattr(lab_rerun, "RERUN_VAL_WINDOWS", 4)
+    at = open_page(PAGE)
+    at.radio(key="lab_corpus").set_value("tang300").run()
+    at.number_input(key="lab_rerun_steps").set_value(100).run()
+    at.selectbox(key="lab_rerun_heads_run").set_value("heads_8").run()
+    at.button(key="lab_rerun_experiment_heads").click().run()
+    assert at.button(key="lab_rerun_experiment_heads").disabled  # while it runs
+    result = rerun_until_done(at, "heads")
+    assert (result.key, result.reference, result.seeds, result.steps, result.batch_size) == (
+        "heads_8", "course", (1, 2), 100, lab_rerun.RERUN_BATCH)
+    run, reference = exercise_name("heads", "heads_8"), exercise_name("heads", "course")
+    assert msg(LAST_RERUN, run=run, reference=reference, steps=100, batch=lab_rerun.RERUN_BATCH, corpus="tang300",
+               windows=result.val_windows) + " " + msg(MEASURE_VAL) in captions(at)
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    assert msg(YOUR_RERUN) + verdict_line(result.comparison, "heads", reference) in lines
+    shipped = exercises.exercise("heads").comparison("heads_8")
+    assert msg(SHIPPED_RERUN, steps=integer(exercises.steps), batch=exercises.batch_size) + verdict_line(
+        shipped, "heads", reference) in lines
+    if shipped.verdict == result.comparison.verdict:
+        assert msg(VERDICTS_AGREE) in lines
+    else:
+        share = 100 * lab_rerun.RERUN_BATCH / (exercises.steps * exercises.batch_size)
+        assert msg(VERDICTS_DIFFER, share=share) in lines
+    table = next(t.value for t in at.table if "Δ" in t.value.columns)
+    assert list(table["Δ"]) == [fill("{d:+.3f}", "en", d=d) for d in result.comparison.differences]
+    assert list(table[run]) == [num(result.run("heads_8", s).val_loss, 3) for s in (1, 2)]
+    other = open_page(PAGE)  # another reader asks for the same rerun: the server's result, at once
     other.radio(key="lab_corpus").set_value("tang300").run()
-    other.number_input(key="lab_rerun_steps").set_value(10).run()
-    other.button(key="lab_rerun_experiment_causal").click().run()
-    assert msg(LIVE_RERUN, steps=10, batch=8, corpus="tang300") in captions(other)  # from the cache, at once
+    other.number_input(key="lab_rerun_steps").set_value(100).run()
+    other.selectbox(key="lab_rerun_heads_run").set_value("heads_8").run()
+    other.button(key="lab_rerun_experiment_heads").click().run()
+    assert other.session_state["lab_exp_live"]["heads"] is result
+
+
+def test_the_shipped_verdict_waits_for_the_exercise_question_and_no_mask_compares_the_last_position(monkeypatch):
+    monkeypatch.setattr(lab_rerun, "RERUN_SEEDS", (1, 2))
+    monkeypatch.setattr(lab_rerun, "RERUN_VAL_WINDOWS", 4)
+    at = open_page(PAGE, state={"predict": "on"})
+    at.radio(key="lab_corpus").set_value("tang300").run()
+    at.number_input(key="lab_rerun_steps").set_value(100).run()
+    at.button(key="lab_rerun_experiment_positions").click().run()
+    assert rerun_until_done(at, "positions").key == lab_experiments.EXERCISES["positions"].runs[0]
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    shipped_prefix = msg(SHIPPED_RERUN, steps=integer(1000), batch=16)
+    assert msg(SHIPPED_HIDDEN) in lines and not [line for line in lines if line.startswith(shipped_prefix)]
+    at.button(key="lab_rerun_experiment_no_mask").click().run()  # an exercise without a question
+    result = rerun_until_done(at, "no_mask")
+    assert result.measure == "last_position" and result.key == "no_mask_learned"
+    lines = [line.removeprefix("- ") for t in texts(at) for line in t.split("\n")]
+    last = msg(AT_LAST_POSITION)
+    assert [line for line in lines if line.startswith(msg(YOUR_RERUN) + last)]
+    assert [line for line in lines if line.startswith(shipped_prefix + last)]
+    others = {k: sum(r.other_positions_loss for r in result.runs if r.key == k) / 2
+              for k in ("course", "no_mask_learned")}
+    assert msg(BEFORE_LAST, run=exercise_name("no_mask", "no_mask_learned"), loss=others["no_mask_learned"],
+               reference=exercise_name("no_mask", "course"), ref_loss=others["course"]) in lines
+
+
+def test_a_rerun_over_the_time_cap_is_said_before_it_starts(monkeypatch):
+    monkeypatch.setattr(budget, "MAX_JOB_WALL_S", 60)
+    at = open_page(PAGE)
+    at.radio(key="lab_corpus").set_value("tang300").run()
+    assert not at.button(key="lab_rerun_experiment_heads").disabled  # no refusal: it keeps the seeds it finishes
+    budget_lines = [c for c in captions(at) if c.endswith(msg(RERUN_OVER_CAP, runs=2 * len(lab_rerun.RERUN_SEEDS),
+                                                              limit="60 s"))]
+    assert len(budget_lines) == 3  # said in each exercise's budget, before the click
 
 
 def test_largest_settings_are_refused_with_the_reason_and_the_estimate():
@@ -920,8 +991,8 @@ def test_a_missing_exercises_file_says_how_to_make_one(tmp_path, monkeypatch):
     monkeypatch.setattr(lab_results, "EXERCISES_FILE", tmp_path / "absent.json")
     at = open_page(PAGE)
     assert not at.exception and not at.warning
-    assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
-               "below.") in [i.value for i in at.info]
+    assert msg("No precomputed results ship with this copy: run `python -m engine.lab.experiments`, or rerun a "
+               "comparison below.") in [i.value for i in at.info]
 
 
 #: The placeholders of section 1's prose, filled by the page from the code's constants.
@@ -1286,3 +1357,75 @@ def test_exercise_budget_caption_names_both_trainings_from_their_files(monkeypat
                factor=numbers.integer(round(steps * batch / (data.steps * data.batch_size)), lang="en")) in text
     monkeypatch.setattr(shipped_files, "training_budget", lambda: None)  # no header: only the exercises' budget
     assert "shipped model" not in E.budget_caption(data, exercise)
+
+
+TRAINING_TITLE = "Validation loss during training, mean over the seeds"
+TRAINING_CAPTION = ("How the runs trained: each point is the trainer's estimate of the validation loss on a few "
+                    "validation batches at that evaluation, so it differs slightly from the table's loss over the "
+                    "whole validation split. Thick line: the mean over the seeds; thin lines: each seed.")
+TRAINING_ALT = ("Chart of the validation loss against the optimizer step during training, mean over the seeds "
+                "{seeds}: {items}.")
+TRAINING_ITEM = "{run}: {first:.3f} at step {first_step}, {last:.3f} at step {last_step}"
+TRAINING_BIGRAM = "The dashed line is the bigram's {bigram:.3f} nats."
+
+
+def training_charts(at) -> dict[str, tuple[dict, str]]:
+    """Each exercise's training chart (decoded figure) and its text alternative, by exercise name."""
+    from tests.plotly_json import decode
+
+    found = {}
+    for element in at.get("plotly_chart"):
+        key = re.search(r"lab_exercise_(\w+?)_training$", element.proto.id)
+        if key:
+            found[key.group(1)] = (decode(json.loads(element.proto.spec)), element.proto.alt)
+    return found
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_exercises_training_curves_are_the_shipped_histories_averaged_over_the_seeds(exercises, tang_bigram,
+                                                                                        lang):
+    """Section 6 draws, per exercise, each configuration's validation loss during training: the mean over the seeds
+    of the file's histories (recomputed here), each seed faint behind it, the bigram's line at the corpus's value, a
+    log axis without the mask; its alternative states the first and last means, in the reader's language."""
+    data = exercises
+    at = open_page(PAGE, lang=lang)
+    assert not at.exception, [e.value for e in at.exception]
+    charts = training_charts(at)
+    assert sorted(charts) == sorted(e.name for e in data.exercises)
+    for exercise in data.exercises:
+        fig, alt = charts[exercise.name]
+        names = [exercise_name(exercise.name, k, lang) for k in exercise.runs]
+        means = [t for t in fig["data"] if t["name"] in names]
+        assert [t["name"] for t in means] == names
+        items = []
+        for key, name, trace in zip(exercise.runs, names, means, strict=True):
+            runs = data.runs_of(key)
+            assert len(runs) >= 2 and all(r.history.step == runs[0].history.step for r in runs)
+            mean = np.array([r.history.val_loss for r in runs]).mean(axis=0)  # (seeds, evaluations) -> evaluations
+            assert list(trace["x"]) == list(runs[0].history.step)
+            assert list(trace["y"]) == pytest.approx(mean.tolist())
+            seeds = [t for t in fig["data"] if t.get("legendgroup") == name and t is not trace]
+            assert [list(t["y"]) for t in seeds] == [pytest.approx(r.history.val_loss) for r in runs]
+            assert all(t["showlegend"] is False and t["line"]["width"] < trace["line"]["width"] for t in seeds)
+            steps = runs[0].history.step
+            items.append(msg(TRAINING_ITEM, lang, run=name, first=float(mean[0]), last=float(mean[-1]),
+                             first_step=integer(steps[0], lang=lang), last_step=integer(steps[-1], lang=lang)))
+        assert [s["y0"] for s in fig["layout"]["shapes"]] == pytest.approx([tang_bigram])  # the bigram, dashed
+        assert all(s["line"]["dash"] == "dash" for s in fig["layout"]["shapes"])
+        assert fig["layout"]["yaxis"].get("type") == ("log" if exercise.name == "no_mask" else None)
+        assert title(fig) == msg(TRAINING_TITLE, lang)
+        assert fig["layout"]["xaxis"]["title"]["text"] == msg("step", lang)
+        assert fig["layout"]["separators"] == plotly_separators(lang)
+        seeds = sorted({r.seed for k in exercise.runs for r in data.runs_of(k)})
+        assert alt == (msg(TRAINING_ALT, lang, seeds=", ".join(integer(s, lang=lang) for s in seeds),
+                           items=numbers.semicolon(lang).join(items))
+                       + " " + msg(TRAINING_BIGRAM, lang, bigram=tang_bigram))
+        if exercise.name == "no_mask":  # the bigram's label sits at its line on the log axis
+            assert [a["y"] for a in fig["layout"]["annotations"] if a.get("yref") == "y"] == pytest.approx(
+                [math.log10(tang_bigram)])
+    assert msg(TRAINING_CAPTION, lang) in captions(at)
+    if lang != "en":  # every word of the chart and its caption translated
+        for msgid in (TRAINING_TITLE, TRAINING_CAPTION, TRAINING_ALT, TRAINING_ITEM, TRAINING_BIGRAM, "seed {seed}",
+                      "step"):
+            assert translations(lang).gettext(msgid) != msgid, msgid
+        assert not [alt for _fig, alt in charts.values() if alt.startswith("Chart of")]

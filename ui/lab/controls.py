@@ -129,11 +129,11 @@ def dropout_notes() -> None:
         st.caption(dropout_loss_text(measured, preset("course")))
 
 
-def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.TrainingPlan, int]:
+def training_controls(lab: LabSession, corpus: Corpus | None) -> rules.TrainingPlan:
     """The presets, the model's and the training's controls, the plan's problems and estimate, the Train button.
 
     Returns:
-        The training plan of the controls' values, and the seed (the experiments' reruns use it too).
+        The training plan of the controls' values.
     """
     b1, b2, b3 = st.columns([1, 1, 3])
     b1.button(_("Quick preset"), key="lab_preset_quick", on_click=lab.apply_preset, args=("quick",),
@@ -198,4 +198,4 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> tuple[rules.Tra
     if lab.pop_reuse_notice():
         st.success(_("A model with exactly these settings on this text was trained before on this server: reusing "
                      "it."), icon=":material/recycling:")
-    return plan, seed
+    return plan

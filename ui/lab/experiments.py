@@ -1,14 +1,14 @@
-"""Section 6 of the Lab: the lesson's exercises as the shipped runs answer them, and live reruns of the older sets.
+"""Section 6 of the Lab: the lesson's exercises as the shipped runs answer them, and the reader's paired reruns.
 
 The answers come from ``assets/lab_exercises.json`` (``engine.lab.results.read_exercises``): per exercise a table
-of the runs, a table of the paired differences from the course model, one sentence per comparison chosen by its
-verdict, where along the window a difference comes from, the counting baseline, and for the runs without the
-mask their losses by position and samples. A reader's live rerun (few steps, one seed) is shown under them.
+of the runs, a table of the paired differences from the course model, the runs' validation loss during training
+(mean over the seeds), one sentence per comparison chosen by its verdict, where along the window a difference
+comes from, the counting baseline, and for the runs without the mask their losses by position and samples.
+Under each, the reader's paired rerun of one comparison (``ui.lab.rerun``).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +24,6 @@ from engine.corpus import Corpus
 from engine.figures import lab as figures
 from engine.gpt import SINUSOIDAL_SCALE
 from engine.lab import experiments as lab_experiments
-from engine.lab import settings as rules
 from engine.lab.experiments.measurement import SAMPLE_TEMPERATURE, SAMPLE_TOP_K
 from engine.lab.experiments.stats import ALPHA, POWER, paired_comparison
 from engine.lab.results import (
@@ -32,27 +31,25 @@ from engine.lab.results import (
     ExerciseRun,
     ExercisesFile,
     ExerciseSummary,
-    ExperimentResult,
+    History,
     PairedDifference,
     PositionCurve,
     Samples,
-    experiment_result,
 )
 from engine.sections import multi_head
 from engine.tokenizer import UNK
-from ui import gates, page, url
+from ui import gates, page
 from ui import positions as ui_positions
 from ui.i18n import _, current_language, ngettext
+from ui.lab import rerun as ui_rerun
 from ui.lab import shipped
 from ui.lab.corpus import baselines_for, shipped_corpus
 from ui.lab.session import LabSession
-from ui.lab.train import POLL_S
-from ui.lab.words import busy_text, eta_text, fill, nats_text, queued_text, run_name
+from ui.lab.verdicts import seeds_text, verdict_sentence
+from ui.lab.words import fill, run_name
 from ui.numbers import colon, integer, num, plotly_separators, semicolon
 from ui.questions import lab as lab_questions
 
-#: The exercises in the page's order, each with the older set a reader can rerun live beside it.
-RERUNS = {"heads": "heads", "positions": "positions", "no_mask": "causal"}
 #: The run every exercise compares with, as each exercise names it (``engine.lab.experiments.EXERCISES``).
 _COURSE = {"heads": "heads_4", "positions": positions.LEARNED.key, "no_mask": "causal"}
 #: Exercise run keys (``engine.lab.experiments.EXERCISE_RUNS``) -> the older sets' keys that ``run_name`` names
@@ -98,44 +95,6 @@ def exercise_run_name(exercise: str, key: str) -> str:
     if key == "course":
         return run_name(_COURSE.get(exercise, key))
     return run_name(_OLDER_KEYS.get(key, key))
-
-
-def seeds_text(seeds: Sequence[int]) -> str:
-    """"1, 2, 3" in the reader's number format."""
-    return ", ".join(integer(s) for s in seeds)
-
-
-def _interval_values(c: PairedDifference) -> dict:
-    low, high = c.t_interval if c.t_interval is not None else (math.nan, math.nan)
-    return {"seeds": seeds_text(c.seeds), "n": len(c.seeds), "mean": c.mean, "effect": abs(c.mean), "low": low,
-            "level": 1 - ALPHA,
-            "high": high, "detectable": c.detectable if c.detectable is not None else math.nan}
-
-
-def verdict_sentence(c: PairedDifference, run: str, reference: str) -> str:
-    """What one paired comparison supports, the sentence chosen by its verdict (``engine.lab.results.VERDICTS``).
-
-    Args:
-        c: run ``b`` against the reference ``a``, differences b − a over the seeds.
-        run, reference: the two configurations' names in the reader's language.
-    """
-    values = {"run": run, "reference": reference, **_interval_values(c)}
-    if c.verdict == VERDICTS[0]:
-        template = _("**{run}** is better than {reference}: its validation loss is lower by {effect:.3f} nats on "
-                     "average over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … "
-                     "{high:+.3f}).")
-    elif c.verdict == VERDICTS[1]:
-        template = _("**{run}** is worse than {reference}: its validation loss is higher by {effect:.3f} nats on "
-                     "average over the seeds {seeds} ({level:.0%} interval of the difference {low:+.3f} … "
-                     "{high:+.3f}).")
-    elif c.verdict == VERDICTS[2]:
-        template = _("**{run}** and {reference}: no difference these seeds can detect ({mean:+.3f} nats on average "
-                     "over the seeds {seeds}, {level:.0%} interval {low:+.3f} … {high:+.3f}, which holds 0); the "
-                     "smallest difference {n} seeds with this spread could have detected is {detectable:.3f} nats.")
-    else:
-        template = _("**{run}** against {reference}: {mean:+.3f} nats with the seed {seeds} only; one seed cannot "
-                     "tell a difference from the seed-to-seed spread.")
-    return fill(template, **values)
 
 
 def window_growth(runs: Sequence[ExerciseRun], references: Sequence[ExerciseRun],
@@ -315,6 +274,8 @@ class ExerciseWords:
     verdicts: tuple[tuple[str, str], ...]
     curves: figures.PositionCurvesLabels
     log_curves: figures.ByPositionLabels
+    training: figures.SeedCurvesLabels
+    log_training: figures.SeedCurvesLabels
 
 
 def exercise_words() -> ExerciseWords:
@@ -334,6 +295,12 @@ def exercise_words() -> ExerciseWords:
         log_curves=figures.ByPositionLabels(
             title=_("Validation loss by position, mean over the seeds"),
             position=_("position in the window (the last one is what generation uses)"),
+            loss=_("val loss (nats, log scale)"), separators=plotly_separators(), colon=colon()),
+        training=figures.SeedCurvesLabels(
+            title=_("Validation loss during training, mean over the seeds"), step=_("step"),
+            loss=_("val loss (nats)"), separators=plotly_separators(), colon=colon()),
+        log_training=figures.SeedCurvesLabels(
+            title=_("Validation loss during training, mean over the seeds"), step=_("step"),
             loss=_("val loss (nats, log scale)"), separators=plotly_separators(), colon=colon()))
 
 
@@ -397,6 +364,59 @@ def position_alt(exercise: ExerciseSummary) -> str:
                 seeds=seeds_text(exercise.seeds_complete), items=items)
 
 
+def exercise_histories(data: ExercisesFile, exercise: ExerciseSummary) -> list[tuple[str, tuple[ExerciseRun, ...]]]:
+    """(name in the reader's language, every seed's run) of each configuration of ``exercise`` the file holds, in the
+    exercise's order: the runs the tables average, whose loss curves the training chart draws."""
+    return [(exercise_run_name(exercise.name, key), data.runs_of(key)) for key in exercise.runs if data.runs_of(key)]
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def training_figure(histories: tuple[tuple[History, ...], ...], names: tuple[str, ...],
+                    seed_names: tuple[tuple[str, ...], ...], labels: figures.SeedCurvesLabels,
+                    bigram: tuple[tuple[str, float], ...], log_y: bool) -> go.Figure:
+    """The training chart of one exercise: each configuration's validation loss (nats) against the step, the mean
+    over its seeds solid and each seed faint (``figures.seed_curves_figure``), the bigram dashed; a log axis for
+    the runs without the mask, which end near 0."""
+    return figures.seed_curves_figure(histories, names, seed_names, labels, baselines=dict(bigram), log_y=log_y)
+
+
+def training_alt(data: ExercisesFile, exercise: ExerciseSummary, bigram: float | None) -> str:
+    """The training chart in words: each configuration's mean validation loss (nats) at the first and last
+    evaluation step, and the bigram's line."""
+    items = []
+    for name, runs in exercise_histories(data, exercise):
+        steps, means = figures.mean_val_curve([r.history for r in runs])
+        if steps:
+            items.append(fill(_("{run}: {first:.3f} at step {first_step}, {last:.3f} at step {last_step}"), run=name,
+                              first=means[0], first_step=integer(steps[0]), last=means[-1],
+                              last_step=integer(steps[-1])))
+    if not items:
+        return ""
+    seeds = sorted({r.seed for _name, runs in exercise_histories(data, exercise) for r in runs})
+    text = fill(_("Chart of the validation loss against the optimizer step during training, mean over the seeds "
+                  "{seeds}: {items}."), seeds=seeds_text(seeds), items=semicolon().join(items))
+    if bigram is None:
+        return text
+    return text + " " + fill(_("The dashed line is the bigram's {bigram:.3f} nats."), bigram=bigram)
+
+
+def show_training(data: ExercisesFile, exercise: ExerciseSummary, words: ExerciseWords, bigram: float | None,
+                  line: tuple[tuple[str, float], ...]) -> None:
+    """The shipped runs' training curves of one exercise, with what their points are."""
+    shown = exercise_histories(data, exercise)
+    if not any(r.history.step for _name, runs in shown for r in runs):
+        return
+    log_y = exercise.name == "no_mask"
+    figure = training_figure(tuple(tuple(r.history for r in runs) for _name, runs in shown),
+                             tuple(name for name, _runs in shown),
+                             tuple(tuple(fill(_("seed {seed}"), seed=r.seed) for r in runs) for _name, runs in shown),
+                             words.log_training if log_y else words.training, line, log_y)
+    st.caption(_("How the runs trained: each point is the trainer's estimate of the validation loss on a few "
+                 "validation batches at that evaluation, so it differs slightly from the table's loss over the whole "
+                 "validation split. Thick line: the mean over the seeds; thin lines: each seed."))
+    st.plotly_chart(figure, key=f"lab_exercise_{exercise.name}_training", alt=training_alt(data, exercise, bigram))
+
+
 def _one_line(text: str) -> str:
     """A sample on one line: " / " for a line break, " // " for blank lines."""
     return re.sub(r"\n+", lambda m: " / " if len(m.group()) == 1 else " // ", text)
@@ -449,7 +469,8 @@ def budget_caption(data: ExercisesFile, exercise: ExerciseSummary) -> str:
 
 
 def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Baselines | None) -> None:
-    """One exercise's answer: the tables, the verdicts, where along the window, the bigram, the chart, samples."""
+    """One exercise's answer: the tables, the training curves, the verdicts, where along the window, the bigram,
+    the loss-by-position chart, samples."""
     words = exercise_words()
     runs_table, pairs_table = exercise_tables(data, exercise, words)
     st.caption(budget_caption(data, exercise))
@@ -459,6 +480,9 @@ def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Bas
         st.caption(fill(_("Paired by seed: Δ is a run's validation loss minus that of {reference} with the same seed "
                           "(negative: lower, better)."), reference=reference))
         page.static_table(pairs_table)
+    bigram = None if baselines is None else baselines.bigram.val_nats
+    line = () if bigram is None else ((fill(_("bigram (val {nats:.2f})"), nats=bigram), bigram),)
+    show_training(data, exercise, words, bigram, line)
     curves = {c.key: c for c in exercise.by_position}
     lines = []
     for c in exercise.comparisons:
@@ -469,7 +493,6 @@ def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Bas
         along = along_window_sentence(c, curves[c.b], name, reference, growth) if c.b in curves else None
         if along is not None:
             lines.append(along)
-    bigram = None if baselines is None else baselines.bigram.val_nats
     if exercise.name == "no_mask":
         lines = no_mask_sentences(exercise, bigram)
     elif bigram is not None:
@@ -484,7 +507,6 @@ def show_exercise(data: ExercisesFile, exercise: ExerciseSummary, baselines: Bas
         heads_details([data.runs_of(key)[0].params for key in exercise.runs if data.runs_of(key)])
     names = tuple(exercise_run_name(exercise.name, c.key) for key in exercise.runs for c in exercise.by_position
                   if c.key == key)
-    line = () if bigram is None else ((fill(_("bigram (val {nats:.2f})"), nats=bigram), bigram),)
     if names:
         st.plotly_chart(position_figure(exercise, names, words, line), key=f"lab_exercise_{exercise.name}_positions",
                         alt=position_alt(exercise))
@@ -533,163 +555,33 @@ def method_caption() -> None:
                     level=1 - ALPHA, alpha=ALPHA, power=POWER))
 
 
-# --- a reader's live rerun of one of the older sets (one seed, few steps) ------------------------------------------
-
-@dataclass(frozen=True)
-class TableWords:
-    """The live rerun table's column names and the curves' words, in the reader's language."""
-
-    run: str
-    params: str
-    train: str
-    val: str
-    ppl: str
-    last: str
-    s: str
-    curves: figures.CurvesLabels
-
-
-def table_words() -> TableWords:
-    """The words of :func:`experiment_view`."""
-    return TableWords(
-        run=_("run"), params=_("params"), train=_("train"), val=_("val"), ppl=_("val perplexity"),
-        last=_("val, last pos."), s=_("s"),
-        curves=figures.CurvesLabels(title=_("val loss (solid) and train loss (dotted)"), val=_("val"),
-                                    train=_("train"), step=_("step"), loss=_("loss (nats)"),
-                                    separators=plotly_separators(), colon=colon()))
-
-
-@st.cache_resource(show_spinner=False, max_entries=32)
-def experiment_view(experiment: ExperimentResult, names: tuple[str, ...], words: TableWords,
-                    baselines: tuple[tuple[str, float, float], ...]) -> tuple[go.Figure, pd.DataFrame]:
-    """The curves figure and the table of one live rerun, every cell written in the reader's number format.
-
-    ``baselines``: (label, train, val nats) of the counting baselines, drawn as dashed lines.
-    """
-    w = words
-    table = pd.DataFrame([{w.run: name, w.params: integer(r.params), w.train: num(r.train_loss, 3),
-                           w.val: num(r.val_loss, 3), w.ppl: num(math.exp(r.val_loss), 1),
-                           w.last: num(r.last_position_loss, 3), w.s: num(r.wall_s, 0)}
-                          for r, name in zip(experiment.runs, names, strict=True)])
-    figure = figures.experiment_curves([r.history for r in experiment.runs], names, w.curves,
-                                       baselines={label: val_nats for label, _train, val_nats in baselines})
-    return figure, table
-
-
-def show_experiment(experiment: ExperimentResult, key: str, baselines: Baselines | None = None) -> None:
-    """Curves and table of one live rerun, one above the other, with the counting baselines."""
-    names = tuple(run_name(r.key) for r in experiment.runs)
-    w = table_words()
-    rows = () if baselines is None else (
-        (_("unigram (counting)"), baselines.unigram.train_nats, baselines.unigram.val_nats),
-        (_("bigram (counting)"), baselines.bigram.train_nats, baselines.bigram.val_nats))
-    figure, table = experiment_view(experiment, names, w, rows)
-    st.plotly_chart(figure, key=f"{key}_curves", alt=fill(
-        _("Chart of the loss against the step for each run of your rerun: {items}."), items=semicolon().join(
-            fill(_("{run}: val {val:.3f} at step {step}"), run=name, val=r.history.val_loss[-1],
-                 step=r.history.step[-1]) for name, r in zip(names, experiment.runs, strict=True)
-            if r.history.step)))
-    st.caption(_("Final losses in nats; “val” is measured on the same validation windows for every run, “val, last "
-                 "pos.” at the last position of the window only (the one generation uses); s is the wall time of "
-                 "the run. The counting baselines score the same split."))
-    page.static_table(table)
-    if baselines is not None:
-        st.markdown(fill(_("Counting on the same split (the dashed lines): unigram {uni}; bigram {bi}."),
-                         uni=nats_text(baselines.unigram.val_nats), bi=nats_text(baselines.bigram.val_nats)))
-
-
-def show_causal_details(shown: ExperimentResult) -> None:
-    """The live no-mask rerun's per-position losses and samples."""
-    names = [run_name(r.key) for r in shown.runs]
-    st.plotly_chart(figures.loss_by_position_figure([r.loss_by_position for r in shown.runs], names,
-                                                    exercise_words().log_curves), key="lab_exp_positions_loss",
-                    alt=fill(_("Chart of the validation loss at each position of the window for each run of your "
-                               "rerun: {items}."), items=semicolon().join(
-                        fill(_("{run}: {final:.3f}"), run=name, final=r.loss_by_position[-1])
-                        for name, r in zip(names, shown.runs, strict=True))))
-    for r, name in zip(shown.runs, names, strict=True):
-        st.markdown(fill(
-            _("{run}: val loss over positions 0 … {last} **{mean:.3f}** · at the last position **{final:.3f}**"),
-            run=name, last=max(0, len(r.loss_by_position) - 2), mean=_other_positions(r.loss_by_position),
-            final=r.loss_by_position[-1]))
-    show_samples([(name, r.samples) for r, name in zip(shown.runs, names, strict=True) if r.samples is not None])
-
-
-def rerun_panel(lab: LabSession, name: str) -> None:
-    """Progress of a live rerun of one experiment (polled while it runs)."""
-    job = lab.rerun_job(name)
-    if job is None:
-        return
-    snap = job.snapshot()
-    if snap.state == "queued":
-        st.info(queued_text(snap), icon=":material/hourglass_top:")
-    elif snap.state == "running":
-        st.progress(snap.fraction, text=fill(_("run {index} of {count} ({run}): step {step} / {steps} · {eta}"),
-            index=snap.run_index + 1, count=snap.run_count, run=run_name(snap.run_key), step=snap.step,
-            steps=snap.steps, eta=eta_text(snap.eta_s)))
-        st.button(_("Stop"), key=f"lab_stop_experiment_{name}", on_click=job.stop)
-    elif snap.state == "error":
-        st.error(fill(_("The rerun failed: {error}"), error=snap.error))
-    elif snap.state == "stopped":
-        st.warning(_("Rerun stopped; nothing was kept."))
-    if lab.collect_rerun(name):
-        st.rerun()
-
-
-def rerun(lab: LabSession, name: str, corpus: Corpus | None, seed: int, steps: int) -> None:
-    """The live rerun of the older set ``name``: its result when there is one, its button and its progress."""
-    live = lab.live_result(name)
-    if live is not None:
-        shown = experiment_result(live)
-        st.caption(fill(_("Your live rerun: {steps} steps of batch {batch} on {corpus}."), steps=shown.steps,
-                        batch=shown.batch_size, corpus=shown.corpus))
-        show_experiment(shown, f"lab_exp_{name}", baselines_for(shipped_corpus(shown.corpus, corpus)))
-        if name == "heads":
-            heads_details([r.params for r in shown.runs])
-        if name == "causal":
-            show_causal_details(shown)
-    running = lab.rerunning(name)
-    if st.button(fill(_("Rerun live with {steps} steps per run (batch {batch})"), steps=steps,
-                      batch=rules.RERUN_BATCH),
-                 key=f"lab_rerun_experiment_{name}", disabled=running or corpus is None,
-                 icon=":material/replay:") and not running:
-        if corpus is not None and corpus.max_block_size >= rules.RERUN_BLOCK_SIZE:
-            lab.start_rerun(name, corpus, steps, seed)
-            st.rerun()  # redraw with the button disabled and the progress polling
-        else:
-            st.error(fill(_("This text is too short for the course model's block_size of {block}."),
-                          block=integer(rules.RERUN_BLOCK_SIZE)))
-    with page.slot():  # a note that comes and goes keeps the fragment below in its place
-        if lab.pop_busy_notice(name):
-            st.warning(busy_text(), icon=":material/tab:")
-    st.fragment(run_every=POLL_S if running else None)(rerun_panel)(lab, name)
-
-
-def experiments_section(lab: LabSession, corpus: Corpus | None, seed: int) -> None:
-    """Every exercise: the shipped runs' answer, then a live rerun of the matching older set and its progress.
+def experiments_section(lab: LabSession, corpus: Corpus | None) -> None:
+    """Every exercise: the shipped runs' answer behind its question, then the reader's paired rerun of one of its
+    comparisons (``ui.lab.rerun``).
 
     Args:
-        lab: this reader's state (live reruns).
+        lab: this reader's state (paired reruns).
         corpus: the training text chosen in section 1 (reruns train on it), or None.
-        seed: the seed of section 2's controls (the reruns' seed).
     """
     data, unreadable = shipped.exercises()
     if unreadable:
         st.warning(_("The shipped results file cannot be read."))
     if data is None:
-        st.info(_("No precomputed results ship with this copy: run `python -m engine.lab.experiments` or rerun "
-                  "below."))
+        st.info(_("No precomputed results ship with this copy: run `python -m engine.lab.experiments`, or rerun a "
+                  "comparison below."))
     else:
         exercises_notes(data)
     baselines = None if data is None else baselines_for(shipped_corpus(data.corpus, corpus))
-    rerun_steps = url.int_input(st, _("steps per run for a live rerun"), *rules.RERUN_STEPS, step=10, value=100,
-                                key="lab_rerun_steps")
-    for name, older in RERUNS.items():
+    own_baselines = None if corpus is None else baselines_for(corpus)
+    steps = ui_rerun.steps_control()
+    for name in lab_experiments.EXERCISES:
         st.markdown(f"#### {exercise_title(name)}")
         if name == "no_mask":
             page.prose("causal")
         exercise = None if data is None else data.exercise(name)
         asked = lab_questions.BY_EXERCISE.get(name)
-        if exercise is not None and (asked is None or gates.gate(asked, **lab_questions.FACTS[name](data))):
+        revealed = exercise is not None and (asked is None or gates.gate(asked, **lab_questions.FACTS[name](data)))
+        if revealed:
             show_exercise(data, exercise, baselines)
-        rerun(lab, older, corpus, seed, rerun_steps)
+        names = {key: exercise_run_name(name, key) for key in lab_experiments.EXERCISES[name].runs}
+        ui_rerun.rerun(lab, name, data, corpus, steps, names, revealed, own_baselines)

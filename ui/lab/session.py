@@ -3,7 +3,7 @@
 :class:`LabSession` wraps ``st.session_state`` with typed
 accessors: this reader's training job and whether its model was collected, the reader's own
 model and which model the page uses, the uploaded text and checkpoint read once per content, the
-experiments' live reruns. The page's sections receive a ``LabSession`` and never touch
+exercises' paired reruns. The page's sections receive a ``LabSession`` and never touch
 ``st.session_state`` themselves (``tests/test_architecture.py`` checks it). Widgets keep their own
 keys (``key="lab_n_layer"`` ...), which the URL binding and the tests use.
 
@@ -27,7 +27,9 @@ from engine.baselines import Baselines
 from engine.checkpoint import CheckpointError
 from engine.corpus import Corpus
 from engine.lab import settings as rules
-from engine.lab.jobs import ExperimentJob, TrainingJob
+from engine.lab.experiments import rerun as lab_rerun
+from engine.lab.experiments.rerun import PairedRerun
+from engine.lab.jobs import PairedRerunJob, TrainingJob
 from engine.lab.models import LabModel, UploadResult
 from engine.lab.runner import BrowserBusy, LabRunner
 from engine.presets import PRESETS
@@ -237,38 +239,40 @@ class LabSession:
         })
 
     # --- experiment reruns ---------------------------------------------------------------------------------------
-    def rerun_job(self, name: str) -> ExperimentJob | None:
-        """The live rerun of experiment ``name`` this session started and has not collected."""
-        return self._state.get(_EXP_JOBS, {}).get(name)
+    def rerun_job(self, exercise: str) -> PairedRerunJob | None:
+        """The paired rerun of ``exercise`` this session started and has not collected."""
+        return self._state.get(_EXP_JOBS, {}).get(exercise)
 
-    def rerunning(self, name: str) -> bool:
-        """True while the live rerun of ``name`` is queued or running."""
-        job = self.rerun_job(name)
+    def rerunning(self, exercise: str) -> bool:
+        """True while the paired rerun of ``exercise`` is queued or running."""
+        job = self.rerun_job(exercise)
         return job is not None and not job.snapshot().finished
 
-    def start_rerun(self, name: str, corpus, steps: int, seed: int) -> None:
-        """Reruns experiment ``name`` in the background, or takes the runner's cached result at once (none while
-        this browser has another training queued or running: :meth:`pop_busy_notice`)."""
+    def start_rerun(self, exercise: str, key: str, corpus, steps: int) -> None:
+        """Reruns the comparison of ``key`` with the exercise's reference in the background (``rerun_budget(steps)``
+        and the seeds ``RERUN_SEEDS`` of ``engine.lab.experiments.rerun``), or takes the runner's cached result at
+        once (none while this browser has another training queued or running: :meth:`pop_busy_notice`)."""
         try:
-            job, cached = self.runner.submit_experiment(name, corpus, steps, rules.RERUN_BATCH, seed,
-                                                        owner_alive=owner_alive(), browser_id=browser_id())
+            job, cached = self.runner.submit_rerun(
+                exercise, key, corpus, lab_rerun.rerun_budget(steps), lab_rerun.RERUN_SEEDS,
+                lab_rerun.RERUN_VAL_WINDOWS, owner_alive=owner_alive(), browser_id=browser_id())
         except BrowserBusy:
-            self._state.setdefault(_BUSY, set()).add(name)
+            self._state.setdefault(_BUSY, set()).add(exercise)
             return
         if cached is not None:
-            self._state.setdefault(_EXP_LIVE, {})[name] = cached
+            self._state.setdefault(_EXP_LIVE, {})[exercise] = cached
         else:
-            self._state.setdefault(_EXP_JOBS, {})[name] = job
+            self._state.setdefault(_EXP_JOBS, {})[exercise] = job
 
-    def collect_rerun(self, name: str) -> bool:
-        """A finished rerun's result becomes the experiment's live result; True when one was collected."""
-        job = self.rerun_job(name)
+    def collect_rerun(self, exercise: str) -> bool:
+        """A finished rerun's result becomes the exercise's live result; True when one was collected."""
+        job = self.rerun_job(exercise)
         if job is None or not job.snapshot().finished or job.result is None:
             return False
-        self._state.setdefault(_EXP_LIVE, {})[name] = job.result
-        del self._state[_EXP_JOBS][name]
+        self._state.setdefault(_EXP_LIVE, {})[exercise] = job.result
+        del self._state[_EXP_JOBS][exercise]
         return True
 
-    def live_result(self, name: str) -> dict | None:
-        """The latest live rerun of experiment ``name`` (``run_experiment``'s dict), or None."""
-        return self._state.get(_EXP_LIVE, {}).get(name)
+    def live_result(self, exercise: str) -> PairedRerun | None:
+        """The latest paired rerun of ``exercise`` this session finished, or None."""
+        return self._state.get(_EXP_LIVE, {}).get(exercise)

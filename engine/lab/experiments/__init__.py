@@ -7,6 +7,8 @@
 * :mod:`~engine.lab.experiments.stats`: paired comparisons over seeds (and the older sets' mean/std screen);
 * :mod:`~engine.lab.experiments.store`: the results file, written atomically after every run, read to resume;
 * :mod:`~engine.lab.experiments.workers`: the worker processes, one per run, ``--jobs`` at a time;
+* :mod:`~engine.lab.experiments.rerun`: the Lab page's paired rerun of one comparison of an exercise, at a
+  budget one reader's training can take (run in the background by ``engine.lab.jobs.PairedRerunJob``);
 * ``__main__``: ``python -m engine.lab.experiments`` (``--help``).
 
 Each module imports only those listed before it. The exercises (:data:`EXERCISES`):
@@ -22,8 +24,7 @@ Each module imports only those listed before it. The exercises (:data:`EXERCISES
 
 The files' names and formats, and their readers, are ``engine.lab.results``'s (re-exported here for the
 callers of the older sets). The older sets (:data:`EXPERIMENTS`, the dropout runs) are trained by
-:func:`run_experiment`: the Lab page reruns :data:`EXPERIMENTS` in the background, and the dropout runs are
-shipped in ``lab_dropout.json``.
+:func:`run_experiment`; the dropout runs are shipped in ``lab_dropout.json``.
 Nothing here holds a sentence for the reader: results are data and stable keys.
 """
 

@@ -2,8 +2,8 @@
 
 Two sets live here:
 
-* :data:`EXPERIMENTS` (and :data:`PRESET_EXPERIMENTS`): the older sets, which the Lab's page reruns in the
-  background (``engine.lab.jobs``), and the dropout runs behind the shipped ``assets/lab_dropout.json``
+* :data:`EXPERIMENTS` (and :data:`PRESET_EXPERIMENTS`): the older sets (one seed each, no shared starting
+  weights), and the dropout runs behind the shipped ``assets/lab_dropout.json``
   (format ``lab-experiments/3``);
 * :data:`EXERCISES`: the lesson's exercises 2 and 3 at the budget :data:`EXERCISE_BUDGET`, plus the runs
   without the causal mask, trained by ``python -m engine.lab.experiments`` into
@@ -140,15 +140,21 @@ class Exercise:
         name: stable key ("heads", "positions", "no_mask").
         runs: keys of :data:`EXERCISE_RUNS`, in the order a table lists them; ``reference`` among them.
         reference: the run every other one is compared with.
+        measure: the loss a rerun's paired comparison reads (``rerun.RerunRun.measured``): ``"val_loss"``, the
+            mean over the window's positions, or ``"last_position"``, where a model without the causal mask
+            cannot read its target.
     """
 
     name: str
     runs: tuple[str, ...]
     reference: str = "course"
+    measure: str = "val_loss"
 
     def __post_init__(self) -> None:
         if self.reference not in self.runs or not set(self.runs) <= set(EXERCISE_RUNS):
             raise ValueError(f"exercise {self.name!r}: runs must be keys of EXERCISE_RUNS and hold the reference")
+        if self.measure not in ("val_loss", "last_position"):
+            raise ValueError(f"exercise {self.name!r}: measure must be 'val_loss' or 'last_position'")
 
 
 #: Lesson 000/002 exercise 2 (1, 4, 8 heads at n_embd 128), exercise 3 (position encodings, 4 heads; ALiBi, Press et al.
@@ -157,7 +163,7 @@ class Exercise:
 EXERCISES: dict[str, Exercise] = {
     "heads": Exercise("heads", ("heads_1", "course", "heads_8")),
     "positions": Exercise("positions", ("pos_none", "course", "pos_sinusoidal", "pos_rope", "pos_alibi")),
-    "no_mask": Exercise("no_mask", ("course", "no_mask_learned", "no_mask_rope")),
+    "no_mask": Exercise("no_mask", ("course", "no_mask_learned", "no_mask_rope"), measure="last_position"),
 }
 
 

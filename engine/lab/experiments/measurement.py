@@ -1,9 +1,8 @@
 """Training one run and measuring it: the loss over the whole validation split, by position, and samples.
 
 :func:`measure_task` is what one worker of ``python -m engine.lab.experiments`` does for one run of the
-exercises. :func:`train_run` and :func:`run_experiment` train the older sets (``definitions.EXPERIMENTS``), which
-the Lab page reruns in the background; they measure on a fixed sample of validation windows
-(:func:`loss_by_position`).
+exercises. :func:`train_run` and :func:`run_experiment` train the older sets (``definitions.EXPERIMENTS``); they
+measure on a fixed sample of validation windows (:func:`loss_by_position`).
 """
 
 from __future__ import annotations
