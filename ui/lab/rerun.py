@@ -51,10 +51,11 @@ def shipped_comparison(data: ExercisesFile, exercise: str, key: str) -> PairedDi
 def budget_sentence(plan: lab_rerun.RerunPlan, data: ExercisesFile | None) -> str:
     """What the rerun trains and measures, how that differs from the shipped runs, and its time estimate."""
     b = plan.budget
-    text = fill(_("Your rerun: the seeds {seeds} × 2 runs (the course model and the configuration you pick) of {steps} "
-                  "steps of batch {batch}, so {windows} windows per run, each measured on the first {val} windows of "
-                  "the validation split."), seeds=seeds_text(lab_rerun.RERUN_SEEDS), steps=integer(b.steps),
-                batch=b.batch_size, windows=integer(b.steps * b.batch_size), val=integer(lab_rerun.RERUN_VAL_WINDOWS))
+    text = fill(_("Your rerun: for each of the seeds {seeds}, two runs (the course model and the configuration you "
+                  "pick) of {steps} steps of batch {batch}, so {windows} windows per run, each measured on the first "
+                  "{val} windows of the validation split."), seeds=seeds_text(lab_rerun.RERUN_SEEDS),
+                steps=integer(b.steps), batch=b.batch_size, windows=integer(b.steps * b.batch_size),
+                val=integer(lab_rerun.RERUN_VAL_WINDOWS))
     if data is not None:
         text += " " + fill(_("The shipped runs trained {steps} steps of batch {batch} ({windows} windows, {factor} "
                              "times yours) and were measured on the whole split."), steps=integer(data.steps),
