@@ -196,8 +196,8 @@ def rerun(lab: LabSession, exercise: str, data: ExercisesFile | None, corpus: Co
     """
     st.markdown("**" + _("Rerun one comparison yourself") + "**")
     options = comparable(exercise)
-    key = st.selectbox(_("configuration to compare with the course model"), options, format_func=names.get,
-                       key=f"lab_rerun_{exercise}_run")
+    key = st.selectbox(_("configuration to compare with the course model"), options,
+                       format_func=lambda k: names.get(k, k), key=f"lab_rerun_{exercise}_run")
     plan = lab_rerun.plan_rerun(exercise, key, corpus, steps)
     st.caption(budget_sentence(plan, data))
     running = lab.rerunning(exercise)
