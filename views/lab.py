@@ -55,7 +55,7 @@ page.show_code(internals.attention_maps, internals.position_tables)
 
 page.prose("experiments")
 experiments.experiments_section(lab, text)
-page.show_code(lab_rerun.paired_rerun, lab_experiments.paired_model, lab_experiments.split_loss)
+page.show_code(lab_rerun.paired_rerun, lab_rerun.comparable, lab_experiments.paired_model, lab_experiments.split_loss)
 
 page.check_yourself()
 notebook.download_button(plan=plan, corpus=text)

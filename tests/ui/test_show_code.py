@@ -97,7 +97,8 @@ EXEMPT: dict[str, str] = {
     "engine.sampling.new_cache": "allocates the KV cache, one key and value tensor per block",
     "engine.sampling.forward_cached": "the forward pass that reads and extends the KV cache",
     "engine.sampling._reuses_cache": "whether the next step can extend the cache or must rebuild it",
-    "engine.gpt.config_params": "the parameter count of a configuration, without building the model",
+    "engine.lab.experiments.stats.paired_comparison": "the paired t test over seeds, whose method the page states",
+    "engine.presets.preset": "the course's named model sizes, a record the Lab's controls show",
     "engine.gpt._linear_shapes": "the weight and bias shapes of one nn.Linear(d_in, d_out)",
     "engine.lab.generation.banned_ids": "the ids generation never emits (the unknown token's)",
     "engine.lab.poem_forms.poem_rule": "the punctuation rule of a five- or seven-character poem line",
@@ -105,7 +106,6 @@ EXEMPT: dict[str, str] = {
     "engine.lab.internals._last_forward": "the eval-mode forward of the prompt, with the attention weights",
     "engine.lab.internals._initial_position_table": "the position table of the same model before training",
     "engine.lab.internals._neighbour_sim": "the mean cosine similarity of neighbouring positions",
-    "engine.lab.experiments.measurement.samples": "greedy and sampled continuations of the lesson's prompt",
     "engine.lab.jobs.TrainingJob": "the training thread the runner starts (its _work is shown)",
     "engine.lab.runner.LabRunner.lookup": "finds a running or finished job by its key",
 }
