@@ -44,7 +44,7 @@ def _number(value: float, spec: str, lang: str) -> str:
         text = format(value, "g" if kind == "g" else "").replace(".", _decimal_sign(lang))
         if text.startswith("-"):  # the sign as ui.numbers writes it; an exponent keeps its hyphen (1e-05)
             text = MINUS + text[1:]
-    if m["sign"] and value >= 0:
+    if m["sign"] and not text.startswith(MINUS):  # -0.0 is written with its minus and needs no plus
         text = "+" + text
     if m["zero"] and m["width"]:
         text = text.rjust(int(m["width"]), "0")
