@@ -15,10 +15,8 @@ import streamlit as st
 from engine import budget
 from engine.baselines import Baselines
 from engine.corpus import Corpus
-from engine.lab.experiments import EXERCISES
 from engine.lab.experiments import rerun as lab_rerun
-from engine.lab.experiments.rerun import PairedRerun, comparable
-from engine.lab.experiments.stats import paired_comparison
+from engine.lab.experiments.rerun import PairedRerun, comparable, shipped_comparison
 from engine.lab.results import ExercisesFile, PairedDifference
 from ui import page, url
 from ui.i18n import _
@@ -31,21 +29,6 @@ from ui.numbers import integer, num
 
 #: The key of the steps control every exercise's rerun shares.
 STEPS_KEY = "lab_rerun_steps"
-
-
-def shipped_comparison(data: ExercisesFile, exercise: str, key: str) -> PairedDifference | None:
-    """The shipped runs' paired comparison of ``key`` with the exercise's reference, on the measure the rerun uses
-    (``Exercise.measure``): the file's own comparison for the mean loss, computed from the runs' last-position losses
-    for ``"last_position"``; None when the file has no such pair."""
-    ex = EXERCISES[exercise]
-    if ex.measure == "val_loss":
-        summary = data.exercise(exercise)
-        return None if summary is None else next((c for c in summary.comparisons if c.b == key), None)
-    ref = {r.seed: r.val_loss_by_position[-1] for r in data.runs_of(ex.reference)}
-    run = {r.seed: r.val_loss_by_position[-1] for r in data.runs_of(key)}
-    if not set(ref) & set(run):
-        return None
-    return paired_comparison(ex.reference, key, ref, run)
 
 
 def budget_sentence(plan: lab_rerun.RerunPlan, data: ExercisesFile | None) -> str:
@@ -118,13 +101,12 @@ def verdict_lines(result: PairedRerun, shipped: PairedDifference | None, names: 
     elif shipped is not None and not revealed:
         lines.append(_("Answer the question above to see the shipped runs' verdict beside yours."))
     if result.measure == "last_position":
-        others = {k: sum(r.other_positions_loss for r in result.runs if r.key == k) / len(result.seeds)
-                  for k in (result.reference, result.key)}
+        others = {k: result.mean_of(k, "other_positions_loss") for k in (result.reference, result.key)}
         lines.append(fill(_("Over the positions before the last, {run} scores {loss:.3f} nats and {reference} "
                             "{ref_loss:.3f}: there, without the mask, the target is in view."), run=run,
                           loss=others[result.key], reference=reference, ref_loss=others[result.reference]))
     if baselines is not None:
-        mean = sum(r.val_loss for r in result.runs) / len(result.runs)
+        mean = (result.mean_of(result.reference, "val_loss") + result.mean_of(result.key, "val_loss")) / 2
         bigram = baselines.bigram.val_nats
         template = (_("After {steps} steps, the runs average {loss:.3f} nats over every position, above the bigram's "
                       "{bigram:.3f} on the whole split: these are models early in their training.") if mean > bigram

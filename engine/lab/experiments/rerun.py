@@ -31,7 +31,7 @@ from engine.lab.experiments.definitions import EXERCISE_BUDGET, EXERCISE_RUNS, E
 from engine.lab.experiments.measurement import paired_model, split_loss
 from engine.lab.experiments.stats import paired_comparison
 from engine.lab.models import corpus_fingerprint
-from engine.lab.results import PairedDifference
+from engine.lab.results import ExercisesFile, PairedDifference
 from engine.lab.settings import Problem
 from engine.presets import PRESETS, preset
 from engine.training import Callbacks, train
@@ -126,6 +126,12 @@ class PairedRerun:
             if r.key == key and r.seed == seed:
                 return r
         raise KeyError(f"no run {key!r} with seed {seed}")
+
+    def mean_of(self, key: str, field: str) -> float:
+        """The mean over the finished seeds of one loss ``field`` of :class:`RerunRun` (nats) for configuration
+        ``key``."""
+        values = [getattr(r, field) for r in self.runs if r.key == key]
+        return sum(values) / len(values)
 
 
 def comparable(exercise: str) -> tuple[str, ...]:
@@ -308,3 +314,19 @@ def plan_rerun(exercise: str, key: str, corpus: Corpus | None, steps: int) -> Re
         measuring = caps.estimate(config, RERUN_VAL_WINDOWS, 1).step_flops / 3 / caps.FLOPS_PER_S  # forward only
         seconds += (estimate.seconds + measuring) * len(RERUN_SEEDS)
     return RerunPlan(plan, runs, memory, seconds, tuple(problems))
+
+
+def shipped_comparison(data: ExercisesFile, exercise: str, key: str) -> PairedDifference | None:
+    """The shipped runs' paired comparison of ``key`` with the exercise's reference (``data``:
+    ``engine.lab.results.read_exercises``), on the measure the rerun uses (``Exercise.measure``): the file's own
+    comparison for the mean loss, computed from the runs' last-position losses for ``"last_position"``; None when
+    the file has no such pair."""
+    ex = EXERCISES[exercise]
+    if ex.measure == "val_loss":
+        summary = data.exercise(exercise)
+        return None if summary is None else next((c for c in summary.comparisons if c.b == key), None)
+    ref = {r.seed: r.val_loss_by_position[-1] for r in data.runs_of(ex.reference)}
+    run = {r.seed: r.val_loss_by_position[-1] for r in data.runs_of(key)}
+    if not set(ref) & set(run):
+        return None
+    return paired_comparison(ex.reference, key, ref, run)
