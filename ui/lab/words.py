@@ -99,8 +99,8 @@ def plain(text: str) -> str:
 
 def compact(n: int, lang: str | None = None) -> str:
     """A count short enough for a metric tile, in the language's short form (CLDR's, through Babel):
-    ``3.27M`` / ``357.3K`` (en), ``3,27 M`` / ``357,3 k`` (fr), ``3,27 Mio.`` (de). Where the language writes a
-    count whole (German thousands: ``357.295``), it is written whole with the group separator.
+    ``3.27M`` / ``357.48K`` (en), ``3,27 M`` / ``357,48 k`` (fr), ``3,27 Mio.`` (de). Where the language writes a
+    count whole (German thousands: ``357.482``), it is written whole with the group separator.
     """
     code = lang or current_language()
     short = format_compact_decimal(int(n), format_type="short", fraction_digits=2, locale=code)
@@ -117,7 +117,7 @@ def upload_help(mb: int) -> str:
 
 
 def nats_text(nats: float) -> str:
-    """"4.054 nats (perplexity 57.6)"."""
+    """"4.086 nats (perplexity 59.5)"."""
     return fill(_("{nats:.3f} nats (perplexity {ppl:,.1f})"), nats=nats, ppl=math.exp(min(nats, 50.0)))
 
 
