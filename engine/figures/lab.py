@@ -615,7 +615,7 @@ def next_char_figure(
     One row per candidate, the most likely on top (rows stay readable at phone width). Each slider
     step replaces the bars' lengths with a precomputed distribution (``restyle``, in the browser, no
     rerun): the temperature slider's rows keep the page's top-k, the top-k slider's rows keep the
-    page's temperature. The sampled character's bar has its own colour and a label.
+    page's temperature. The sampled character's bar has its own colour, keyed in a row below the bars.
 
     Args:
         candidates: the C characters, most likely first.
@@ -653,16 +653,18 @@ def next_char_figure(
                            textposition="outside", cliponaxis=False,
                            hovertemplate="%{customdata[0]}" + labels.colon + "%{customdata[1]:.2f}" + suffix
                            + "<extra></extra>"))
-    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=ticks, autorange="reversed", title_text=labels.y,
-                     tickfont=dict(size=14))
+    # one row more than the bars, below them, for the sampled character's key: beside its bar, the key met
+    # the bar's own percentage whenever the sampled character was the likely one
+    fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=ticks, range=[n + 0.5, -0.5], autorange=False,
+                     title_text=labels.y, tickfont=dict(size=14))
     shares = (0.0, 0.25, 0.5, 0.75, 1.0)
     fig.update_xaxes(title_text=labels.x, tickmode="array", tickvals=shares,
                      ticktext=[f"{round(100 * v)}{suffix}" for v in shares], range=[0, 1.15], gridcolor="#eee",
                      side="top")
-    fig.add_annotation(x=1.0, xanchor="right", y=sampled, text=labels.sampled.format(char=ticks[sampled]),
+    fig.add_annotation(x=0, xanchor="left", y=n, text="■ " + labels.sampled.format(char=ticks[sampled]),
                        showarrow=False, font=dict(color=SAMPLED_COLOR, size=12))
     top, bottom = (90 if labels.title else 60), 190
-    plot_h = row_px * n  # px of the plotting area; the sliders sit below it, in paper units
+    plot_h = row_px * (n + 1)  # px of the plotting area (the bars and the key's row); the sliders sit below it
 
     def slider(values, rows_p, prefix, active, px_below):
         steps = [dict(method="restyle", label=str(label),

@@ -940,7 +940,9 @@ def test_next_char_figure_has_two_sliders_over_the_precomputed_rows(trained):
     assert list(fig.layout.yaxis.ticktext) == list(view.candidates)
     colors = list(fig.data[0].marker.color)
     assert colors[view.sampled] == LF.SAMPLED_COLOR and colors.count(LF.SAMPLED_COLOR) == 1
-    assert fig.layout.annotations[0].text == f"S {view.candidates[view.sampled]}"
+    key = fig.layout.annotations[0]
+    assert key.text == f"■ S {view.candidates[view.sampled]}" and key.font.color == LF.SAMPLED_COLOR
+    assert key.y == len(view.candidates) and list(fig.layout.yaxis.range) == [len(view.candidates) + 0.5, -0.5]
     # the bars' percentages are written from customdata, which each slider step replaces with its own rows
     percents = [row[1] for row in fig.data[0].customdata]
     assert percents == pytest.approx((100 * view.probs).tolist(), abs=1e-3)
