@@ -11,7 +11,10 @@ A job ends with its reader. It holds a callable ``owner_alive`` (the page passes
 Streamlit whether the reader's session is still connected) and stops itself, keeping its result,
 once the owner has been gone for ``ORPHAN_GRACE_S`` seconds; a reader who reloads the page within
 that time can take the job over (:meth:`Job.adopt`), from the same browser when the job knows which
-browser started it (:attr:`Job.browser_id`). Every job also stops at ``MAX_JOB_WALL_S`` seconds of
+browser started it (:attr:`Job.browser_id`). Readers who ask for the very same training while it is queued or
+running follow it together (:meth:`Job.add_owner`, ``LabRunner.submit``): the job has one owner per browser, lives while
+any of them is there, and a reader who stops it only leaves it while others remain (:meth:`Job.leave`). Every
+job also stops at ``MAX_JOB_WALL_S`` seconds of
 training (``engine.budget``), whatever it was asked to do. A job lets go of its training text once it
 ends: the runner keeps finished jobs findable for a while, and an uploaded text belongs to its reader.
 
@@ -246,24 +249,24 @@ class Job:
         run_count: runs (experiments train several models).
         owner_alive: True while the reader who started the job is still there (default: always).
         max_wall_s: seconds of training after which the job stops itself (default: ``budget.MAX_JOB_WALL_S``).
-        orphan_grace_s: seconds the job outlives its owner before it stops.
+        orphan_grace_s: seconds the job outlives its last owner before it stops.
         browser_id: an opaque id of the browser that started the job (see ``LabRunner.submit``), or None.
 
     Attributes:
         token: a random id (32 hex digits) a page may keep, to find the job again after a reload.
-        browser_id: as given.
     """
 
     def __init__(self, runner: JobHost, steps: int, run_count: int = 1,
                  owner_alive: Callable[[], bool] | None = None, max_wall_s: float = budget.MAX_JOB_WALL_S,
                  orphan_grace_s: float = ORPHAN_GRACE_S, browser_id: str | None = None):
         self.runner = runner
-        self.browser_id = browser_id
+        self._starter = browser_id
         self.stop_event = threading.Event()
         self.token = secrets.token_hex(16)
         self.max_wall_s = max_wall_s
         self.orphan_grace_s = orphan_grace_s
-        self._owner_alive = owner_alive or _always_alive
+        # one (liveness check, browser id) per owner: the reader who started the job first, then those who joined
+        self._owners: list[tuple[Callable[[], bool], str | None]] = [(owner_alive or _always_alive, browser_id)]
         self._owner_lock = threading.Lock()
         self._orphaned_since: float | None = None
         self._stop_reason = "by_reader"
@@ -286,34 +289,92 @@ class Job:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def owner_present(self) -> bool:
-        """Whether the owner's session is still there (asks the ``owner_alive`` callable)."""
+    @property
+    def browser_id(self) -> str | None:
+        """The opaque id of the browser that started the job, or None (it stays the starter's after others join)."""
+        return self._starter
+
+    @property
+    def browser_ids(self) -> tuple[str | None, ...]:
+        """The browsers that follow the job now: the starter's first (while it follows), then those who joined."""
         with self._owner_lock:
-            alive = self._owner_alive
+            return tuple(browser for _alive, browser in self._owners)
+
+    @staticmethod
+    def _alive(check: Callable[[], bool]) -> bool:
         try:
-            return bool(alive())
+            return bool(check())
         except Exception:  # a liveness check that fails says nothing: keep the job
             return True
 
-    def adopt(self, owner_alive: Callable[[], bool], browser_id: str | None = None) -> bool:
-        """Hands the job to a new owner (a reader who reloaded the page), if its owner is gone.
+    def owner_present(self) -> bool:
+        """Whether any owner's session is still there (asks each owner's ``owner_alive`` callable)."""
+        with self._owner_lock:
+            checks = [alive for alive, _browser in self._owners]
+        return any(self._alive(alive) for alive in checks)
+
+    def add_owner(self, owner_alive: Callable[[], bool] | None, browser_id: str | None) -> bool:
+        """Makes another reader an owner of this job: they follow it, and it lives while any owner is there.
+
+        ``LabRunner.submit`` calls it for a reader who asks for exactly the settings of a job that is queued or
+        running (the same ``RunKey``), instead of queuing the same training a second time.
 
         Args:
-            owner_alive: the new owner's liveness check.
-            browser_id: the browser asking; a job started from a known browser goes only to that browser.
+            owner_alive: the new owner's liveness check (None: always alive).
+            browser_id: the new owner's browser; without one, no join (owners are told apart by browser).
 
         Returns:
-            True when the job now belongs to the caller; False when it was started from another browser
-            (a link someone shared cannot take it), when its owner is still there, or when it ended more
-            than ``orphan_grace_s`` seconds ago (an old link cannot fetch a finished model).
+            True when the caller now owns the job too; False without a browser id, when that browser already
+            owns it, or when the job has finished or been asked to stop.
         """
-        if self.browser_id is not None and browser_id != self.browser_id:
-            return False
-        ended = self._progress.ended
-        if self.owner_present() or (ended is not None and time.perf_counter() - ended > self.orphan_grace_s):
+        if browser_id is None or self.stop_event.is_set() or self._progress.ended is not None:
             return False
         with self._owner_lock:
-            self._owner_alive = owner_alive
+            if any(browser == browser_id for _alive, browser in self._owners):
+                return False
+            self._owners.append((owner_alive or _always_alive, browser_id))
+            self._orphaned_since = None
+        return True
+
+    def leave(self, browser_id: str | None) -> bool:
+        """The Stop of one owner: that owner leaves the job, which goes on while other owners remain.
+
+        Args:
+            browser_id: the leaving owner's browser.
+
+        Returns:
+            True when the job goes on for other owners who are still there; False when it was asked to stop
+            (the caller was its only owner, or the others have gone).
+        """
+        with self._owner_lock:
+            others = [(alive, browser) for alive, browser in self._owners if browser != browser_id]
+            if any(self._alive(alive) for alive, _browser in others):
+                self._owners = others  # unchanged when the caller was no owner: not the caller's to stop
+                return True
+        self.stop()
+        return False
+
+    def adopt(self, owner_alive: Callable[[], bool], browser_id: str | None = None) -> bool:
+        """Hands one owner's place in the job to a new session (a reader who reloaded the page), if that owner is gone.
+
+        Args:
+            owner_alive: the new session's liveness check.
+            browser_id: the browser asking; a job that knows its owners' browsers goes only to one of them.
+
+        Returns:
+            True when the caller now holds that owner's place; False when no owner came from this browser (a
+            link someone shared cannot take the job), when that owner is still there, or when the job ended
+            more than ``orphan_grace_s`` seconds ago (an old link cannot fetch a finished model).
+        """
+        ended = self._progress.ended
+        if ended is not None and time.perf_counter() - ended > self.orphan_grace_s:
+            return False
+        with self._owner_lock:
+            places = [i for i, (_alive, browser) in enumerate(self._owners)
+                      if browser == browser_id or (browser is None and i == 0)]
+            if not places or self._alive(self._owners[places[0]][0]):
+                return False
+            self._owners[places[0]] = (owner_alive, self._owners[places[0]][1])
             self._orphaned_since = None
         return True
 

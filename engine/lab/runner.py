@@ -11,6 +11,11 @@ second place in the queue, so several tabs cannot hold the slot in turn. A job s
 ``browser_id`` is handed over after a reload only to that browser (:meth:`LabRunner.reclaim`,
 :meth:`LabRunner.reattach`): a link someone shared, token or not, takes nothing.
 
+One training for the same settings: a reader who asks for exactly the settings and text of a training that
+is queued or running (the same ``RunKey``) follows that job as one more owner (``Job.add_owner``) instead of
+queuing it again; it counts as that browser's job, and the reader's Stop only takes them out of it while
+others follow it (``Job.leave``). A class that clicks the same one-click training trains it once.
+
 Isolation: a reader's own model lives in that reader's session. The registry only ever answers
 a request with the model that *the same* settings on *the same* text produce (training is seeded),
 so one reader can never obtain a model that another reader's different settings, text or stopped
@@ -105,10 +110,12 @@ class BrowserBusy(Exception):
 
 @dataclass
 class Submitted:
-    """What :meth:`LabRunner.submit` returns: a new job, or a model found in the registry."""
+    """What :meth:`LabRunner.submit` returns: a new job, a job of the same settings the caller now follows
+    (``joined``), or a model found in the registry."""
 
     job: TrainingJob | None = None
     model: LabModel | None = None
+    joined: bool = False
 
     @property
     def reused(self) -> bool:
@@ -209,7 +216,7 @@ class LabRunner:
         if browser_id is None:
             return None
         with self._changed:
-            return next((j for j in (*self._running, *self._queue) if j.browser_id == browser_id), None)
+            return next((j for j in (*self._running, *self._queue) if browser_id in j.browser_ids), None)
 
     def _check_browser(self, browser_id: str | None) -> None:
         busy = self.browser_job(browser_id)
@@ -222,14 +229,16 @@ class LabRunner:
 
     def submit(self, plan: TrainingPlan, corpus: Corpus, owner_alive: Callable[[], bool] | None = None,
                browser_id: str | None = None, **job_options) -> Submitted:
-        """Starts a training job for a checked plan, unless the registry holds the model it gives.
+        """Starts a training job for a checked plan, unless the registry holds the model it gives or the same
+        training is already queued or running (then the caller follows that job: ``Submitted.joined``).
 
         Args:
             plan: from ``engine.lab.settings.plan_training`` for ``corpus``.
             corpus: the training text.
             owner_alive: True while the submitting reader's session lasts (see ``engine.lab.jobs``).
-            browser_id: an opaque id, the same in every tab of one browser (None: no per-browser limit).
-            job_options: ``max_wall_s`` or ``orphan_grace_s`` for the job.
+            browser_id: an opaque id, the same in every tab of one browser (None: no per-browser limit, and
+                no following of another reader's job).
+            job_options: ``max_wall_s`` or ``orphan_grace_s`` for a new job (a followed job keeps its own).
 
         Raises:
             ValueError: if the plan has problems (a training the caps or the text refuse) or
@@ -244,8 +253,15 @@ class LabRunner:
         found = self.lookup(plan.model, plan.train, corpus)
         if found is not None:
             return Submitted(model=found)
+        key = RunKey.make(plan.model, plan.train, corpus)
         with self._changed:  # the check and the place in the queue at once: two tabs cannot both pass
             self._check_browser(browser_id)
+            same = next((j for j in (*self._running, *self._queue) if isinstance(j, TrainingJob) and j.key == key),
+                        None)
+            if same is not None and same.add_owner(owner_alive, browser_id):
+                latest = self._by_browser.get(browser_id, ())
+                self._by_browser.put(browser_id, (*latest[-3:], same))
+                return Submitted(job=same, joined=True)
             job = TrainingJob(self, plan.model, plan.train, corpus, owner_alive=owner_alive, browser_id=browser_id,
                               **job_options)
             return Submitted(job=job.start())

@@ -105,7 +105,7 @@ def test_one_browser_holds_at_most_one_queued_or_running_training(corpus):
     first.stop()
     assert J.wait_until_finished(first, 30).finished
     wait_state(other, "running")
-    again = submit(runner, corpus, n_layer=2, browser_id="browser-1").job  # its first job ended: it may queue again
+    again = submit(runner, corpus, n_layer=3, browser_id="browser-1").job  # its first job ended: it may queue again
     assert again.snapshot().position == 1
     for job in (other, again):
         job.stop()
@@ -151,6 +151,47 @@ def test_a_shared_link_cannot_take_a_job_over_from_another_browser(corpus):
     assert runner.reclaim("reader", lambda: True) is job  # the reader's reload, no token needed
     job.stop()
     assert J.wait_until_finished(job, 30).finished
+
+
+def test_the_same_training_asked_twice_is_trained_once_and_followed_by_both(corpus):
+    """A second reader who asks for exactly the settings of a running training follows that job instead of queuing
+    it again; their Stop takes only them out of it; it ends when its last follower leaves or goes."""
+    alive = {"a": True, "b": True}
+    runner = R.LabRunner(max_concurrent=1)
+    started = submit(runner, corpus, browser_id="a", owner_alive=lambda: alive["a"], orphan_grace_s=0.3)
+    job = started.job
+    wait_state(job, "running")
+    followed = submit(runner, corpus, browser_id="b", owner_alive=lambda: alive["b"])
+    assert followed.joined and not started.joined and followed.job is job
+    assert job.browser_ids == ("a", "b") and runner.running_count() + runner.waiting_count() == 1
+    assert runner.browser_job("b") is job  # it counts as b's training: no second one from that browser
+    with pytest.raises(R.BrowserBusy):
+        submit(runner, corpus, n_layer=2, browser_id="b")
+    unknown = submit(runner, corpus)  # without a browser id, readers cannot be told apart: a job of its own
+    assert not unknown.joined and unknown.job is not job and unknown.job.snapshot().position == 1
+    unknown.job.stop()
+    assert job.leave("stranger") and job.browser_ids == ("a", "b")  # not an owner: nothing changes
+    assert job.leave("a") and not job.stop_event.is_set()  # a leaves; it goes on for b
+    assert job.browser_ids == ("b",) and job.browser_id == "a" and runner.browser_job("a") is None
+    assert runner.reclaim("a", lambda: True) is None  # a's reload does not take back what a left
+    assert submit(runner, corpus, browser_id="a").joined and job.browser_ids == ("b", "a")  # a follows it again
+    alive["b"] = False  # b's tab closed: b's reload takes b's place over (and closes too), a's place stays a's
+    assert runner.reclaim("b", lambda: alive["b"]) is job and job.browser_ids == ("b", "a")
+    assert not job.leave("a") and J.wait_until_finished(job, 30).stop_reason == "by_reader"  # the last one there
+    assert not job.add_owner(lambda: True, "c") and runner.running_count() == 0
+
+
+def test_a_followed_training_ends_when_every_follower_has_gone(corpus):
+    alive = {"a": True, "b": True}
+    runner = R.LabRunner(max_concurrent=1)
+    job = submit(runner, corpus, browser_id="a", owner_alive=lambda: alive["a"], orphan_grace_s=0.3).job
+    assert submit(runner, corpus, browser_id="b", owner_alive=lambda: alive["b"]).job is job
+    wait_state(job, "running")
+    alive["a"] = False
+    time.sleep(0.6)  # past the grace time: b is still there
+    assert job.snapshot().state == "running" and job.owner_present()
+    alive["b"] = False
+    assert J.wait_until_finished(job, 30).stop_reason == "owner_left"
 
 
 def test_a_finished_job_lets_go_of_its_text(corpus):
@@ -215,3 +256,28 @@ def test_a_reload_finds_the_job_by_browser_and_the_url_keeps_no_token(monkeypatc
     assert session.LabSession(runner, {}, {}).job is job  # the reader's own reload
     job.stop()
     assert J.wait_until_finished(job, 30).finished
+
+
+def test_a_session_follows_the_same_training_and_its_stop_only_leaves_it(monkeypatch, corpus):
+    from ui.lab import session
+
+    runner = R.LabRunner(max_concurrent=1)
+    who = {"browser": "first"}
+    monkeypatch.setattr(session, "browser_id", lambda: who["browser"])
+    monkeypatch.setattr(session, "owner_alive", lambda: (lambda: True))
+    plan = S.TrainingPlan(preset("tiny", n_layer=1, vocab_size=corpus.vocab_size), LONG, None, (), None)
+    first, second = session.LabSession(runner, {}, {}), session.LabSession(runner, {}, {})
+    first.start_training(plan, corpus)
+    assert not first.pop_join_notice() and first.followers() == 0
+    who["browser"] = "second"
+    second.start_training(plan, corpus)
+    job = second.job
+    assert job is first.job and second.pop_join_notice() and not second.pop_join_notice()
+    assert first.followers() == second.followers() == 1 and second.training
+    second.stop_training()  # the second reader's Stop: out of it, the first goes on
+    assert second.left_pending and second.pop_left_notice() and not second.left_pending
+    assert second.job is None and not second.training and not job.stop_event.is_set() and first.followers() == 0
+    who["browser"] = "first"
+    first.stop_training()
+    assert not first.left_pending and J.wait_until_finished(job, 30).stop_reason == "by_reader"
+    assert first.job is job  # a reader who stops alone keeps the job, and what it learned

@@ -377,7 +377,8 @@ def test_the_lab_opens_in_french_and_german_with_the_same_numbers(default_corpus
     assert "0,01" in at.select_slider(key="lab_lr").options and "0.01" not in at.select_slider(key="lab_lr").options
     tokens = next(m for m in at.metric if m.label == msg("train / val tokens", lang))
     train, val = len(default_corpus.train_ids), len(default_corpus.val_ids)
-    assert tokens.value == {"fr": "3,27\u00a0M / 357,3\u00a0k", "de": "3,27\u00a0Mio. / 357.295"}[lang] or train < 10**6
+    short = {"fr": "3,27\u00a0M / 357,48\u00a0k", "de": "3,27\u00a0Mio. / 357.482"}[lang]
+    assert tokens.value == short or train < 10**6
     assert tokens.proto.help == msg("{train:,} training tokens, {val:,} validation tokens.", lang, train=train, val=val)
     uploader = next(u for u in at.get("file_uploader") if u.proto.id.endswith("lab_ckpt_upload"))
     assert "Upload" in uploader.proto.help and "per file" in uploader.proto.help
@@ -444,7 +445,7 @@ def test_generate_and_heatmaps_use_the_trained_model(trained):
     first = generation.generate(at.session_state["lab_own"], "白日", 1, temperature=0).new
     label = repr(first)[1:-1] if first.isspace() else first
     assert y[0] == 1.0 and y[1:].sum() == 0.0
-    assert bars["layout"]["annotations"][0]["text"] == msg("sampled: {char}", char=label)
+    assert bars["layout"]["annotations"][0]["text"] == "■ " + msg("sampled: {char}", char=label)
     looked = next(f for f in figures(at) if title(f) == msg(LOOKED_TITLE))
     mean = np.asarray(looked["data"][0]["z"], dtype=float)
     assert mean.shape == (2, 2) and np.allclose(mean.sum(axis=1), 1.0, atol=1e-3)  # 2 layers over "白日"
@@ -489,6 +490,53 @@ def test_stop_mid_training_keeps_a_model():
     # generation works with the stopped model
     assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=msg("top-k {k}", k=20), seed=0,
                n=5) in captions(at)
+
+
+FOLLOWERS = ("{n} other reader follows this training: they asked for exactly these settings on this text, so the "
+             "server trains it once for you all. Stop takes you out of it; it goes on for them.",
+             "{n} other readers follow this training: they asked for exactly these settings on this text, so the "
+             "server trains it once for you all. Stop takes you out of it; it goes on for them.")
+
+
+def test_two_readers_asking_for_the_same_training_follow_one_job(monkeypatch):
+    """The second reader's click follows the first reader's running training (the page says so in both); the
+    second's Stop takes only them out of it, the first's training goes on."""
+    from ui.lab import session
+
+    who = {"browser": "first"}
+    monkeypatch.setattr(session, "browser_id", lambda: who["browser"])
+
+    def run_as(at, browser):
+        who["browser"] = browser
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+
+    settings = {**TINY, "lab_steps": 5000, "lab_seed": 11}
+    first = set_controls(open_page(PAGE), settings)
+    first.button(key="lab_train").click()
+    run_as(first, "first")
+    who["browser"] = "second"
+    second = set_controls(open_page(PAGE), settings)
+    second.button(key="lab_train").click()
+    run_as(second, "second")
+    job = second.session_state["lab_job"]
+    assert job is first.session_state["lab_job"] and job.browser_ids == ("first", "second")
+    assert msg("Another reader's training with exactly these settings on this text is already queued or running: "
+               "you follow it, and its model becomes yours too when it ends.") in [i.value for i in second.info]
+    run_as(first, "first")
+    assert msg_n(FOLLOWERS, 1, n=1) in captions(first) and msg_n(FOLLOWERS, 1, n=1) in captions(second)
+    assert second.button(key="lab_train").disabled
+    second.button(key="lab_stop").click()
+    run_as(second, "second")
+    assert msg("You left the training; it goes on for the other readers who follow it. Train again to follow it "
+               "once more, or change a setting to train your own.") in [i.value for i in second.info]
+    assert "lab_job" not in second.session_state and not second.button(key="lab_train").disabled
+    assert not job.stop_event.is_set() and job.browser_ids == ("first",)
+    run_as(first, "first")
+    assert msg_n(FOLLOWERS, 1, n=1) not in captions(first) and first.button(key="lab_train").disabled
+    first.button(key="lab_stop").click()
+    run_as(first, "first")
+    assert job.stop_event.is_set() and first.session_state["lab_job"] is job
 
 
 def test_two_readers_never_see_each_others_models(trained):
@@ -1192,7 +1240,7 @@ def test_the_poem_form_reaches_the_generation(trained, line_length, n_lines):
     k = msg("top-k {k}", k=20) + " · " + form_name(line_length, n_lines)
     assert msg(GENERATED, mode=msg("temperature {t:g}", t=0.8), k=k, seed=3, n=len(expected.new)) in captions(at)
     bars = next(f for f in figures(at) if title(f) == msg(NEXT_CHAR_TITLE))  # the view draws as the form does
-    assert bars["layout"]["annotations"][0]["text"] == msg("sampled: {char}", char=expected.new[0])
+    assert bars["layout"]["annotations"][0]["text"] == "■ " + msg("sampled: {char}", char=expected.new[0])
     kv = next(f for f in figures(at) if any(t["name"] == msg("keys/values reused from the cache") for t in f["data"]))
     assert max(len(t["x"]) for t in kv["data"] if "x" in t) == len(expected.new)  # one step per character written
     set_form(at, 0, 0)

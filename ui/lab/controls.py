@@ -195,6 +195,9 @@ def training_controls(lab: LabSession, corpus: Corpus | None) -> rules.TrainingP
     with page.slot():  # a note that comes and goes keeps what follows in its place
         if lab.pop_busy_notice("training"):
             st.warning(busy_text(), icon=":material/tab:")
+    if lab.pop_join_notice():
+        st.info(_("Another reader's training with exactly these settings on this text is already queued or running: "
+                  "you follow it, and its model becomes yours too when it ends."), icon=":material/group:")
     if lab.pop_reuse_notice():
         st.success(_("A model with exactly these settings on this text was trained before on this server: reusing "
                      "it."), icon=":material/recycling:")

@@ -47,7 +47,7 @@ _JOB, _COLLECTED, _OWN, _USE, _NOTICE = "lab_job", "lab_collected", "lab_own", "
 _CORPUS_UPLOAD, _CKPT_DIGEST, _CKPT_ERROR = "lab_corpus_upload", "lab_ckpt_digest", "lab_ckpt_error"
 _EXP_JOBS, _EXP_LIVE, _N_HEAD = "lab_exp_jobs", "lab_exp_live", "lab_n_head"
 _JOB_BASELINES = "lab_job_baselines"
-_BUSY = "lab_busy"
+_BUSY, _JOINED, _LEFT = "lab_busy", "lab_joined", "lab_left"
 
 
 @st.cache_resource
@@ -144,7 +144,9 @@ class LabSession:
     def start_training(self, plan: rules.TrainingPlan, corpus) -> None:
         """Submits a training; a model trained before with the same settings is taken at once (with a notice).
 
-        A browser whose other tab has a training queued or running gets no second one (:meth:`pop_busy_notice`).
+        A browser whose other tab has a training queued or running gets no second one (:meth:`pop_busy_notice`);
+        a reader who asks for the very training another reader's job is queued or running with follows that job
+        (:meth:`pop_join_notice`), and its model becomes theirs too when it ends.
         """
         try:
             submitted = self.runner.submit(plan, corpus, owner_alive=owner_alive(), browser_id=browser_id())
@@ -156,6 +158,35 @@ class LabSession:
             self._state[_NOTICE] = True
         else:
             self._state[_JOB] = submitted.job
+            self._state[_JOINED] = submitted.joined
+
+    def stop_training(self) -> None:
+        """The Stop button's callback: stops this session's training, or, when other readers follow it too, takes
+        this reader out of it (it goes on for them, and this page forgets it: :meth:`pop_left_notice`)."""
+        job = self._state.get(_JOB)
+        if job is None:
+            return
+        if job.leave(browser_id()):
+            del self._state[_JOB]
+            self._state[_LEFT] = True
+
+    def followers(self) -> int:
+        """How many other browsers follow this session's training now (0 without one)."""
+        job = self._state.get(_JOB)
+        return 0 if job is None else max(0, len(job.browser_ids) - 1)
+
+    def pop_join_notice(self) -> bool:
+        """True once after :meth:`start_training` made this reader follow another reader's job."""
+        return bool(self._state.pop(_JOINED, None))
+
+    @property
+    def left_pending(self) -> bool:
+        """True from :meth:`stop_training` leaving a training others go on with until :meth:`pop_left_notice`."""
+        return bool(self._state.get(_LEFT))
+
+    def pop_left_notice(self) -> bool:
+        """True once after :meth:`stop_training` took this reader out of a training others go on with."""
+        return bool(self._state.pop(_LEFT, None))
 
     def pop_busy_notice(self, where: str) -> bool:
         """True once after :meth:`start_training` (``where="training"``) or :meth:`start_rerun` (the experiment's

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from engine import budget
 from engine.baselines import Baselines
 from engine.figures import lab as figures
 from engine.lab.jobs import Snapshot, TrainingJob, first_below, steps_by_cap
-from ui.i18n import _
+from ui.i18n import _, ngettext
 from ui.lab.corpus import baseline_lines, baselines_for, versus_baselines
 from ui.lab.session import LabSession
 from ui.lab.words import duration_text, eta_text, fill, queued_text
@@ -70,13 +72,27 @@ def loss_alt(snap: Snapshot, baselines: Baselines | None, crossing: tuple[int, f
     return " ".join(parts)
 
 
-def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None) -> None:
+def followers_text(followers: int) -> str:
+    """What a training that other readers follow too tells each of them, with how many others there are."""
+    return fill(ngettext("{n} other reader follows this training: they asked for exactly these settings on this "
+                         "text, so the server trains it once for you all. Stop takes you out of it; it goes on for "
+                         "them.",
+                         "{n} other readers follow this training: they asked for exactly these settings on this "
+                         "text, so the server trains it once for you all. Stop takes you out of it; it goes on for "
+                         "them.", followers), n=followers)
+
+
+def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | None,
+                   on_stop: Callable[[], None] | None = None, followers: int = 0) -> None:
     """Progress, live loss chart and Stop of this session's training.
 
     Args:
         job: this session's training job.
         collected: whether the page already took the finished job's model (else it reruns once).
         baselines: the counting baselines of the job's training text (dashed lines), or None.
+        on_stop: the Stop button's callback (default: ``job.stop``; the page passes ``LabSession.stop_training``,
+            which only takes this reader out of a training that others follow too).
+        followers: how many other readers follow the job (``LabSession.followers``).
     """
     snap = job.snapshot()
     if snap.state == "queued":
@@ -112,8 +128,11 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
             step=step, train=train_loss, val=val_loss))
         st.caption(versus_baselines(val_loss, baselines))
     if not snap.finished:
-        st.button(_("Stop"), key="lab_stop", icon=":material/stop_circle:", on_click=job.stop,
-                  help=_("Ends the run after the current step; the model keeps what it has learned."))
+        if followers:
+            st.caption(followers_text(followers))
+        st.button(_("Stop"), key="lab_stop", icon=":material/stop_circle:", on_click=on_stop or job.stop,
+                  help=_("Takes you out of this training; it goes on for the others.") if followers else
+                  _("Ends the run after the current step; the model keeps what it has learned."))
     elif snap.state == "stopped" and (job.result is None or snap.stop_reason in ("owner_left", "wall_cap")):
         st.warning(stop_text(snap))
     if snap.finished and not collected:
@@ -121,11 +140,19 @@ def training_panel(job: TrainingJob, collected: bool, baselines: Baselines | Non
 
 
 def training_section(lab: LabSession) -> None:
-    """This session's training in a fragment that polls every :data:`POLL_S` seconds while it runs."""
+    """This session's training in a fragment that polls every :data:`POLL_S` seconds while it runs, and the notice
+    of a reader who left a training that others follow."""
+
+    if lab.pop_left_notice():
+        st.info(_("You left the training; it goes on for the other readers who follow it. Train again to follow "
+                  "it once more, or change a setting to train your own."), icon=":material/logout:")
 
     def fragment() -> None:
+        if lab.left_pending:  # Stop took this reader out of a shared training: the whole page, Train enabled again
+            st.rerun()
         job = lab.job
         if job is not None:
-            training_panel(job, lab.collected, lab.job_baselines(job, baselines_for))
+            training_panel(job, lab.collected, lab.job_baselines(job, baselines_for), on_stop=lab.stop_training,
+                           followers=lab.followers())
 
     st.fragment(run_every=POLL_S if lab.training else None)(fragment)()
