@@ -17,7 +17,12 @@ then the readers arrive over ``--arrival-s`` seconds and work for ``--minutes``:
   rerun a fragment that asks to be rerun (``auto_rerun``).
 - **trainers** (``--trainers``, default 2) open the Lab with a seed of their own, press Train (the quick
   preset, the page's defaults) and follow the polled progress until it is full; then they train again with
-  the next seed until the time is up.
+  the next seed until the time is up. Each training's time runs from the click to the full bar, and to the
+  page's notice that the validation loss went below the bigram line (``bigram_s``; None when it did not).
+  With ``--settings same`` they all keep the page's defaults, seed
+  included, as a class told to keep them: the first click starts the training and the others follow it
+  (``LabRunner.submit``), and so on for each next seed; ``--settings own same`` measures one class of each,
+  side by side.
 - one **Chromium reader** (``--browser``) moves every control of one essay page after another, timed as
   ``tools.bench_pages_browser`` times it (from the key press to the last change of a chart).
 
@@ -26,7 +31,12 @@ ends early for a newer rerun does not count). The server's resident memory (``Vm
 0.2 s: the peak, and the peak and last value of every minute (memory that stays flat while the class works,
 or climbs), and the CPU seconds the server used while the class worked. Every reader's first session id and
 any exception element or failed run are kept; a training still queued or running when the class ends is
-counted as unfinished.
+counted as unfinished. With ``--memory-limit-mb`` the server runs in a memory cgroup with that hard limit, as a
+container (Community Cloud's, a teacher's Docker) holds it, after emptying the page cache (as root) so that the
+files the server reads are charged to it as in a fresh container: the row adds the group's charged peak, the
+times it hit the limit and the processes the kernel killed in it. With ``--busy-cores N``, N processes each keep
+one core busy with a matmul loop from before the machine's matmul ceiling is measured to the end, as on a machine
+shared with other work; the ceiling then says what speed the class had.
 
 The whole run's peak includes the first visit of every page (the process-wide caches filled once, on a fresh
 server); the class's peak counts from its arrival. Prints one table row per reader count and writes ``--json``
@@ -60,7 +70,6 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from engine.bench import machine
 from tools.bench_pages_browser import CONTROLS_JS, LAUNCH_ARGS, free_port, redraw_times, wait_idle
 from ui.i18n import LANGUAGES
 from ui.nav import PAGES
@@ -138,6 +147,8 @@ class Session:
         self.controls: dict[str, Control] = {}
         self.buttons: dict[str, str] = {}  # user key -> widget id
         self.progress: int | None = None  # the last progress bar's value (0-100)
+        self.crossed_at: float | None = None  # when the page first said the val loss went below the bigram line
+        self.reused = False  # the page said it took a model trained before (ui.lab.controls's reuse notice)
         self.set_values: dict[str, WidgetState] = {}  # widget id -> the state this reader set
         self._cached: dict[str, int] = {}  # message hash -> the run it was last seen in
         self._max_age = 2
@@ -219,9 +230,21 @@ class Session:
         return await self.rerun(fragment_id=control.fragment_id), control.id
 
     async def set_value(self, url_key: str, value: float) -> float:
-        """Set the number input or slider bound to ``url_key`` to ``value`` (one rerun)."""
-        control = next((c for c in self.controls.values() if c.url_key == url_key and c.kind != "select_slider"),
-                       None)
+        """Set the number input or slider bound to ``url_key`` to ``value`` (one rerun), once the page has drawn it
+        enabled.
+
+        The run that draws it may still be under way: after a training, the page's fragment sees the full bar and
+        asks for a full run, which clears the controls and draws them again, enabled. A value sent for a control
+        the server still has disabled would be dropped (Streamlit enforces ``disabled`` on the server).
+        """
+        def find() -> Control | None:
+            return next((c for c in self.controls.values() if c.url_key == url_key and c.kind != "select_slider"),
+                        None)
+
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while find() is None and time.monotonic() < deadline and not self.errors:
+            await asyncio.sleep(0.1)
+        control = find()
         if control is None:
             raise LookupError(f"{self.name}: no control bound to {url_key!r}")
         state = WidgetState(id=control.id)
@@ -293,6 +316,10 @@ class Session:
                 self.errors.append(f"exception: {element.exception.type}: {element.exception.message}"[:300])
             elif which == "progress":
                 self.progress = element.progress.value
+            elif which == "alert" and "trending_down" in element.alert.icon:  # ui.lab.train's crossing notice
+                self.crossed_at = self.crossed_at or time.monotonic()
+            elif which == "alert" and "recycling" in element.alert.icon:
+                self.reused = True
             elif which == "button" and "-" in element.button.id:
                 self.buttons[element.button.id.rsplit("-", 1)[1]] = element.button.id
             control = _control(element, msg.delta.fragment_id)
@@ -348,7 +375,9 @@ class ReaderLog:
     moves_s: list[float] = field(default_factory=list)
     switches_s: list[float] = field(default_factory=list)
     trainings_s: list[float] = field(default_factory=list)
+    crossings_s: list[float | None] = field(default_factory=list)  # click to the bigram notice, per training
     unfinished: int = 0  # trainings still queued or running when the class ended
+    unfinished_at: list[int | None] = field(default_factory=list)  # their bar's last % (None: never drawn running)
     errors: list[str] = field(default_factory=list)
     page_names: set[tuple[str, ...]] = field(default_factory=set)  # the page titles the server sent this reader
 
@@ -383,26 +412,33 @@ async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: flo
         await session.close()
 
 
-async def trainer(base: str, log: ReaderLog, seed: int, until: float) -> None:
+async def trainer(base: str, log: ReaderLog, seed: int, until: float, default_seed: int) -> None:
     """Open the Lab with ``seed``, press Train, follow the progress to the end; again with the next seed."""
     session = Session(base, log.name)
     try:
-        log.opens_s.append(await session.open("lab", f"lang={log.lang}&lab_seed={seed}"))
+        seed_query = "" if seed == default_seed else f"&lab_seed={seed}"  # the default: the page's own link
+        log.opens_s.append(await session.open("lab", f"lang={log.lang}{seed_query}"))
         log.session_id = session.session_id
         while time.monotonic() < until and not session.errors:
-            session.progress = None
+            session.progress = session.crossed_at = None
+            session.reused = False
             start = time.monotonic()
             await session.click("lab_train")
-            # the run after the click may still draw the previous training's full bar: the new one counts from its
-            # first bar below 100 on
+            # the run after the click may still draw the previous training's full bar and its bigram notice: the new
+            # one counts from its first bar below 100 on
             running = False
             while not (running and session.progress >= 100) and not session.errors:
                 if time.monotonic() > until + RUN_TIMEOUT_S:  # queued behind the other, or slow: not an error
                     log.unfinished += 1
+                    log.unfinished_at.append(session.progress if running else None)
                     return
-                running = running or (session.progress is not None and session.progress < 100)
+                if not running and session.progress is not None and session.progress < 100:
+                    running, session.crossed_at = True, None
+                if not running and session.reused:  # the model of a seed trained before: the new seed did not take
+                    raise RuntimeError(f"Train took the model of a training done before, for seed {seed}")
                 await asyncio.sleep(0.5)
             log.trainings_s.append(time.monotonic() - start)
+            log.crossings_s.append(None if session.crossed_at is None else session.crossed_at - start)
             say(f"{log.name}: trained seed {seed} in {log.trainings_s[-1]:.0f} s")
             seed += 1
             await session.set_value("lab_seed", seed)
@@ -533,14 +569,125 @@ def cache_sizes(base: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def start_server(app_root: Path, port: int, log: Path) -> subprocess.Popen:
-    """``streamlit run serve.py`` in ``app_root`` on ``port``, its output in ``log``; returns once it is healthy."""
+#: Run in a child interpreter: the machine, its matmul ceiling, the lines every benchmark prints, the Lab's seed.
+FACTS = ("import json\n"
+         "from engine.bench import machine\n"
+         "from engine.lab import settings\n"
+         "info, ceiling = machine.machine_info(), machine.matmul_ceiling()\n"
+         "print(json.dumps({'machine': info, 'ceiling': ceiling, 'header': machine.header_lines(info, ceiling),\n"
+         "                  'default_seed': settings.DEFAULT_SEED}))")
+
+
+def machine_facts() -> dict:
+    """``engine.bench.machine``'s machine record (``machine``), fp32 matmul ceiling in GFLOP/s (``ceiling``) and
+    header lines (``header``), and the Lab's default seed (``default_seed``), from a child interpreter: this
+    process never imports PyTorch, so no page of its library stays mapped here, and the server's reads of it are
+    charged to the server (to its memory cgroup under ``--memory-limit-mb``).
+
+    Raises:
+        subprocess.CalledProcessError: if the child fails (its error output is in the exception).
+    """
+    done = subprocess.run([sys.executable, "-c", FACTS], cwd=ROOT, capture_output=True, text=True, check=True,
+                          timeout=RUN_TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+#: One core of other work: an fp32 matmul in a loop on one thread, as another program busy with numbers.
+BUSY_LOOP = ("import torch; torch.set_num_threads(1); a = torch.randn(512, 512); b = torch.empty(512, 512)\n"
+             "while True: torch.mm(a, a, out=b)")
+
+
+@contextlib.contextmanager
+def busy_cores(count: int):
+    """``count`` processes that each keep one core busy while the block runs (none for 0); stopped after it."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(count)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+class MemoryLimit:
+    """A memory cgroup with a hard limit, for the server alone, as a container's limit holds an app.
+
+    cgroup v2 (``memory.max`` under ``/sys/fs/cgroup``) where its memory controller is enabled, else v1
+    (``memory.limit_in_bytes`` under ``/sys/fs/cgroup/memory``); creating one needs root or a delegated
+    hierarchy. The kernel charges the group for the pages its processes touch, the library files mapped from
+    disk included, and reclaims those before it kills a process for want of memory.
+
+    Raises:
+        RuntimeError: if no writable memory cgroup hierarchy exists (the message says which paths were tried).
+    """
+
+    V2, V1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")
+
+    def __init__(self, limit_mb: int, name: str):
+        self.limit_mb = limit_mb
+        controllers = self.V2 / "cgroup.controllers"
+        if controllers.exists() and "memory" in controllers.read_text().split():
+            self.version, self.path = 2, self.V2 / name
+            limit_file = "memory.max"
+        elif (self.V1 / "memory.limit_in_bytes").exists():
+            self.version, self.path = 1, self.V1 / name
+            limit_file = "memory.limit_in_bytes"
+        else:
+            raise RuntimeError(f"no memory cgroup hierarchy at {self.V2} or {self.V1}")
+        try:
+            self.path.mkdir(exist_ok=True)
+            (self.path / limit_file).write_text(str(limit_mb * 2**20))
+            if self.version == 1:  # no swap either: the limit is the memory the app may hold
+                with contextlib.suppress(OSError):
+                    (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit_mb * 2**20))
+        except OSError as err:
+            raise RuntimeError(f"cannot set a memory limit in {self.path}: {err}") from err
+
+    def charge_files_to_group(self) -> None:
+        """Empty the kernel's page cache (root only), so that the library files the server reads next are charged
+        to its group, as in a container that has just started: a page already cached stays charged to the group
+        that read it first. Without root the cache stays as it is and the charged peak misses those pages."""
+        with contextlib.suppress(OSError):
+            os.sync()
+            Path("/proc/sys/vm/drop_caches").write_text("3")
+
+    def enter(self) -> None:
+        """Move the calling process into the group (run in the server's child before it execs)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def summary(self) -> dict:
+        """The limit, the group's charged peak (MB, the page cache it touched included), how often it hit the
+        limit and how many processes the kernel killed in it."""
+        def read(name: str) -> str:
+            return (self.path / name).read_text()
+
+        if self.version == 2:
+            events = dict(line.split() for line in read("memory.events").splitlines())
+            peak = int(read("memory.peak")) if (self.path / "memory.peak").exists() else None
+            hits, kills = int(events.get("max", 0)), int(events.get("oom_kill", 0))
+        else:
+            control = dict(line.split() for line in read("memory.oom_control").splitlines())
+            peak, hits, kills = int(read("memory.max_usage_in_bytes")), int(read("memory.failcnt")), \
+                int(control.get("oom_kill", 0))
+        return {"limit_mb": self.limit_mb, "cgroup": f"v{self.version}",
+                "charged_peak_mb": None if peak is None else round(peak / 2**20, 1), "limit_hits": hits,
+                "oom_kills": kills}
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+
+def start_server(app_root: Path, port: int, log: Path, limit: MemoryLimit | None = None) -> subprocess.Popen:
+    """``streamlit run serve.py`` in ``app_root`` on ``port``, its output in ``log``, inside ``limit``'s memory
+    cgroup when one is given; returns once it is healthy."""
     entry = "serve.py" if (app_root / "serve.py").exists() else "app.py"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", entry, "--server.port", str(port), "--server.headless",
              "true", "--server.address", "127.0.0.1", "--server.enableExpensiveMemoryStats", "true"],
-            cwd=app_root, stdout=out, stderr=subprocess.STDOUT,
+            cwd=app_root, stdout=out, stderr=subprocess.STDOUT, preexec_fn=None if limit is None else limit.enter,
             env={**os.environ, "PYTHONPATH": str(app_root), "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -588,8 +735,10 @@ async def warm(base: str) -> None:
 
 
 async def run_class(base: str, readers: int, trainers: int, minutes: float, think_s: float, switch_every: int,
-                    arrival_s: float, seed: int, jump_share: float = 0.5) -> list[ReaderLog]:
-    """``readers`` readers (of them ``trainers`` in the Lab) arriving over ``arrival_s`` s, for ``minutes``."""
+                    arrival_s: float, seed: int, jump_share: float = 0.5, same_settings: bool = False,
+                    default_seed: int = 1337) -> list[ReaderLog]:
+    """``readers`` readers (of them ``trainers`` in the Lab) arriving over ``arrival_s`` s, for ``minutes``; the
+    trainers with seeds of their own, or all with the page's default seed ``default_seed`` (``same_settings``)."""
     rng = random.Random(seed)
     trainers = min(trainers, readers)
     logs = [ReaderLog(f"reader-{i:02d}", "trainer" if i < trainers else "essay", LANGS[i % len(LANGS)])
@@ -599,7 +748,8 @@ async def run_class(base: str, readers: int, trainers: int, minutes: float, thin
     async def arrive(i: int, log: ReaderLog) -> None:
         await asyncio.sleep(arrival_s * i / max(1, readers))
         if log.role == "trainer":
-            await trainer(base, log, seed=seed * 100 + i * 10, until=until)
+            await trainer(base, log, seed=default_seed if same_settings else seed * 100 + i * 10, until=until,
+                          default_seed=default_seed)
         else:
             await essay_reader(base, log, random.Random(rng.random()), until, think_s, switch_every, jump_share)
 
@@ -623,6 +773,8 @@ def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None
            "switches": len(switches), "switch_p50_s": rounded(quantile(switches, 0.5)),
            "switch_p95_s": rounded(quantile(switches, 0.95)), "trainings_s": [round(t, 1) for t in trainings],
            "trainings_unfinished": sum(log.unfinished for log in logs),
+           "trainings_unfinished_at": [p for log in logs for p in log.unfinished_at],
+           "bigram_s": [None if t is None else round(t, 1) for log in logs for t in log.crossings_s],
            "sessions": len({log.session_id for log in logs if log.session_id}),
            "errors": [f"{log.name}: {e}" for log in logs for e in log.errors],
            "readers_log": [{"name": log.name, "role": log.role, "lang": log.lang, "session_id": log.session_id,
@@ -636,13 +788,17 @@ def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None
     return row
 
 
-def measure(app_root: Path, count: int, args, progress=say) -> dict:
-    """One class of ``count`` readers on a fresh server; the summary row."""
+def measure(app_root: Path, count: int, args, same_settings: bool = False, progress=say) -> dict:
+    """One class of ``count`` readers on a fresh server (its trainers with ``same_settings`` or seeds of their
+    own); the summary row."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log_path = ROOT / "runs" / f"bench_load_server_{count}.log"
+    log_path = ROOT / "runs" / f"bench_load_server_{count}_{'same' if same_settings else 'own'}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    server = start_server(app_root, port, log_path)
+    limit = None if args.memory_limit_mb is None else MemoryLimit(args.memory_limit_mb, f"bench_load_{port}")
+    if limit is not None:
+        limit.charge_files_to_group()
+    server = start_server(app_root, port, log_path, limit)
     try:
         with RSSSampler(server.pid) as sampler:
             progress(f"{count} readers: server up, opening every page once")
@@ -660,7 +816,8 @@ def measure(app_root: Path, count: int, args, progress=say) -> dict:
                 thread.start()
             try:
                 logs = asyncio.run(run_class(base, count, args.trainers, args.minutes, args.think_s,
-                                             args.switch_every, args.arrival_s, args.seed, args.jump_share))
+                                             args.switch_every, args.arrival_s, args.seed, args.jump_share,
+                                             same_settings, args.default_seed))
             finally:
                 stop.set()
                 if thread is not None:
@@ -668,14 +825,22 @@ def measure(app_root: Path, count: int, args, progress=say) -> dict:
             wall = time.monotonic() - start
             load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
             server_cpu_s = sampler.cpu_s() - cpu_start
-            split, caches = memory_split(server.pid), cache_sizes(base)
+            exit_code = server.poll()  # a server killed for want of memory has no /proc entry left to read
+            split, caches = ({}, {}) if exit_code is not None else (memory_split(server.pid), cache_sizes(base))
         row = summarise(count, logs, sampler.summary(since), browser, load, wall)
+        if exit_code is not None:
+            row["errors"].append(f"the server exited during the class with status {exit_code}")
+        row["same_settings"] = same_settings
         row["server_cpu_s"] = round(server_cpu_s, 1)  # of the wall time: the share of a core the server got
         row["end_memory"] = split  # where the resident memory is when the class ends
         row["end_caches"] = caches
+        if limit is not None:
+            row["memory_limit"] = limit.summary()
         return row
     finally:
         stop_server(server)
+        if limit is not None:
+            limit.remove()
 
 
 def print_table(rows: list[dict]) -> None:
@@ -698,6 +863,11 @@ def print_table(rows: list[dict]) -> None:
                   f"file-backed {split['rss_file_mb']:.0f} MB, {split['threads']} threads; "
                   f"st.cache_data {sum(data.values()) / 2**20:.1f} MB in {len(data)} "
                   f"caches; st.cache_resource {sum(resource.values()) / 2**20:.1f} MB in {len(resource)} caches")
+        if "memory_limit" in r:
+            m = r["memory_limit"]
+            print(f"{'':>7} under a {m['limit_mb']} MB limit (cgroup {m['cgroup']}): "
+                  f"charged peak {m['charged_peak_mb']} MB, the limit hit {m['limit_hits']} times, "
+                  f"{m['oom_kills']} processes killed")
         if "browser" in r:
             b = r["browser"]
             print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
@@ -713,6 +883,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--readers", type=int, nargs="+", default=[10, 20, 30], help="reader counts, one class each")
     parser.add_argument("--minutes", type=float, default=2.0, help="how long each class works after arriving")
     parser.add_argument("--trainers", type=int, default=2, help="readers of each class training in the Lab")
+    parser.add_argument("--settings", nargs="+", choices=("own", "same"), default=["own"],
+                        help="trainers with seeds of their own, or all with the page's defaults (they follow one "
+                             "training); both: one class of each")
     parser.add_argument("--browser", action="store_true", help="one Chromium reader besides (needs chromium)")
     parser.add_argument("--think-s", type=float, default=4.0, help="a reader's mean pause between two moves (s)")
     parser.add_argument("--jump-share", type=float, default=0.5,
@@ -721,19 +894,36 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--arrival-s", type=float, default=20.0, help="the readers arrive over this many seconds")
     parser.add_argument("--seed", type=int, default=1, help="seed of the readers' choices")
     parser.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
+    parser.add_argument("--busy-cores", type=int, default=0,
+                        help="cores kept busy by other work during the run (a matmul loop each), as on a shared "
+                             "machine")
+    parser.add_argument("--memory-limit-mb", type=int, default=None,
+                        help="run the server in a memory cgroup with this hard limit, as a container runs it "
+                             "(needs root or a delegated cgroup)")
     parser.add_argument("--json", default="runs/bench_load.json", help="where to write the results")
     args = parser.parse_args(argv)
+    if not 0 <= args.busy_cores <= (os.cpu_count() or 1):
+        parser.error("--busy-cores counts cores of this machine, from 0 to its number of cores")
+    if args.memory_limit_mb is not None and args.memory_limit_mb < 100:
+        parser.error("--memory-limit-mb is in MB; the server alone needs a few hundred")
     if min(args.readers) < 1 or args.minutes <= 0 or args.think_s <= 0 or args.switch_every < 1:
         parser.error("reader counts, minutes, think time and switch interval must be positive")
     if not 0 <= args.jump_share <= 1:
         parser.error("--jump-share is a share, from 0 to 1")
-    info = machine.machine_info()
-    rows = [measure(Path(args.app_root).resolve(), count, args) for count in args.readers]
+    with busy_cores(args.busy_cores):
+        time.sleep(2 if args.busy_cores else 0)  # the other work under way before the ceiling is measured
+        facts = machine_facts()
+        info, args.default_seed = facts["machine"], facts["default_seed"]
+        for line in facts["header"]:
+            print(line, flush=True)
+        rows = [measure(Path(args.app_root).resolve(), count, args, same_settings=mode == "same")
+                for mode in dict.fromkeys(args.settings) for count in args.readers]
+        info["matmul_ceiling_gflops"] = {"before": facts["ceiling"], "after": machine_facts()["ceiling"]}
     # the checkout by its folder's name: a results file may be shipped, and holds no machine's path
     result = {"machine": info, "app_root": Path(args.app_root).resolve().name, "minutes": args.minutes,
-              "trainers": args.trainers, "think_s": args.think_s, "jump_share": args.jump_share,
-              "switch_every": args.switch_every,
-              "arrival_s": args.arrival_s, "seed": args.seed, "classes": rows}
+              "trainers": args.trainers, "think_s": args.think_s,
+              "jump_share": args.jump_share, "switch_every": args.switch_every, "arrival_s": args.arrival_s,
+              "seed": args.seed, "busy_cores": args.busy_cores, "classes": rows}
     print_table(rows)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)

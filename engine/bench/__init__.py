@@ -4,4 +4,4 @@ Run ``python -m engine.bench <name>``; each sub-command lives in the module
 ``engine.bench.<name>`` and exposes ``main(argv: list[str]) -> int``.
 """
 
-SUBCOMMANDS = ("attention", "train", "generate", "pages", "load", "queue", "docs")
+SUBCOMMANDS = ("attention", "train", "generate", "pages", "load", "queue", "notebook", "docs")

@@ -9,7 +9,7 @@ import importlib
 import importlib.util
 import sys
 
-from engine.bench import SUBCOMMANDS, machine
+from engine.bench import SUBCOMMANDS
 
 
 def main(argv: list[str]) -> int:
@@ -19,6 +19,9 @@ def main(argv: list[str]) -> int:
         return 2
     module = importlib.import_module(f"engine.bench.{argv[0]}")
     if not getattr(module, "PRINTS_MACHINE", False):
+        # as the sub-command itself, by name: PyTorch is imported only where the dispatcher measures, and `load`,
+        # whose benchmark processes must not map it, keeps it out of this one
+        machine = importlib.import_module("engine.bench.machine")
         for line in machine.header_lines(machine.machine_info(), machine.matmul_ceiling()):
             print(line, flush=True)
     return module.main(argv[1:])

@@ -30,8 +30,14 @@ COMMANDS = {
     "train": "python -m engine.bench train --json assets/bench_train.json",
     "generate": "python -m engine.bench generate --json assets/bench_generate.json",
     "load": "python -m engine.bench load --json assets/bench_load.json",
+    "load_limited": "python -m engine.bench load --readers 30 --trainers 5 --minutes 12 --settings same own "
+                    "--memory-limit-mb 600 --json assets/bench_load_limited.json",
+    "load_unlimited": "python -m engine.bench load --readers 30 --trainers 5 --minutes 12 --settings same "
+                      "--json assets/bench_load_unlimited.json",
+    "load_busy": "python -m engine.bench load --busy-cores 1 --json assets/bench_load_busy.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
+    "notebook": "python -m engine.bench notebook --json assets/bench_notebook.json",
     "pages": "python -m engine.bench pages --browser --json assets/bench_pages.json",
     "gates": "python -m tools.bench_gates",
 }
@@ -50,7 +56,9 @@ def _machine(data: dict) -> str:
     end = m.get("load_average_1min_end", m.get("load_average_1min_after"))
     load_text = "?" if load is None else f"{load:.1f}" + ("" if end is None else f" → {end:.1f}")
     ceiling = m.get("matmul_ceiling_gflops")
-    if isinstance(ceiling, dict):
+    if isinstance(ceiling, dict) and ceiling.get("after") is None:  # printed at the start only
+        ceiling_text = f"; fp32 matmul ceiling {ceiling['before']:.0f} GFLOP/s at the start of the run"
+    elif isinstance(ceiling, dict):
         ceiling_text = f"; fp32 matmul ceiling {ceiling['before']:.0f} → {ceiling['after']:.0f} GFLOP/s in the run"
     else:
         ceiling_text = ""
@@ -115,19 +123,46 @@ def generate(data: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _unfinished(row: dict) -> str:
+    """``2: 71 %, queued`` from a class's unfinished trainings and their bars' last values (older runs: the count)."""
+    at = row.get("trainings_unfinished_at")
+    if not row["trainings_unfinished"] or at is None:
+        return f"{row['trainings_unfinished']}"
+    return f"{row['trainings_unfinished']}: " + ", ".join("queued" if p is None else f"{p} %" for p in at)
+
+
 def load(data: dict) -> list[str]:
     """A class of readers on one server (``tools.bench_load``'s format)."""
-    lines = [f"{data['trainers']} trainers per class, a move every {data['think_s']:g} s on average, "
-             f"readers arriving over {data['arrival_s']:g} s, each class {data['minutes']:g} min.", "",
-             "| readers | peak MB (before the class) | per-minute peaks MB | moves p50 / p95 s (> 1 s) | "
-             "trainings s | load |", "| ---: | --- | --- | --- | --- | --- |"]
+    busy = data.get("busy_cores", 0)
+    lines = [f"{data['trainers']} trainers per class (their settings: \"own\", each a seed of its own; \"same\", "
+             "all the page's defaults, so that they follow one training), "
+             f"a move every {data['think_s']:g} s on average, "
+             f"readers arriving over {data['arrival_s']:g} s, each class {data['minutes']:g} min"
+             + (f"; {busy} of the machine's cores kept busy by other work (a matmul loop each) the whole run."
+                if busy else "."), "",
+             "| readers | trainers' settings | peak MB (before the class) | per-minute peaks MB | "
+             "moves p50 / p95 s (> 1 s) | trainings s (unfinished: their bar at the end) | below the bigram s | "
+             "load |",
+             "| ---: | --- | --- | --- | --- | --- | --- | --- |"]
     for r in data["classes"]:
         before = r.get("before_class_mb")
         peak = f"{r['class_peak_mb']:.0f}" + ("" if before is None else f" ({before:.0f})")
-        lines.append(f"| {r['readers']} | {peak} | {' '.join(f'{v:.0f}' for v in r['per_minute_peak_mb'])} | "
+        settings = "same" if r.get("same_settings") else "own"
+        lines.append(f"| {r['readers']} | {settings} | {peak} | "
+                     f"{' '.join(f'{v:.0f}' for v in r['per_minute_peak_mb'])} | "
                      f"{r['move_p50_s']} / {r['move_p95_s']} ({r['moves_over_1s']} of {r['moves']}) | "
-                     f"{' '.join(f'{t:.0f}' for t in r['trainings_s']) or '—'} | "
+                     f"{' '.join(f'{t:.0f}' for t in r['trainings_s']) or '—'} ({_unfinished(r)}) | "
+                     f"{' '.join('—' if t is None else f'{t:.0f}' for t in r.get('bigram_s', [])) or '—'} | "
                      f"{r['load_average']['before'][0]}–{r['load_average']['after'][0]} |")
+    for r in data["classes"]:
+        limit = r.get("memory_limit")
+        if limit:
+            settings = "same" if r.get("same_settings") else "own"
+            lines += ["", f"The class of {r['readers']} (\"{settings}\") ran with the server under a hard memory "
+                      f"limit of {limit['limit_mb']} MB (a cgroup {limit['cgroup']}, as a container holds an app): the "
+                      f"group's charged peak {_s(limit['charged_peak_mb'])} MB (pages of files read from disk "
+                      f"included), the limit reached {limit['limit_hits']:,} times, {limit['oom_kills']} processes "
+                      "killed."]
     return [*lines, ""]
 
 
@@ -171,6 +206,28 @@ def preset(data: dict) -> list[str]:
     return [*lines, ""]
 
 
+def lab_notebook(data: dict) -> list[str]:
+    """The Lab's notebook run top to bottom (``tools.bench_notebook``'s format)."""
+    r = data["notebook"]
+    model, training = r.get("model") or {}, r.get("training") or {}
+
+    def nats(value) -> str:
+        return "—" if value is None else f"{value:.4f}"
+
+    early = ("ran all its steps" if r["stopped_early_at"] is None
+             else f"stopped early at step {r['stopped_early_at']:,}")
+    lines = [f"Built by the Lab page's button with its defaults ({data.get('lang', 'en')}): a slice of "
+             f"{r['records']:,} poems, n_layer {model.get('n_layer', '?')}, n_embd {model.get('n_embd', '?')}, "
+             f"block_size {model.get('block_size', '?')}, {training.get('steps', 0):,} steps of batch "
+             f"{training.get('batch_size', '?')}; executed with nbclient on a fresh kernel in an empty folder.", "",
+             "| whole run s | training cell s | val loss first / best / last | bigram / unigram (the slice) | "
+             "the training |", "| ---: | ---: | --- | --- | --- |",
+             f"| {r['wall_s']:,.0f} | {r['training_cell_s'] or 0:,.0f} | {nats(r['first_val'])} / "
+             f"{nats(r['best_val'])} / {nats(r['last_val'])} | {nats(r['bigram_val'])} / "
+             f"{nats(r['unigram_val'])} | {early} |", ""]
+    return lines
+
+
 def gates(data: dict) -> list[str]:
     """Page 1's first visit with the prediction gates on and off (``tools.bench_gates``' format)."""
     load = " ".join(f"{v:.1f}" for v in data.get("load_average", []))
@@ -185,12 +242,17 @@ def gates(data: dict) -> list[str]:
 
 #: Renderers by benchmark name; a file whose name has none gets its machine line only.
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
-                                                      "generate": generate, "load": load, "queue": queue,
-                                                      "preset": preset, "gates": gates}
+                                                      "generate": generate, "load": load, "load_limited": load,
+                                                      "load_unlimited": load,
+                                                      "load_busy": load, "queue": queue,
+                                                      "preset": preset, "notebook": lab_notebook, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
           "generate": "Generation and the KV cache", "load": "A class on one server",
+          "load_limited": "A class on one server under a container's memory limit",
+          "load_unlimited": "The class of the memory limit's machine, without the limit",
+          "load_busy": "A class on one server busy with other work",
           "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
-          "pages": "Pages in the browser",
+          "notebook": "The Lab's notebook, run top to bottom", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}
 
 

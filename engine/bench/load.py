@@ -3,8 +3,8 @@
 A reader is a client of Streamlit's websocket protocol, and ``engine`` never imports Streamlit (its protobuf
 classes included), so this sub-command starts ``tools.bench_load`` in a child process and passes its
 arguments through (``--readers 10 20 30``, ``--minutes``, ``--trainers``, ``--browser``, ``--think-s``,
-``--app-root``, ``--json``; ``--help`` lists them). It writes ``runs/bench_load.json`` with the machine and the
-load average of every class.
+``--app-root``, ``--memory-limit-mb``, ``--busy-cores``, ``--json``; ``--help`` lists them). It writes
+``runs/bench_load.json`` with the machine and the load average of every class.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: ``tools.bench_load`` prints the machine itself, from a child interpreter: no process of the benchmark but the
+#: server maps PyTorch's library, so the server's reads of it count as its own.
+PRINTS_MACHINE = True
 
 
 def main(argv: list[str]) -> int:

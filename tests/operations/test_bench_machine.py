@@ -68,10 +68,24 @@ def test_generation_benchmark_checks_tokens_and_counts_the_cache():
 def test_dispatcher_prints_the_machine_for_commands_that_do_not(monkeypatch, capsys):
     calls = []
     quiet = types.SimpleNamespace(main=lambda argv: calls.append(argv) or 0)
-    monkeypatch.setattr(dispatch.importlib, "import_module", lambda name: quiet)
-    monkeypatch.setattr(dispatch.machine, "matmul_ceiling", lambda: 1.5)
+    monkeypatch.setattr(dispatch.importlib, "import_module",
+                        lambda name: M if name == "engine.bench.machine" else quiet)
+    monkeypatch.setattr(M, "matmul_ceiling", lambda: 1.5)
     assert dispatch.main(["pages", "--repeats", "1"]) == 0
     assert calls == [["--repeats", "1"]]
     printed = capsys.readouterr().out
     assert printed.startswith("machine: ") and "ISA: " in printed and "1.5 GFLOP/s" in printed
     assert all(getattr(module, "PRINTS_MACHINE", False) for module in (G, T))
+
+
+def test_the_dispatcher_does_not_import_pytorch_for_the_class_benchmark():
+    """``load`` prints the machine from its child: the dispatcher's own process never maps PyTorch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from engine.bench import __main__ as d, load; load.main = lambda argv: 0; "
+            "d.main(['load']); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=dispatch.__file__.rsplit("/engine/", 1)[0])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
