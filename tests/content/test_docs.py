@@ -2,6 +2,7 @@
 name exists, and no machine's path or file outside the repository is written into them."""
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -59,3 +60,75 @@ def test_the_model_card_states_what_the_checkpoint_holds():
         assert fact in card, fact
     listing = card.split("```bash")[1].split("```")[0]
     assert listing.replace("\\\n", " ").split() == summary["command"].split()  # the command, as it ran
+
+
+def test_the_teachers_class_case_is_the_load_benchmarks():
+    """The class case the teacher's page states is the one in assets/bench_load.json: the peak, the moves, the
+    trainings' ends and their bigram crossings, for the class that kept the defaults and for the one that did not."""
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "teaching.md").read_text("utf-8"))
+    data = json.loads((ROOT / "assets" / "bench_load.json").read_text("utf-8"))
+    rows = {("same" if r.get("same_settings") else "own"): r for r in data["classes"]}
+    same, own = rows["same"], rows["own"]
+
+    def span(values):
+        return f"{min(values):.0f}–{max(values):.0f} s"
+
+    each = len(same["trainings_s"]) // data["trainers"]  # trainings per follower, listed follower after follower
+    later = [t for i, t in enumerate(same["bigram_s"]) if i % each]  # each follower's trainings after their first
+    assert f"ended {span(same['trainings_s'])} after the click" in text
+    assert f"below the bigram line {span(later)} after it" in text
+    assert f"{same['move_p95_s']:.2f} s at the 95th percentile ({same['moves_over_1s']} of {same['moves']:,}" \
+        .replace(",", " ") in text
+    assert ", ".join(f"{t:.0f}" for t in own["trainings_s"][:-1]) + f" and {own['trainings_s'][-1]:.0f} s" in text
+    assert f"peaked at {max(same['peak_mb'], own['peak_mb']):.0f} MB" in text
+    assert f"({same['before_class_mb']:.0f} MB before the class" in text
+    assert len(same["bigram_s"]) == len(same["trainings_s"]) and same["trainings_unfinished"] == 0
+
+
+def test_the_teachers_notebook_figures_are_the_notebook_benchmarks():
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "teaching.md").read_text("utf-8"))
+    run = json.loads((ROOT / "assets" / "bench_notebook.json").read_text("utf-8"))["notebook"]
+    assert f"a slice of {run['records']:,} poems".replace(",", " ") in text
+    assert f"top to bottom in {run['wall_s']:.0f} s" in text
+    assert f"ended {run['bigram_val'] - run['last_val']:.2f} nats below the slice's bigram line" in text
+    assert run["last_below_bigram"] and run["last_val"] < run["first_val"] - 1
+
+
+def test_the_teachers_queue_figures_are_the_queue_benchmarks():
+    """The one-click training's times and the two policies' last ends on the teacher's page are those of
+    assets/bench_queue.json, and the estimate before the click is the upper bound the page calls it."""
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "teaching.md").read_text("utf-8"))
+    data = json.loads((ROOT / "assets" / "bench_queue.json").read_text("utf-8"))
+    policies = {p["max_concurrent"]: p["jobs"] for p in data["policies"]}
+    jobs = [j for js in policies.values() for j in js]
+
+    def span(values):
+        return f"{min(values):.0f}–{max(values):.0f} s"
+
+    assert f"took {span([j['training_s'] for j in jobs])}" in text
+    assert f"after {span([j['bigram_training_s'] for j in jobs])} of training" in text
+    assert f"ended after {max(j['end_s'] for j in policies[1]):.0f} s with one at a time" in text
+    assert f"(the fifth waited {max(j['wait_s'] for j in policies[1]):.0f} s)" in text
+    assert f"after {max(j['end_s'] for j in policies[2]):.0f} s with two at a time" in text
+    assert all(j["state"] == "done" and j["final_val_loss"] < data["bigram_val"] for j in jobs)
+    worst = max(abs(e) for j in jobs for e in j["estimate_errors"].values())
+    assert f"within {math.ceil(worst * 100)} % of the truth from a tenth of the steps on" in text
+    before = [1 + j["estimate_before_error"] for j in jobs]  # the estimate over the time it really took
+    assert min(before) > 1 and f"{min(before):.1f} to {max(before):.1f} times too long" in text
+
+
+def test_the_teachers_machines_table_is_the_load_benchmarks():
+    """Each row of the teacher's table of machines is the "same" class of one load benchmark file: its kernels, its
+    ceiling at the start, its students, its peak, its moves' median and 95th percentile and its trainings."""
+    text = (ROOT / "docs" / "teaching.md").read_text("utf-8")
+    for name, limit in (("bench_load", ""), ("bench_load_unlimited", ""),
+                        ("bench_load_limited", ", 600 MB memory limit")):
+        data = json.loads((ROOT / "assets" / f"{name}.json").read_text("utf-8"))
+        machine = data["machine"]
+        same = next(r for r in data["classes"] if r.get("same_settings"))
+        kernels = machine["torch_cpu_capability"].replace("AVX512", "AVX-512")
+        row = (f"| {kernels} kernels ({machine['matmul_ceiling_gflops']['before']:.0f} GFLOP/s){limit} | "
+               f"{same['readers']} | {same['class_peak_mb']:.0f} MB | {same['move_p50_s']:.2f} / "
+               f"{same['move_p95_s']:.2f} s | {min(same['trainings_s']):.0f}–{max(same['trainings_s']):.0f} s |")
+        assert row in text, row
+        assert (same.get("memory_limit") or {}).get("oom_kills", 0) == 0
