@@ -36,7 +36,11 @@ container (Community Cloud's, a teacher's Docker) holds it, after emptying the p
 files the server reads are charged to it as in a fresh container: the row adds the group's charged peak, the
 times it hit the limit and the processes the kernel killed in it. With ``--busy-cores N``, N processes each keep
 one core busy with a matmul loop from before the machine's matmul ceiling is measured to the end, as on a machine
-shared with other work; the ceiling then says what speed the class had.
+shared with other work; the ceiling then says what speed the class had. With ``--profile``, py-spy samples the
+server while the class works, only the thread that holds the interpreter lock (the one resource every page's run
+and the training's Python side share): the row adds the share of the class's time the lock was held and where it
+went (``SCRIPT_AREAS``: Plotly's charts, tables, Babel's numbers, PyTorch, Streamlit; the training; the server's
+own work). py-spy reads another process's memory, so it needs root or ``ptrace`` rights.
 
 The whole run's peak includes the first visit of every page (the process-wide caches filled once, on a fresh
 server); the class's peak counts from its arrival. Prints one table row per reader count and writes ``--json``
@@ -711,6 +715,92 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
+# --- where the interpreter lock goes ---------------------------------------------------------------------------------
+
+#: Samples per second of ``--profile``'s py-spy (``--gil``: only the thread that holds the interpreter lock).
+PROFILE_RATE_HZ = 50
+#: What a sample of a page's run is spent in, by the folders of its frames (see :func:`profile_area`).
+SCRIPT_AREAS = (
+    ("charts (Plotly: building figures, writing their JSON)", ("plotly/", "_plotly_utils/")),
+    ("tables and data (pandas, Arrow)", ("pandas/", "pyarrow/", "jinja2/", "narwhals/")),
+    ("numbers (Babel)", ("babel/",)),
+    ("tensor computations (PyTorch)", ("torch/",)),
+    ("messages (protobuf)", ("google/protobuf/",)),
+    ("Streamlit's elements and session state", ("streamlit/",)),
+    ("the engine's Python code", ("engine/",)),
+)
+#: Where a run's sample goes when none of its frames is in :data:`SCRIPT_AREAS` (py-spy names a page's own
+#: module, ``views/``, by its bare file name, since Streamlit puts its folder on ``sys.path``).
+PAGE_CODE = "the pages' own Python code (views, ui)"
+#: A frame of the script thread: everything under it is a page's run.
+SCRIPT_FRAME = "exec_func_with_error_handling"
+
+
+def _frame_path(frame: str) -> str:
+    """``ui/numbers.py`` of py-spy's ``num (ui/numbers.py:94)``, with a leading ``/`` to match folder names."""
+    inner = frame[frame.rfind("(") + 1:]
+    return "/" + inner.rpartition(":")[0]
+
+
+def profile_area(frames: list[str]) -> str:
+    """The area a py-spy sample belongs to, from its frames (outermost first, ``func (path:line)``, the paths as
+    py-spy shortens them): a page's run by :data:`SCRIPT_AREAS` from the innermost frame outwards (frames of
+    Python's own library are skipped, so a ``copy.deepcopy`` Plotly calls counts as Plotly's; ``ui/`` stops the
+    search as the pages' code; the script runner's frames around the run are not searched), a module imported,
+    the Lab's training thread, or the server's own work."""
+    if any("_find_and_load" in f for f in frames):
+        return "importing modules (a first visit)"
+    if not any(SCRIPT_FRAME in f for f in frames):
+        return "the Lab's training (its Python side)" if any("/engine/lab/" in _frame_path(f) for f in frames) \
+            else "the server (websocket, sessions, sending messages)"
+    inside = max(i for i, f in enumerate(frames) if SCRIPT_FRAME in f)  # the run's own frames follow this one
+    for frame in reversed(frames[inside + 1:]):
+        path = _frame_path(frame)
+        for area, markers in SCRIPT_AREAS:
+            if any("/" + m in path for m in markers):
+                return area
+        if "/ui/" in path or "/views/" in path:
+            return PAGE_CODE
+    return PAGE_CODE
+
+
+def profile_summary(raw: str, wall_s: float, rate_hz: float = PROFILE_RATE_HZ) -> dict:
+    """py-spy's raw output (``frame;frame;… count`` lines) summed by :func:`profile_area`: the seconds the
+    interpreter lock was held, that share of the class's ``wall_s``, and each area's share of the held time."""
+    by_area: dict[str, int] = {}
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        area = profile_area(stack.split(";"))
+        by_area[area] = by_area.get(area, 0) + int(count)
+    samples = sum(by_area.values())
+    return {"rate_hz": rate_hz, "samples": samples, "held_s": round(samples / rate_hz, 1),
+            "held_share": round(samples / rate_hz / wall_s, 3) if wall_s > 0 else None,
+            "by_area": {a: round(n / samples, 3) for a, n in sorted(by_area.items(), key=lambda kv: -kv[1])}
+            if samples else {}}
+
+
+class GilProfiler:
+    """py-spy on the server while a class works (``--profile``): samples of the thread holding the interpreter
+    lock, without pausing the server (``--nonblocking``); :meth:`stop` returns :func:`profile_summary`'s dict."""
+
+    def __init__(self, pid: int, out: Path):
+        exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        self.out, self.start = out, time.monotonic()
+        self.proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--gil", "--nonblocking", "--rate",
+                                      str(PROFILE_RATE_HZ), "--format", "raw", "--output", str(out)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def stop(self) -> dict:
+        wall = time.monotonic() - self.start
+        self.proc.send_signal(2)  # py-spy writes its samples on SIGINT
+        _, err = self.proc.communicate(timeout=120)
+        if not self.out.exists():
+            return {"error": err.decode(errors="replace")[-500:]}
+        return profile_summary(self.out.read_text(errors="replace"), wall)
+
+
 # --- one class, and the command --------------------------------------------------------------------------------------
 
 
@@ -805,6 +895,8 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
             asyncio.run(warm(base))
             load_before = [round(x, 2) for x in os.getloadavg()]
             since, start, cpu_start = sampler.mark(), time.monotonic(), sampler.cpu_s()
+            profiler = None if not args.profile else GilProfiler(
+                server.pid, log_path.with_name(log_path.stem.replace("server", "gil") + ".txt"))
             progress(f"{count} readers arriving over {args.arrival_s:.0f} s, then {args.minutes} min "
                      f"(load {load_before[0]})")
             browser, stop, thread = None, threading.Event(), None
@@ -823,6 +915,7 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
                 if thread is not None:
                     thread.join(timeout=RUN_TIMEOUT_S)
             wall = time.monotonic() - start
+            gil = None if profiler is None else profiler.stop()
             load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
             server_cpu_s = sampler.cpu_s() - cpu_start
             exit_code = server.poll()  # a server killed for want of memory has no /proc entry left to read
@@ -836,6 +929,8 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
         row["end_caches"] = caches
         if limit is not None:
             row["memory_limit"] = limit.summary()
+        if gil is not None:
+            row["gil"] = gil
         return row
     finally:
         stop_server(server)
@@ -868,6 +963,10 @@ def print_table(rows: list[dict]) -> None:
             print(f"{'':>7} under a {m['limit_mb']} MB limit (cgroup {m['cgroup']}): "
                   f"charged peak {m['charged_peak_mb']} MB, the limit hit {m['limit_hits']} times, "
                   f"{m['oom_kills']} processes killed")
+        if r.get("gil", {}).get("by_area"):
+            g = r["gil"]
+            print(f"{'':>7} interpreter lock held {g['held_share']:.0%} of the class: "
+                  + ", ".join(f"{a} {share:.0%}" for a, share in g["by_area"].items()))
         if "browser" in r:
             b = r["browser"]
             print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
@@ -900,6 +999,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--memory-limit-mb", type=int, default=None,
                         help="run the server in a memory cgroup with this hard limit, as a container runs it "
                              "(needs root or a delegated cgroup)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the server with py-spy while each class works: where the interpreter lock goes")
     parser.add_argument("--json", default="runs/bench_load.json", help="where to write the results")
     args = parser.parse_args(argv)
     if not 0 <= args.busy_cores <= (os.cpu_count() or 1):

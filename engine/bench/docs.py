@@ -35,6 +35,8 @@ COMMANDS = {
     "load_unlimited": "python -m engine.bench load --readers 30 --trainers 5 --minutes 12 --settings same "
                       "--json assets/bench_load_unlimited.json",
     "load_busy": "python -m engine.bench load --busy-cores 1 --json assets/bench_load_busy.json",
+    "load_profile": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same --profile "
+                    "--json assets/bench_load_profile.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "notebook": "python -m engine.bench notebook --json assets/bench_notebook.json",
@@ -163,6 +165,14 @@ def load(data: dict) -> list[str]:
                       f"group's charged peak {_s(limit['charged_peak_mb'])} MB (pages of files read from disk "
                       f"included), the limit reached {limit['limit_hits']:,} times, {limit['oom_kills']} processes "
                       "killed."]
+    for r in data["classes"]:
+        gil = r.get("gil") or {}
+        if gil.get("by_area"):
+            settings = "same" if r.get("same_settings") else "own"
+            lines += ["", f"Where the server's interpreter lock went while the class of {r['readers']} "
+                      f"(\"{settings}\") worked (py-spy, {gil['rate_hz']} samples a second of the thread holding "
+                      f"it): held {gil['held_share']:.0%} of the class's {r['wall_s']:,.0f} s, of which "
+                      + "; ".join(f"{area} {share:.0%}" for area, share in gil["by_area"].items()) + "."]
     return [*lines, ""]
 
 
@@ -244,13 +254,14 @@ def gates(data: dict) -> list[str]:
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
                                                       "generate": generate, "load": load, "load_limited": load,
                                                       "load_unlimited": load,
-                                                      "load_busy": load, "queue": queue,
+                                                      "load_busy": load, "load_profile": load, "queue": queue,
                                                       "preset": preset, "notebook": lab_notebook, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
           "generate": "Generation and the KV cache", "load": "A class on one server",
           "load_limited": "A class on one server under a container's memory limit",
           "load_unlimited": "The class of the memory limit's machine, without the limit",
           "load_busy": "A class on one server busy with other work",
+          "load_profile": "Where a class's time goes on the server",
           "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
           "notebook": "The Lab's notebook, run top to bottom", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}

@@ -3,7 +3,7 @@
 A reader is a client of Streamlit's websocket protocol, and ``engine`` never imports Streamlit (its protobuf
 classes included), so this sub-command starts ``tools.bench_load`` in a child process and passes its
 arguments through (``--readers 10 20 30``, ``--minutes``, ``--trainers``, ``--browser``, ``--think-s``,
-``--app-root``, ``--memory-limit-mb``, ``--busy-cores``, ``--json``; ``--help`` lists them). It writes
+``--app-root``, ``--memory-limit-mb``, ``--busy-cores``, ``--profile``, ``--json``; ``--help`` lists them). It writes
 ``runs/bench_load.json`` with the machine and the load average of every class.
 """
 

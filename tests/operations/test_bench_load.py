@@ -16,11 +16,15 @@ import pytest
 from tests.plotly_json import ROOT
 from tools import bench_load
 
+#: The server process of each base address the fixture started.
+SERVERS: dict[str, object] = {}
+
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     port = bench_load.free_port()
     server = bench_load.start_server(ROOT, port, tmp_path_factory.mktemp("load") / "server.log")
+    SERVERS[f"http://127.0.0.1:{port}"] = server
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -128,3 +132,41 @@ def test_figure_caches_of_the_pages_share_one_bound():
                     bounds[f"{path.name}:{node.name}"] = bound
     assert len(bounds) >= 10, bounds
     assert {name: b for name, b in bounds.items() if b != "page.FIGURE_CACHE_ENTRIES"} == {}
+
+
+def test_a_profile_sample_goes_to_the_area_of_its_innermost_known_frame():
+    # frames as py-spy writes them: paths shortened to the sys.path entry, a page's own module by its bare name
+    run = ["_run_script (streamlit/runtime/scriptrunner/script_runner.py:1)",
+           "exec_func_with_error_handling (streamlit/runtime/scriptrunner/exec_code.py:2)",
+           "<module> (dropout.py:3)"]
+    figure = [*run, "dropout_slider_figure (engine/figures/dropout.py:4)",
+              "__init__ (plotly/graph_objs/_figure.py:5)", "deepcopy (copy.py:6)"]
+    number = [*run, "num (ui/numbers.py:7)", "format_decimal (babel/numbers.py:8)"]
+    engine = [*run, "dropout_pair (engine/sections/dropout.py:9)", "<listcomp> (random.py:1)"]
+    page = [*run, "alt_text (ui/alt.py:3)", "<genexpr> (ui/alt.py:5)", "join (textwrap.py:2)"]
+    imported = [*run, "_find_and_load (<frozen importlib._bootstrap>:1176)", "<module> (pandas/core/frame.py:1)"]
+    training = ["_bootstrap (threading.py:1)", "run (engine/lab/queue.py:2)", "step (torch/optim/adamw.py:3)"]
+    server = ["_run_once (asyncio/base_events.py:1)", "write_message (tornado/web.py:2)"]
+    assert bench_load.profile_area(figure).startswith("charts")  # the stdlib's deepcopy counts as Plotly's
+    assert bench_load.profile_area(number) == "numbers (Babel)"
+    assert bench_load.profile_area(engine) == "the engine's Python code"
+    assert bench_load.profile_area(run) == bench_load.profile_area(page) == bench_load.PAGE_CODE
+    assert bench_load.profile_area(imported).startswith("importing")
+    assert bench_load.profile_area(training).startswith("the Lab's training")
+    assert bench_load.profile_area(server).startswith("the server")
+    raw = "\n".join([";".join(figure) + " 30", ";".join(number) + " 10", ";".join(server) + " 10", "garbage"])
+    summary = bench_load.profile_summary(raw, wall_s=2.0, rate_hz=50)
+    assert summary["samples"] == 50 and summary["held_s"] == 1.0 and summary["held_share"] == 0.5
+    assert list(summary["by_area"].values()) == [0.6, 0.2, 0.2]
+    assert next(iter(summary["by_area"])).startswith("charts")
+
+
+def test_py_spy_samples_the_servers_interpreter_lock_while_readers_move(base, tmp_path):
+    profiler = bench_load.GilProfiler(SERVERS[base].pid, tmp_path / "gil.txt")
+    logs = asyncio.run(bench_load.run_class(base, readers=2, trainers=0, minutes=1 / 6, think_s=0.5,
+                                            switch_every=4, arrival_s=1.0, seed=3))
+    summary = profiler.stop()
+    assert "error" not in summary, summary
+    assert all(log.moves_s for log in logs)
+    assert summary["samples"] > 0 and 0 < summary["held_share"] <= 1.05
+    assert any(area.startswith("charts") for area in summary["by_area"]), summary

@@ -66,6 +66,22 @@ def test_the_load_benchmark_renders_its_classes(tmp_path):
     assert "/work/" not in text
 
 
+def test_a_profiled_class_says_where_the_interpreter_lock_went(tmp_path):
+    row = {"readers": 30, "wall_s": 740.2, "class_peak_mb": 590.0, "before_class_mb": 480.0,
+           "per_minute_peak_mb": [560.0], "move_p50_s": 0.3, "move_p95_s": 1.9, "moves_over_1s": 500, "moves": 3000,
+           "trainings_s": [600.0], "trainings_unfinished": 0, "load_average": {"before": [1.0], "after": [1.5]},
+           "same_settings": True, "gil": {"rate_hz": 50, "samples": 33000, "held_s": 660.0, "held_share": 0.892,
+                                          "by_area": {"charts (Plotly)": 0.41, "the Lab's training": 0.3}}}
+    machine = json.loads((ROOT / "assets" / "bench_train.json").read_text("utf-8"))["machine"]
+    (tmp_path / "bench_load_profile.json").write_text(json.dumps(
+        {"machine": machine, "minutes": 12, "trainers": 5, "think_s": 4.0, "arrival_s": 20.0, "classes": [row]}))
+    text = docs.render(tmp_path)
+    assert "## Where a class's time goes on the server" in text
+    assert "--profile" in text
+    assert ("the class of 30 (\"same\") worked (py-spy, 50 samples a second of the thread holding it): held 89% of "
+            "the class's 740 s, of which charts (Plotly) 41%; the Lab's training 30%.") in text
+
+
 def test_a_class_under_a_memory_limit_says_what_the_limit_did(tmp_path):
     row = {"readers": 25, "class_peak_mb": 590.0, "before_class_mb": 480.0, "per_minute_peak_mb": [560.0],
            "move_p50_s": 0.06, "move_p95_s": 0.3, "moves_over_1s": 2, "moves": 3000, "trainings_s": [200.0],
