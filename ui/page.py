@@ -38,6 +38,9 @@ VIEWS_DIR = ROOT / "views"
 #: also chose; a class jumping across a control's range fills more entries than it hits, each holding a Plotly
 #: figure, so more entries add memory while every reader stays, not speed.
 FIGURE_CACHE_ENTRIES = 8
+#: Entries of a cache of small figures (a few tens of KB each, as a score matrix of at most 16 positions): 64 of them
+#: hold a class's recent values for a few MB.
+SMALL_FIGURE_ENTRIES = 64
 _PART = re.compile(r"^<!--\s*part:\s*([\w-]+)\s*-->\s*$", re.MULTILINE)
 
 

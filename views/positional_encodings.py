@@ -431,11 +431,20 @@ def rope_controls() -> tuple[int, int, bool]:
     return head_dim, position, rope_ok
 
 
+@st.cache_resource(show_spinner=False, max_entries=page.SMALL_FIGURE_ENTRIES)
+def rope_pairs_chart(head_dim: int, position: int, lang: str, _labels: figures.RopePairLabels) -> go.Figure:
+    """Section 5's figure of one vector's pairs at ``position``, built once per value and language.
+
+    The labels hold formatters, which Streamlit cannot hash; they follow from ``lang``, so they stay out of the key."""
+    rotation = rope_rotation(head_dim, VECTOR_SEED)
+    return figures.rope_pairs_figure(rotation, position, sections.shown_pairs(rotation.n_pairs), _labels)
+
+
 def rope_rotation_view(head_dim: int, position: int) -> None:
     """Section 5: one vector's pairs of dimensions turned to position m, with their angles and the norm kept."""
     rotation = rope_rotation(head_dim, VECTOR_SEED)
     drawn = sections.shown_pairs(rotation.n_pairs)
-    st.plotly_chart(figures.rope_pairs_figure(rotation, position, drawn, figures.RopePairLabels(
+    st.plotly_chart(rope_pairs_chart(head_dim, position, current_language(), figures.RopePairLabels(
         panel=_("pair {pair} (dims {dim_a}, {dim_b})<br>θ = {theta} rad/pos · {angle}°"),
         earlier=_("earlier positions"), position=_("position {position}: "), pair=_("pair {pair}"),
         point=_("(%{x:.3f}, %{y:.3f})"), theta_text=theta_text, angle_text=lambda a: num(a, 1),
@@ -474,6 +483,20 @@ def score_controls(rope_ok: bool) -> tuple[str, int, int, bool]:
     return encoding, T, shift, scores_ok
 
 
+@st.cache_resource(show_spinner=False, max_entries=page.SMALL_FIGURE_ENTRIES)
+def score_chart(inputs: tuple, title: str, position_labels: tuple[str, ...], row_title: str, hover: str,
+                decimals: int, limit: float, separators: str, show_values: bool | None, *,
+                _matrix: torch.Tensor) -> go.Figure:
+    """One panel of section 6's score matrices (:func:`figures.score_matrices_figure`), built once per value.
+
+    ``inputs`` names what the (T, T) ``_matrix`` was computed from (the matrix itself, which Streamlit would hash
+    byte by byte on every rerun, stays out of the key); the words and formats are in the key, so each language has
+    its own figure."""
+    return figures.score_matrices_figure({title: _matrix}, {title: list(position_labels)}, row_title, hover,
+                                         decimals=decimals, limit=limit, separators=separators,
+                                         show_values=show_values)
+
+
 def score_matrices_view(encoding: str, head_dim: int, T: int, shift: int) -> None:
     """Section 6: the score matrix q·k at positions 0 … T − 1 and shifted, with what their diagonals say."""
     scores = score_matrices(encoding, head_dim, T, shift, VECTOR_SEED)
@@ -485,10 +508,10 @@ def score_matrices_view(encoding: str, head_dim: int, T: int, shift: int) -> Non
     matrices = (scores.attn_scores, scores.shifted)
     limit = figures.score_limit(matrices)
     for i, (column, title, matrix) in enumerate(zip(st.columns(2), labels, matrices, strict=True)):
-        column.plotly_chart(figures.score_matrices_figure(
-            {title: matrix}, {title: labels[title]}, _("query position m"),
-            _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), limit=limit,
-            separators=plotly_separators()), key=f"pe_scores_{i}", alt=_(
+        column.plotly_chart(score_chart(
+            ("scores", encoding, head_dim, T, shift, i), title, tuple(labels[title]), _("query position m"),
+            _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), 2, limit, plotly_separators(), None,
+            _matrix=matrix), key=f"pe_scores_{i}", alt=_(
             "Score matrix q·k of {encoding}, {title}: query position m in rows, key position n in columns; "
             "largest spread along a diagonal {spread}.").format(
                 encoding=_(SCORE_LABELS[encoding]), title=title, spread=sci(sections.diagonal_spread(matrix))))
@@ -521,7 +544,7 @@ def score_badges(scores: sections.ScoreMatrices, shift: int) -> None:
 
 @st.fragment
 def rope_and_scores() -> None:
-    """Sections 5-6: head_dim, the position and the score controls redraw these sections only."""
+    """Sections 5-6: head_dim and the position redraw these sections only; section 6's controls, its own."""
     head_dim, position, rope_ok = rope_controls()
     with page.slot():
         if rope_ok:
@@ -529,6 +552,12 @@ def rope_and_scores() -> None:
     page.show_code(sections.rope_rotation, positions.apply_rope, positions.rotate_pairs, positions.rope_cos_sin,
                    positions.rope_frequencies)
 
+    scores_section(head_dim, rope_ok)
+
+
+@st.fragment
+def scores_section(head_dim: int, rope_ok: bool) -> None:
+    """Section 6: its own controls redraw it alone (and ALiBi's); head_dim, above, redraws it with section 5."""
     # --- 6. scores depend on the distance -----------------------------------------------------------------
     page.prose("scores")
     encoding, T, shift, scores_ok = score_controls(rope_ok)
@@ -560,10 +589,10 @@ def alibi_section(T: int, shift: int) -> None:
     # their titles there)
     for row in range(0, N_HEAD, 2):
         for column, h in zip(st.columns(2), range(row, min(row + 2, N_HEAD)), strict=False):
-            column.plotly_chart(figures.score_matrices_figure(
-                {heads[h]: shown[h]}, {heads[h]: [str(t) for t in range(T)]}, _("query position i"),
-                _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), decimals=4, limit=limit,
-                separators=plotly_separators(), show_values=False), key=f"pe_alibi_{h}", alt=_(
+            column.plotly_chart(score_chart(
+                ("alibi", T, shift, h), heads[h], tuple(str(t) for t in range(T)), _("query position i"),
+                _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), 4, limit, plotly_separators(), False,
+                _matrix=shown[h]), key=f"pe_alibi_{h}", alt=_(
                 "ALiBi's bias −s·(i − j) on the scores of head {head}, query position i in rows, key position j in "
                 "columns; above the diagonal the causal mask's −∞; slope s = {slope}; colours from −{limit} to "
                 "{limit}.").format(head=h, slope=slope_text(float(bias.slopes[h])), limit=sci(limit, 2)))

@@ -322,6 +322,23 @@ def test_rope_controls(at):
     assert not any(c.value.startswith(drawn_note) for c in at.caption)
 
 
+#: What a figure of a cache bounded by ``ui.page.SMALL_FIGURE_ENTRIES`` may weigh, as JSON: 64 of them hold a few MB.
+SMALL_FIGURE_BYTES = 80_000
+
+
+def test_the_small_figure_caches_hold_small_figures_at_the_controls_extremes(at):
+    """Sections 5-6 keep 64 figures per cache (``ui.page.SMALL_FIGURE_ENTRIES``): at the largest head_dim, the last
+    position and the most positions T, each of their charts stays under SMALL_FIGURE_BYTES of JSON."""
+    at.slider(key="pe_head_dim").set_value(64).run()
+    at.slider(key="pe_position").set_value(127).run()
+    at.slider(key="pe_score_T").set_value(16).run()
+    assert not at.exception
+    keys = ["pe_rope_pairs", "pe_scores_0", "pe_scores_1", *(f"pe_alibi_{h}" for h in range(4))]
+    sizes = {key: len(spec(at, key)) for key in keys}
+    assert all(size < SMALL_FIGURE_BYTES for size in sizes.values()), sizes
+    assert len(np.asarray(chart(at, "pe_rope_pairs")["data"][1]["x"])) == 128  # the trail: positions 0 … 127
+
+
 @pytest.mark.parametrize("head_dim, drawn", [(16, 8), (64, 8), (2, 1)])
 def test_rope_figure_draws_every_pair_or_says_which(at, head_dim, drawn):
     """Page 7 section 5: the figure draws all pairs the table lists, or a caption names the ones it draws."""
