@@ -30,11 +30,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import secrets
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -55,6 +57,43 @@ FINAL_STATES = ("done", "stopped", "error")
 STOP_REASONS = ("by_reader", "while_queued", "owner_left", "wall_cap")
 #: Seconds a job outlives its reader's session, so that a reload can take it over.
 ORPHAN_GRACE_S = 30.0
+#: The environment variable an operator sets to the nice value (0 … 19) a Lab job's thread takes on Linux once it has
+#: its slot: the training's threads then yield the cores to the readers' page runs when both want them, and take
+#: what the pages leave. 0 turns it off; another value, or none, means :data:`DEFAULT_TRAINING_NICE`.
+TRAINING_NICE_ENV = "ATTENTION_TRAINING_NICE"
+DEFAULT_TRAINING_NICE = 0
+#: The largest nice value Linux has.
+MAX_NICE = 19
+
+
+def training_nice(environ: Mapping[str, str] = os.environ) -> int:
+    """The nice value of :data:`TRAINING_NICE_ENV` in ``environ``: a whole number from 0 to :data:`MAX_NICE`, else
+    :data:`DEFAULT_TRAINING_NICE`."""
+    text = environ.get(TRAINING_NICE_ENV, "").strip()
+    if text.isdigit() and int(text) <= MAX_NICE:
+        return int(text)
+    return DEFAULT_TRAINING_NICE
+
+
+def lower_thread_priority(nice: int) -> int | None:
+    """Raises the calling thread's nice value to ``nice`` (never lowers it; that needs privileges); Linux only.
+
+    On Linux the nice value belongs to the thread, and the threads a thread starts inherit it, so PyTorch's intra-op
+    threads that the job's thread starts for its training take it too (``sched(7)``); the process's other threads
+    keep theirs. Returns the thread's nice value after the call, or None where it is left as it is (another
+    system, ``nice`` 0, or a refusal)."""
+    if not sys.platform.startswith("linux") or nice <= 0:
+        return None
+    try:
+        tid = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, tid)
+        if current < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, min(nice, MAX_NICE))
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except OSError:
+        return None
+
+
 #: Steps the time left is measured over: the job's own latest steps (evaluations between them included), so the
 #: estimate follows the server's load as it changes instead of the average since the start.
 ETA_WINDOW_STEPS = 200
@@ -417,6 +456,7 @@ class Job:
                     state = "stopped"
                     reason = "while_queued" if self._stop_reason == "by_reader" else self._stop_reason
                     return
+            lower_thread_priority(training_nice())  # before the work starts PyTorch's threads for this one
             p.start()
             self.result, stopped = self._work(p, self.should_stop)
             state = "stopped" if stopped else "done"

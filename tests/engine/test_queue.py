@@ -281,3 +281,45 @@ def test_a_session_follows_the_same_training_and_its_stop_only_leaves_it(monkeyp
     first.stop_training()
     assert not first.left_pending and J.wait_until_finished(job, 30).stop_reason == "by_reader"
     assert first.job is job  # a reader who stops alone keeps the job, and what it learned
+
+
+@pytest.mark.parametrize("value, nice", [("10", 10), ("0", 0), ("19", 19), ("20", J.DEFAULT_TRAINING_NICE),
+                                         ("-5", J.DEFAULT_TRAINING_NICE), ("ten", J.DEFAULT_TRAINING_NICE),
+                                         (" 7 ", 7), ("", J.DEFAULT_TRAINING_NICE)])
+def test_the_operators_nice_value_is_a_whole_number_up_to_19(value, nice):
+    assert J.training_nice({J.TRAINING_NICE_ENV: value}) == nice
+    assert J.training_nice({}) == J.DEFAULT_TRAINING_NICE
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "setpriority"), reason="no setpriority on this system")
+def test_a_job_thread_lowers_its_own_priority_and_its_torch_threads_inherit_it():
+    """The nice value is the thread's on Linux: the job's thread and the intra-op threads its matmuls start take it,
+    the process's main thread keeps its own."""
+    import os
+    import sys
+
+    import torch
+
+    if not sys.platform.startswith("linux"):
+        assert J.lower_thread_priority(10) is None
+        return
+    main_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: dict[str, object] = {}
+
+    def work():
+        seen["after"] = J.lower_thread_priority(max(main_nice, 0) + 5)
+        seen["tid"] = threading.get_native_id()
+        a = torch.randn(256, 256)
+        for _ in range(20):
+            a = torch.tanh(a @ a)  # starts this thread's intra-op workers, if the build has any
+        seen["threads"] = {tid: int(open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()[16])
+                           for tid in os.listdir("/proc/self/task")}
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=60)
+    expected = min(max(main_nice, 0) + 5, J.MAX_NICE)
+    assert seen["after"] == expected
+    assert seen["threads"][str(seen["tid"])] == expected
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main_nice
+    assert J.lower_thread_priority(0) is None  # 0: left as it is
