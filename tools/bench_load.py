@@ -42,6 +42,10 @@ and the training's Python side share): the row adds the share of the class's tim
 went (``SCRIPT_AREAS``: Plotly's charts, tables, Babel's numbers, PyTorch, Streamlit; the training; the server's
 own work). py-spy reads another process's memory, so it needs root or ``ptrace`` rights.
 
+With ``--variant LABEL ROOT [NAME=VALUE ...]`` (repeated) a run compares server setups: each class runs once on each
+in turn, from its checkout and with its variables in the server's environment (as ``ATTENTION_TRAINING_NICE=0``), and
+its row names the variant. Every row also gives the moves' times by page (``moves_by_page``).
+
 The whole run's peak includes the first visit of every page (the process-wide caches filled once, on a fresh
 server); the class's peak counts from its arrival. Prints one table row per reader count and writes ``--json``
 (default ``runs/bench_load.json``) with ``engine.bench.machine.machine_info()`` and the load average before
@@ -377,6 +381,7 @@ class ReaderLog:
     session_id: str | None = None
     opens_s: list[float] = field(default_factory=list)
     moves_s: list[float] = field(default_factory=list)
+    moves_by_page: dict[str, list[float]] = field(default_factory=dict)  # the same times, by the page's path
     switches_s: list[float] = field(default_factory=list)
     trainings_s: list[float] = field(default_factory=list)
     crossings_s: list[float | None] = field(default_factory=list)  # click to the bigram notice, per training
@@ -407,6 +412,7 @@ async def essay_reader(base: str, log: ReaderLog, rng: random.Random, until: flo
             moved = await session.move(rng, jump_share)
             if moved is not None:
                 log.moves_s.append(moved[0])
+                log.moves_by_page.setdefault(path, []).append(moved[0])
             moves += 1
     except Exception as error:  # a reader that fails is reported with the others, never ends the benchmark
         log.errors.append(f"{type(error).__name__}: {error}"[:300])
@@ -683,16 +689,17 @@ class MemoryLimit:
             self.path.rmdir()
 
 
-def start_server(app_root: Path, port: int, log: Path, limit: MemoryLimit | None = None) -> subprocess.Popen:
+def start_server(app_root: Path, port: int, log: Path, limit: MemoryLimit | None = None,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
     """``streamlit run serve.py`` in ``app_root`` on ``port``, its output in ``log``, inside ``limit``'s memory
-    cgroup when one is given; returns once it is healthy."""
+    cgroup when one is given, with ``env`` added to this process's environment; returns once it is healthy."""
     entry = "serve.py" if (app_root / "serve.py").exists() else "app.py"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", entry, "--server.port", str(port), "--server.headless",
              "true", "--server.address", "127.0.0.1", "--server.enableExpensiveMemoryStats", "true"],
             cwd=app_root, stdout=out, stderr=subprocess.STDOUT, preexec_fn=None if limit is None else limit.enter,
-            env={**os.environ, "PYTHONPATH": str(app_root), "PYTHONUNBUFFERED": "1"})
+            env={**os.environ, **(env or {}), "PYTHONPATH": str(app_root), "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -870,6 +877,14 @@ def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None
            "readers_log": [{"name": log.name, "role": log.role, "lang": log.lang, "session_id": log.session_id,
                             "moves": len(log.moves_s), "page_names": sorted(log.page_names),
                             "errors": log.errors} for log in logs]}
+    by_page: dict[str, list[float]] = {}
+    for log in logs:
+        for path, times in log.moves_by_page.items():
+            by_page.setdefault(path, []).extend(times)
+    # what a move costs on each page, as the class saw it (the page's own work and its wait for the others)
+    row["moves_by_page"] = {path: {"moves": len(times), "p50_s": rounded(quantile(times, 0.5)),
+                                   "p95_s": rounded(quantile(times, 0.95)), "over_1s": sum(t > 1 for t in times)}
+                            for path, times in sorted(by_page.items())}
     if browser is not None:
         row["browser"] = {"moves": len(browser.get("moves_s", [])),
                           "move_p50_s": rounded(quantile(browser.get("moves_s", []), 0.5)),
@@ -878,20 +893,25 @@ def summarise(count: int, logs: list[ReaderLog], rss: dict, browser: dict | None
     return row
 
 
-def measure(app_root: Path, count: int, args, same_settings: bool = False, progress=say) -> dict:
+def measure(app_root: Path, count: int, args, same_settings: bool = False, progress=say,
+            variant: Variant | None = None) -> dict:
     """One class of ``count`` readers on a fresh server (its trainers with ``same_settings`` or seeds of their
-    own); the summary row."""
+    own), of ``variant``'s checkout and environment when one is given; the summary row."""
+    if variant is not None:
+        app_root = variant.root
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log_path = ROOT / "runs" / f"bench_load_server_{count}_{'same' if same_settings else 'own'}.log"
+    tag = "" if variant is None else f"_{variant.label}"
+    log_path = ROOT / "runs" / f"bench_load_server_{count}_{'same' if same_settings else 'own'}{tag}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     limit = None if args.memory_limit_mb is None else MemoryLimit(args.memory_limit_mb, f"bench_load_{port}")
     if limit is not None:
         limit.charge_files_to_group()
-    server = start_server(app_root, port, log_path, limit)
+    server = start_server(app_root, port, log_path, limit, None if variant is None else variant.env)
     try:
         with RSSSampler(server.pid) as sampler:
-            progress(f"{count} readers: server up, opening every page once")
+            progress(f"{count} readers{'' if variant is None else ' (' + variant.label + ')'}: server up, opening "
+                     "every page once")
             asyncio.run(warm(base))
             load_before = [round(x, 2) for x in os.getloadavg()]
             since, start, cpu_start = sampler.mark(), time.monotonic(), sampler.cpu_s()
@@ -924,6 +944,8 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
         if exit_code is not None:
             row["errors"].append(f"the server exited during the class with status {exit_code}")
         row["same_settings"] = same_settings
+        if variant is not None:
+            row["variant"] = {"label": variant.label, "app_root": variant.root.name, "env": variant.env}
         row["server_cpu_s"] = round(server_cpu_s, 1)  # of the wall time: the share of a core the server got
         row["end_memory"] = split  # where the resident memory is when the class ends
         row["end_caches"] = caches
@@ -938,11 +960,41 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
             limit.remove()
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One server setup a run compares with the others: a checkout and environment variables of its own."""
+
+    label: str
+    root: Path
+    env: dict[str, str]
+
+
+def parse_variant(words: list[str]) -> Variant:
+    """``LABEL ROOT [NAME=VALUE ...]`` of ``--variant``; ValueError with what is wrong."""
+    if len(words) < 2:
+        raise ValueError("--variant takes a label, a checkout and any NAME=VALUE for the server's environment")
+    label, root, *pairs = words
+    if not label.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"a variant's label is letters, digits, - and _: {label!r}")
+    if not (Path(root) / "app.py").exists():
+        raise ValueError(f"no app.py in the variant's checkout {root!r}")
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"a variant's environment variable is NAME=VALUE: {pair!r}")
+        env[name] = value
+    return Variant(label, Path(root).resolve(), env)
+
+
 def print_table(rows: list[dict]) -> None:
     print(f"{'readers':>7} {'peak MB':>8} {'class MB':>8} {'per-minute peak MB':<36} {'moves':>6} {'p50 s':>6} "
           f"{'p95 s':>6} "
           f"{'>1 s':>5} {'switch p95':>10} {'trainings s':<16} {'load':>11} errors")
     for r in rows:
+        if "variant" in r:
+            v = r["variant"]
+            print(f"variant {v['label']}: {v['app_root']} " + " ".join(f"{k}={x}" for k, x in v["env"].items()))
         minutes = " ".join(f"{mb:.0f}" for mb in r["per_minute_peak_mb"])
         load = f"{r['load_average']['before'][0]}-{r['load_average']['after'][0]}"
         trainings = " ".join(f"{t:.0f}" for t in r["trainings_s"]) or "-"
@@ -967,6 +1019,9 @@ def print_table(rows: list[dict]) -> None:
             g = r["gil"]
             print(f"{'':>7} interpreter lock held {g['held_share']:.0%} of the class: "
                   + ", ".join(f"{a} {share:.0%}" for a, share in g["by_area"].items()))
+        if r.get("moves_by_page"):
+            print(f"{'':>7} moves by page (p50 / p95 s): " + ", ".join(
+                f"{path or 'home'} {m['p50_s']} / {m['p95_s']}" for path, m in r["moves_by_page"].items()))
         if "browser" in r:
             b = r["browser"]
             print(f"{'':>7} Chromium reader: {b['moves']} moves, p50 {b['move_p50_s']} s, p95 {b['move_p95_s']} s, "
@@ -993,6 +1048,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--arrival-s", type=float, default=20.0, help="the readers arrive over this many seconds")
     parser.add_argument("--seed", type=int, default=1, help="seed of the readers' choices")
     parser.add_argument("--app-root", default=str(ROOT), help="the checkout whose app is measured")
+    parser.add_argument("--variant", nargs="+", action="append", metavar="WORD",
+                        help="LABEL ROOT [NAME=VALUE ...]: compare server setups in one run (repeatable): each class "
+                             "runs once on each, in turn, from the checkout ROOT with NAME=VALUE in the server's "
+                             "environment; replaces --app-root")
     parser.add_argument("--busy-cores", type=int, default=0,
                         help="cores kept busy by other work during the run (a matmul loop each), as on a shared "
                              "machine")
@@ -1011,17 +1070,26 @@ def main(argv: list[str]) -> int:
         parser.error("reader counts, minutes, think time and switch interval must be positive")
     if not 0 <= args.jump_share <= 1:
         parser.error("--jump-share is a share, from 0 to 1")
+    try:
+        variants = [parse_variant(words) for words in args.variant or []]
+    except ValueError as error:
+        parser.error(str(error))
+    if len({v.label for v in variants}) < len(variants):
+        parser.error("each --variant needs a label of its own")
     with busy_cores(args.busy_cores):
         time.sleep(2 if args.busy_cores else 0)  # the other work under way before the ceiling is measured
         facts = machine_facts()
         info, args.default_seed = facts["machine"], facts["default_seed"]
         for line in facts["header"]:
             print(line, flush=True)
-        rows = [measure(Path(args.app_root).resolve(), count, args, same_settings=mode == "same")
-                for mode in dict.fromkeys(args.settings) for count in args.readers]
+        # with variants, each class once on each in turn, so that a change of the machine's speed over the run
+        # falls on all of them alike
+        rows = [measure(Path(args.app_root).resolve(), count, args, same_settings=mode == "same", variant=variant)
+                for mode in dict.fromkeys(args.settings) for count in args.readers for variant in variants or [None]]
         info["matmul_ceiling_gflops"] = {"before": facts["ceiling"], "after": machine_facts()["ceiling"]}
     # the checkout by its folder's name: a results file may be shipped, and holds no machine's path
-    result = {"machine": info, "app_root": Path(args.app_root).resolve().name, "minutes": args.minutes,
+    result = {"machine": info, "app_root": Path(args.app_root).resolve().name if not variants else None,
+              "minutes": args.minutes,
               "trainers": args.trainers, "think_s": args.think_s,
               "jump_share": args.jump_share, "switch_every": args.switch_every, "arrival_s": args.arrival_s,
               "seed": args.seed, "busy_cores": args.busy_cores, "classes": rows}

@@ -132,7 +132,10 @@ def test_figure_caches_of_the_pages_share_two_bounds():
                     bound = next((ast.unparse(k.value) for k in decorator.keywords if k.arg == "max_entries"), None)
                     bounds[f"{path.name}:{node.name}"] = bound
     assert len(bounds) >= 10, bounds
-    assert {name: b for name, b in bounds.items() if b != "page.FIGURE_CACHE_ENTRIES"} == {}
+    assert {name: b for name, b in bounds.items()
+            if b not in ("page.FIGURE_CACHE_ENTRIES", "page.SMALL_FIGURE_ENTRIES")} == {}
+    small = sorted(name for name, b in bounds.items() if b == "page.SMALL_FIGURE_ENTRIES")
+    assert small == ["positional_encodings.py:rope_pairs_chart", "positional_encodings.py:score_chart"]
 
 
 def test_a_profile_sample_goes_to_the_area_of_its_innermost_known_frame():
@@ -171,3 +174,27 @@ def test_py_spy_samples_the_servers_interpreter_lock_while_readers_move(base, tm
     assert all(log.moves_s for log in logs)
     assert summary["samples"] > 0 and 0 < summary["held_share"] <= 1.05
     assert any(area.startswith("charts") for area in summary["by_area"]), summary
+
+
+def test_a_variant_is_a_label_a_checkout_and_the_servers_variables(tmp_path):
+    (tmp_path / "app.py").write_text("")
+    v = bench_load.parse_variant(["nice-10", str(tmp_path), "ATTENTION_TRAINING_NICE=10", "A_B="])
+    assert (v.label, v.root, v.env) == ("nice-10", tmp_path.resolve(), {"ATTENTION_TRAINING_NICE": "10", "A_B": ""})
+    for words, says in [(["only-a-label"], "a label, a checkout"), (["a b", str(tmp_path)], "letters, digits"),
+                        (["x", str(tmp_path / "none")], "no app.py"), (["x", str(tmp_path), "NOEQUALS"], "NAME=VALUE"),
+                        (["x", str(tmp_path), "1X=2"], "NAME=VALUE")]:
+        with pytest.raises(ValueError, match=says):
+            bench_load.parse_variant(words)
+
+
+def test_the_summary_gives_each_pages_moves_and_their_quantiles():
+    a = bench_load.ReaderLog("reader-01", "essay", "en", moves_s=[0.1, 0.2, 1.5],
+                             moves_by_page={"self-attention": [0.1, 0.2], "positional-encodings": [1.5]})
+    b = bench_load.ReaderLog("reader-02", "essay", "fr", moves_s=[0.3], moves_by_page={"self-attention": [0.3]})
+    row = bench_load.summarise(2, [a, b], {}, None, {"before": [0], "after": [0]}, 60.0)
+    assert row["moves"] == 4
+    by_page = row["moves_by_page"]
+    assert list(by_page) == ["positional-encodings", "self-attention"]
+    assert by_page["self-attention"] == {"moves": 3, "p50_s": bench_load.quantile([0.1, 0.2, 0.3], 0.5),
+                                         "p95_s": round(bench_load.quantile([0.1, 0.2, 0.3], 0.95), 3), "over_1s": 0}
+    assert by_page["positional-encodings"]["over_1s"] == 1
