@@ -1082,20 +1082,25 @@ def main(argv: list[str]) -> int:
         info, args.default_seed = facts["machine"], facts["default_seed"]
         for line in facts["header"]:
             print(line, flush=True)
+        # the checkout by its folder's name: a results file may be shipped, and holds no machine's path
+        result = {"machine": info, "app_root": Path(args.app_root).resolve().name if not variants else None,
+                  "minutes": args.minutes,
+                  "trainers": args.trainers, "think_s": args.think_s,
+                  "jump_share": args.jump_share, "switch_every": args.switch_every, "arrival_s": args.arrival_s,
+                  "seed": args.seed, "busy_cores": args.busy_cores, "classes": []}
+        rows = result["classes"]
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
         # with variants, each class once on each in turn, so that a change of the machine's speed over the run
-        # falls on all of them alike
-        rows = [measure(Path(args.app_root).resolve(), count, args, same_settings=mode == "same", variant=variant)
-                for mode in dict.fromkeys(args.settings) for count in args.readers for variant in variants or [None]]
+        # falls on all of them alike; the file is written after each class, so an interrupted run keeps them
+        for mode in dict.fromkeys(args.settings):
+            for count in args.readers:
+                for variant in variants or [None]:
+                    rows.append(measure(Path(args.app_root).resolve(), count, args, same_settings=mode == "same",
+                                        variant=variant))
+                    out.write_text(json.dumps(result, indent=2))
         info["matmul_ceiling_gflops"] = {"before": facts["ceiling"], "after": machine_facts()["ceiling"]}
-    # the checkout by its folder's name: a results file may be shipped, and holds no machine's path
-    result = {"machine": info, "app_root": Path(args.app_root).resolve().name if not variants else None,
-              "minutes": args.minutes,
-              "trainers": args.trainers, "think_s": args.think_s,
-              "jump_share": args.jump_share, "switch_every": args.switch_every, "arrival_s": args.arrival_s,
-              "seed": args.seed, "busy_cores": args.busy_cores, "classes": rows}
     print_table(rows)
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
     return 0 if not any(r["errors"] for r in rows) else 1
