@@ -75,43 +75,50 @@ inputs = A.chapter_inputs()  # (6, 3)
 
 # --- 1. slider over p ---------------------------------------------------------------------------------
 page.prose("slider")
-seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
-                     value=chapter.DROPOUT_SEED, key="do_seed")
-slider_labels = figures.SliderLabels(
-    ones_panel="dropout(ones(6, 6))", weights_panel=_("dropout(causal attn_weights)"), sum_panel=_("row sum"),
-    step=_("p = {p}: each weight is dropped with probability {p}; survivors × 1/(1−p) = {scale} "
-           "({kept} of {total} kept this time)"),
-    slider_prefix=_("dropout p = "), separators=plotly_separators(), colon=colon())
-sweep, slider_figure = sweep_and_figure(seed, slider_labels)
-shown = sweep[SHOWN_P]
-if gates.gate(questions.KEPT, seed=seed) and gates.gate(questions.ROW_SUMS, seed=seed):
-    st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
-        "Heatmaps of dropout(ones(6, 6)) and of the causal attn_weights after dropout, beside their row sums, one p at "
-        "a time with the slider; at p = {p}, seed {seed}, the weights row by row: {weights}; row sums of "
-        "dropout(ones): {ones}.").format(p=num(SHOWN_P, 1), seed=seed, weights=alt.rows(shown.weights, TOKENS, 2),
-                                          ones=alt.vector(shown.ones_row_sums, 1)))
-    page.prose("scaling")  # the factor and the row sums: the two gates' answers, said after them
-    applies = seed == chapter.DROPOUT_SEED
-    st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
-                  "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
-                  "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
-                                                   ones=seq(shown.ones_row_sums, 1),
-                                                   weights=seq(shown.weights_row_sums, 2)))
-    page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
-                       chapter.DROPOUT_ONES, applies)
-    page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,
-                       chapter.DROPOUT_CAUSAL, applies)
-page.prose("platforms")
-device = pick_device()
-if device.type != "cpu":
-    there = sections.device_mask(sections.chapter_causal_weights(inputs), SHOWN_P, seed, device, shown)
-    if there.same_as_cpu:
-        st.markdown(_("On this machine's **{device}** device the same seed gives the same mask as the CPU:").format(
-            device=there.device))
-    else:
-        st.markdown(_("On this machine's **{device}** device the same seed gives a different mask from the CPU:")
-                    .format(device=there.device))
-    st.code(str(there.ones), language="text")
+@st.fragment
+def slider_section() -> None:
+    """Section 1: the seed redraws this section only (a new seed is a new sweep and figure, never in the cache)."""
+    seed = url.int_input(st, _("seed for torch.manual_seed"), min_value=0, max_value=99_999, step=1,
+                         value=chapter.DROPOUT_SEED, key="do_seed")
+    slider_labels = figures.SliderLabels(
+        ones_panel="dropout(ones(6, 6))", weights_panel=_("dropout(causal attn_weights)"), sum_panel=_("row sum"),
+        step=_("p = {p}: each weight is dropped with probability {p}; survivors × 1/(1−p) = {scale} "
+               "({kept} of {total} kept this time)"),
+        slider_prefix=_("dropout p = "), separators=plotly_separators(), colon=colon())
+    sweep, slider_figure = sweep_and_figure(seed, slider_labels)
+    shown = sweep[SHOWN_P]
+    if gates.gate(questions.KEPT, seed=seed) and gates.gate(questions.ROW_SUMS, seed=seed):
+        st.plotly_chart(slider_figure, key="do_slider_figure", alt=_(
+            "Heatmaps of dropout(ones(6, 6)) and of the causal attn_weights after dropout, beside their row sums, "
+            "one p at a time with the slider; at p = {p}, seed {seed}, the weights row by row: {weights}; row sums "
+            "of dropout(ones): {ones}.").format(p=num(SHOWN_P, 1), seed=seed,
+                                               weights=alt.rows(shown.weights, TOKENS, 2),
+                                               ones=alt.vector(shown.ones_row_sums, 1)))
+        page.prose("scaling")  # the factor and the row sums: the two gates' answers, said after them
+        applies = seed == chapter.DROPOUT_SEED
+        st.markdown(_("The figure opens at the chapter's rate, p = {p}. At that step, seed {seed}: row sums of "
+                      "dropout(ones) = {ones}; of the dropped-out weights = {weights}. Other steps show their own sums "
+                      "in the narrow columns.").format(p=figures.step_label(SHOWN_P, plotly_separators()), seed=seed,
+                                                       ones=seq(shown.ones_row_sums, 1),
+                                                       weights=seq(shown.weights_row_sums, 2)))
+        page.chapter_check(_("dropout(ones(6, 6)), p = {p}").format(p=num(SHOWN_P, 1)), shown.ones,
+                           chapter.DROPOUT_ONES, applies)
+        page.chapter_check(_("dropout(causal attn_weights), p = {p}").format(p=num(SHOWN_P, 1)), shown.weights,
+                           chapter.DROPOUT_CAUSAL, applies)
+    page.prose("platforms")
+    device = pick_device()
+    if device.type != "cpu":
+        there = sections.device_mask(sections.chapter_causal_weights(inputs), SHOWN_P, seed, device, shown)
+        if there.same_as_cpu:
+            st.markdown(_("On this machine's **{device}** device the same seed gives the same mask as the CPU:").format(
+                device=there.device))
+        else:
+            st.markdown(_("On this machine's **{device}** device the same seed gives a different mask from the CPU:")
+                        .format(device=there.device))
+        st.code(str(there.ones), language="text")
+
+
+slider_section()
 page.show_code(sections.dropout_pair, sections.dropout_sweep)
 
 # --- 2. mean over masks ---------------------------------------------------------------------------------

@@ -560,6 +560,48 @@ def vectors_3d(
     return go.Figure(data=data, layout=layout)
 
 
+def step_slider(
+    step_labels: Sequence[str],
+    traces_per_step: int,
+    prefix: str,
+    active: int = 0,
+    always_visible: int = 0,
+    step_layouts: Sequence[dict] | None = None,
+) -> tuple[list[bool], dict, list[dict] | None]:
+    """The parts of a Plotly slider that shows one group of traces per step, for a figure built in one call.
+
+    Args:
+        step_labels, traces_per_step, prefix, active, always_visible: as :func:`add_step_slider`.
+        step_layouts: optional layout changes per step, in Plotly's dotted paths (``"title.text"``).
+
+    Returns:
+        ``(visible, slider, step_layouts)``: each trace's ``visible`` at the active step (``always_visible`` traces
+        first, then the groups in step order), the ``layout.sliders[0]`` dict, and the step layouts with their
+        titles wrapped at :data:`TITLE_WIDTH` (None when none were given).
+
+    Raises:
+        ValueError: if ``active`` is not a step.
+    """
+    n_steps = len(step_labels)
+    if not 0 <= active < n_steps:
+        raise ValueError(f"active step {active} outside [0, {n_steps})")
+    if step_layouts is not None:
+        step_layouts = [{**s, "title.text": wrap_text(s["title.text"], TITLE_WIDTH)} if s.get("title.text") else s
+                        for s in step_layouts]
+    steps = []
+    for s, label in enumerate(step_labels):
+        visible = [True] * always_visible + [False] * (n_steps * traces_per_step)
+        for t in range(traces_per_step):
+            visible[always_visible + s * traces_per_step + t] = True
+        args: list = [{"visible": visible}]
+        if step_layouts is not None:
+            args.append(step_layouts[s])
+        steps.append(dict(method="update", label=str(label), args=args))
+    shown = [True] * always_visible + [(i // traces_per_step) == active for i in range(n_steps * traces_per_step)]
+    slider = dict(active=active, currentvalue=dict(prefix=prefix), pad=dict(t=40), steps=steps)
+    return shown, slider, step_layouts
+
+
 def add_step_slider(
     fig: go.Figure,
     step_labels: Sequence[str],
@@ -585,32 +627,18 @@ def add_step_slider(
     Raises:
         ValueError: if the trace count does not match.
     """
-    n_steps = len(step_labels)
-    if step_layouts is not None:  # step titles wrapped like base_layout's, with room for the longest
-        step_layouts = [{**s, "title.text": wrap_text(s["title.text"], TITLE_WIDTH)} if s.get("title.text") else s
-                        for s in step_layouts]
-        lines = max((s.get("title.text") or "").count("<br>") for s in step_layouts)
-        fig.update_layout(margin_t=max(fig.layout.margin.t or 0, 50 + 18 * lines))
-    expected = always_visible + n_steps * traces_per_step
+    expected = always_visible + len(step_labels) * traces_per_step
     if len(fig.data) != expected:
         raise ValueError(f"figure has {len(fig.data)} traces, expected {expected}")
-    if not 0 <= active < n_steps:
-        raise ValueError(f"active step {active} outside [0, {n_steps})")
-    steps = []
-    for s, label in enumerate(step_labels):
-        visible = [True] * always_visible + [False] * (n_steps * traces_per_step)
-        for t in range(traces_per_step):
-            visible[always_visible + s * traces_per_step + t] = True
-        args: list = [{"visible": visible}]
-        if step_layouts is not None:
-            args.append(step_layouts[s])
-        steps.append(dict(method="update", label=str(label), args=args))
+    shown, slider, step_layouts = step_slider(step_labels, traces_per_step, prefix, active, always_visible,
+                                              step_layouts)
+    if step_layouts is not None:  # step titles wrapped like base_layout's, with room for the longest
+        lines = max((s.get("title.text") or "").count("<br>") for s in step_layouts)
+        fig.update_layout(margin_t=max(fig.layout.margin.t or 0, 50 + 18 * lines))
     for i, trace in enumerate(fig.data):
         if i >= always_visible:
-            trace.visible = (i - always_visible) // traces_per_step == active
+            trace.visible = shown[i]
     if step_layouts is not None:
         fig.update_layout(step_layouts[active])
-    fig.update_layout(
-        sliders=[dict(active=active, currentvalue=dict(prefix=prefix), pad=dict(t=40), steps=steps)]
-    )
+    fig.update_layout(sliders=[slider])
     return fig
