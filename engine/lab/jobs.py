@@ -61,7 +61,7 @@ ORPHAN_GRACE_S = 30.0
 #: its slot: the training's threads then yield the cores to the readers' page runs when both want them, and take
 #: what the pages leave. 0 turns it off; another value, or none, means :data:`DEFAULT_TRAINING_NICE`.
 TRAINING_NICE_ENV = "ATTENTION_TRAINING_NICE"
-DEFAULT_TRAINING_NICE = 0
+DEFAULT_TRAINING_NICE = 10
 #: The largest nice value Linux has.
 MAX_NICE = 19
 
