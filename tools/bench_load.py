@@ -899,6 +899,9 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
     own), of ``variant``'s checkout and environment when one is given; the summary row."""
     if variant is not None:
         app_root = variant.root
+    # the machine's speed just before this class: a run of several classes compares them, and a shared machine's
+    # speed drifts over half an hour
+    ceiling = round(machine_facts()["ceiling"], 1)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     tag = "" if variant is None else f"_{variant.label}"
@@ -944,6 +947,7 @@ def measure(app_root: Path, count: int, args, same_settings: bool = False, progr
         if exit_code is not None:
             row["errors"].append(f"the server exited during the class with status {exit_code}")
         row["same_settings"] = same_settings
+        row["matmul_ceiling_gflops"] = ceiling
         if variant is not None:
             row["variant"] = {"label": variant.label, "app_root": variant.root.name, "env": variant.env}
         row["server_cpu_s"] = round(server_cpu_s, 1)  # of the wall time: the share of a core the server got

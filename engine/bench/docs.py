@@ -37,6 +37,13 @@ COMMANDS = {
     "load_busy": "python -m engine.bench load --busy-cores 1 --json assets/bench_load_busy.json",
     "load_profile": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same --profile "
                     "--json assets/bench_load_profile.json",
+    "load_compare_first": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same "
+                          "--variant before <checkout of b5c26e9> --variant cuts <checkout of 11efc9e> "
+                          "ATTENTION_TRAINING_NICE=0 --variant nice <the same checkout> ATTENTION_TRAINING_NICE=10 "
+                          "--json assets/bench_load_compare_first.json",
+    "load_compare": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same --variant "
+                    "before <checkout of b5c26e9> --variant cuts <checkout of 1dcd42c> ATTENTION_TRAINING_NICE=0 "
+                    "--variant nice <the same checkout> --json assets/bench_load_compare.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "notebook": "python -m engine.bench notebook --json assets/bench_notebook.json",
@@ -133,24 +140,54 @@ def _unfinished(row: dict) -> str:
     return f"{row['trainings_unfinished']}: " + ", ".join("queued" if p is None else f"{p} %" for p in at)
 
 
+def _variant_cell(row: dict, speed: bool = True) -> str:
+    """A row's variant: its label, its checkout's folder and the variables it gave the server (and the machine's
+    matmul ceiling before its class, with ``speed``, where the row has it)."""
+    v = row["variant"]
+    env = " ".join(f"`{name}={value}`" for name, value in v["env"].items())
+    ceiling = row.get("matmul_ceiling_gflops")
+    speed = "" if ceiling is None or not speed else f"; ceiling {ceiling:.0f} GFLOP/s before it"
+    return f"{v['label']} ({v['app_root']}{', ' + env if env else ''}{speed})"
+
+
+def _moves_by_page(data: dict) -> list[str]:
+    """A table of the moves' p50 / p95 by page and class (``moves_by_page``), or nothing when no row has them."""
+    rows = [r for r in data["classes"] if r.get("moves_by_page")]
+    if not rows:
+        return []
+    pages = sorted({path for r in rows for path in r["moves_by_page"]})
+    names = [_variant_cell(r, speed=False) if "variant" in r else f"{r['readers']} readers" for r in rows]
+    lines = ["", "What a move took on each page (p50 / p95 s, and the moves over 1 s), as the class saw it: the "
+             "page's own run and its wait for the others'.", "",
+             "| page | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(rows)]
+    for path in pages:
+        cells = []
+        for r in rows:
+            m = r["moves_by_page"].get(path)
+            cells.append("—" if m is None else f"{m['p50_s']} / {m['p95_s']} ({m['over_1s']} of {m['moves']})")
+        lines.append(f"| {path} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def load(data: dict) -> list[str]:
     """A class of readers on one server (``tools.bench_load``'s format)."""
     busy = data.get("busy_cores", 0)
+    variants = any("variant" in r for r in data["classes"])
     lines = [f"{data['trainers']} trainers per class (their settings: \"own\", each a seed of its own; \"same\", "
              "all the page's defaults, so that they follow one training), "
              f"a move every {data['think_s']:g} s on average, "
              f"readers arriving over {data['arrival_s']:g} s, each class {data['minutes']:g} min"
              + (f"; {busy} of the machine's cores kept busy by other work (a matmul loop each) the whole run."
                 if busy else "."), "",
-             "| readers | trainers' settings | peak MB (before the class) | per-minute peaks MB | "
-             "moves p50 / p95 s (> 1 s) | trainings s (unfinished: their bar at the end) | below the bigram s | "
-             "load |",
-             "| ---: | --- | --- | --- | --- | --- | --- | --- |"]
+             f"| {'variant | ' if variants else ''}readers | trainers' settings | peak MB (before the class) | "
+             "per-minute peaks MB | moves p50 / p95 s (> 1 s) | trainings s (unfinished: their bar at the end) | "
+             "below the bigram s | load |",
+             f"| {'--- | ' if variants else ''}---: | --- | --- | --- | --- | --- | --- | --- |"]
     for r in data["classes"]:
         before = r.get("before_class_mb")
         peak = f"{r['class_peak_mb']:.0f}" + ("" if before is None else f" ({before:.0f})")
         settings = "same" if r.get("same_settings") else "own"
-        lines.append(f"| {r['readers']} | {settings} | {peak} | "
+        lines.append(f"| {_variant_cell(r) + ' | ' if variants else ''}{r['readers']} | {settings} | {peak} | "
                      f"{' '.join(f'{v:.0f}' for v in r['per_minute_peak_mb'])} | "
                      f"{r['move_p50_s']} / {r['move_p95_s']} ({r['moves_over_1s']} of {r['moves']}) | "
                      f"{' '.join(f'{t:.0f}' for t in r['trainings_s']) or '—'} ({_unfinished(r)}) | "
@@ -173,7 +210,7 @@ def load(data: dict) -> list[str]:
                       f"(\"{settings}\") worked (py-spy, {gil['rate_hz']} samples a second of the thread holding "
                       f"it): held {gil['held_share']:.0%} of the class's {r['wall_s']:,.0f} s, of which "
                       + "; ".join(f"{area} {share:.0%}" for area, share in gil["by_area"].items()) + "."]
-    return [*lines, ""]
+    return [*lines, *_moves_by_page(data), ""]
 
 
 def _s(value: float | None) -> str:
@@ -254,7 +291,9 @@ def gates(data: dict) -> list[str]:
 RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "train": train,
                                                       "generate": generate, "load": load, "load_limited": load,
                                                       "load_unlimited": load,
-                                                      "load_busy": load, "load_profile": load, "queue": queue,
+                                                      "load_busy": load, "load_profile": load,
+                                                      "load_compare_first": load, "load_compare": load,
+                                                      "queue": queue,
                                                       "preset": preset, "notebook": lab_notebook, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
           "generate": "Generation and the KV cache", "load": "A class on one server",
@@ -262,6 +301,8 @@ TITLES = {"attention": "Attention implementations", "train": "Training throughpu
           "load_unlimited": "The class of the memory limit's machine, without the limit",
           "load_busy": "A class on one server busy with other work",
           "load_profile": "Where a class's time goes on the server",
+          "load_compare_first": "Cutting a move's cost, and the training's priority: page 7's cuts",
+          "load_compare": "Cutting a move's cost, and the training's priority: pages 4 and 7, nice 10 by default",
           "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
           "notebook": "The Lab's notebook, run top to bottom", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}

@@ -82,6 +82,30 @@ def test_a_profiled_class_says_where_the_interpreter_lock_went(tmp_path):
             "the class's 740 s, of which charts (Plotly) 41%; the Lab's training 30%.") in text
 
 
+def test_variants_side_by_side_name_their_checkout_and_variables_and_each_pages_moves(tmp_path):
+    row = {"readers": 30, "wall_s": 600.0, "class_peak_mb": 585.0, "per_minute_peak_mb": [560.0], "move_p50_s": 0.33,
+           "move_p95_s": 2.14, "moves_over_1s": 412, "moves": 2246, "trainings_s": [595.0], "trainings_unfinished": 0,
+           "bigram_s": [501.0], "load_average": {"before": [0.6], "after": [1.5]}, "same_settings": True,
+           "variant": {"label": "before", "app_root": "before", "env": {}},
+           "moves_by_page": {"dropout": {"moves": 332, "p50_s": 1.14, "p95_s": 3.606, "over_1s": 179},
+                             "self-attention": {"moves": 338, "p50_s": 0.204, "p95_s": 1.008, "over_1s": 19}}}
+    nice = {**row, "move_p95_s": 1.53, "matmul_ceiling_gflops": 171.3, "variant": {"label": "nice", "app_root": "after",
+                                                    "env": {"ATTENTION_TRAINING_NICE": "10"}},
+            "moves_by_page": {"dropout": {"moves": 340, "p50_s": 0.5, "p95_s": 1.2, "over_1s": 30}}}
+    machine = json.loads((ROOT / "assets" / "bench_train.json").read_text("utf-8"))["machine"]
+    (tmp_path / "bench_load_compare.json").write_text(json.dumps(
+        {"machine": machine, "app_root": None, "minutes": 8, "trainers": 5, "think_s": 4.0, "arrival_s": 20.0,
+         "classes": [row, nice]}))
+    text = docs.render(tmp_path)
+    assert "| variant | readers | trainers' settings |" in text
+    assert "| before (before) | 30 | same | 585 | 560 | 0.33 / 2.14 (412 of 2246) | 595 (0) | 501 | 0.6–1.5 |" in text
+    assert ("| nice (after, `ATTENTION_TRAINING_NICE=10`; ceiling 171 GFLOP/s before it) | 30 | same | 585 | 560 | "
+            "0.33 / 1.53 (412 of 2246) |") in text
+    assert "| page | before (before) | nice (after, `ATTENTION_TRAINING_NICE=10`) |" in text
+    assert "| dropout | 1.14 / 3.606 (179 of 332) | 0.5 / 1.2 (30 of 340) |" in text
+    assert "| self-attention | 0.204 / 1.008 (19 of 338) | — |" in text
+
+
 def test_a_class_under_a_memory_limit_says_what_the_limit_did(tmp_path):
     row = {"readers": 25, "class_peak_mb": 590.0, "before_class_mb": 480.0, "per_minute_peak_mb": [560.0],
            "move_p50_s": 0.06, "move_p95_s": 0.3, "moves_over_1s": 2, "moves": 3000, "trainings_s": [200.0],
