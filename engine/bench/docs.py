@@ -44,6 +44,10 @@ COMMANDS = {
     "load_compare": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same --variant "
                     "before <checkout of b5c26e9> --variant cuts <checkout of 1dcd42c> ATTENTION_TRAINING_NICE=0 "
                     "--variant nice <the same checkout> --json assets/bench_load_compare.json",
+    "load_compare_avx512": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same "
+                           "--variant before <checkout of b5c26e9> --variant cuts <checkout of 1dcd42c> "
+                           "ATTENTION_TRAINING_NICE=0 --variant nice <the same checkout> "
+                           "--json assets/bench_load_compare_avx512.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "notebook": "python -m engine.bench notebook --json assets/bench_notebook.json",
@@ -293,6 +297,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "tr
                                                       "load_unlimited": load,
                                                       "load_busy": load, "load_profile": load,
                                                       "load_compare_first": load, "load_compare": load,
+                                                      "load_compare_avx512": load,
                                                       "queue": queue,
                                                       "preset": preset, "notebook": lab_notebook, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
@@ -303,6 +308,8 @@ TITLES = {"attention": "Attention implementations", "train": "Training throughpu
           "load_profile": "Where a class's time goes on the server",
           "load_compare_first": "Cutting a move's cost, and the training's priority: page 7's cuts",
           "load_compare": "Cutting a move's cost, and the training's priority: pages 4 and 7, nice 10 by default",
+          "load_compare_avx512": ("Cutting a move's cost, and the training's priority: the same "
+                                  "three on a machine with AVX-512 (nice 10 by default at 1dcd42c)"),
           "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
           "notebook": "The Lab's notebook, run top to bottom", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}
