@@ -59,9 +59,11 @@ STOP_REASONS = ("by_reader", "while_queued", "owner_left", "wall_cap")
 ORPHAN_GRACE_S = 30.0
 #: The environment variable an operator sets to the nice value (0 … 19) a Lab job's thread takes on Linux once it has
 #: its slot: the training's threads then yield the cores to the readers' page runs when both want them, and take
-#: what the pages leave. 0 turns it off; another value, or none, means :data:`DEFAULT_TRAINING_NICE`.
+#: what the pages leave. 0 leaves the training at the server's priority; another value, or none, means
+#: :data:`DEFAULT_TRAINING_NICE`, which is 0: the class benchmark found no reliable gain for the moves and a slower
+#: training (docs/architecture.md, "A training's priority is left to the operator").
 TRAINING_NICE_ENV = "ATTENTION_TRAINING_NICE"
-DEFAULT_TRAINING_NICE = 10
+DEFAULT_TRAINING_NICE = 0
 #: The largest nice value Linux has.
 MAX_NICE = 19
 
