@@ -117,18 +117,56 @@ def test_the_teachers_queue_figures_are_the_queue_benchmarks():
     assert min(before) > 1 and f"{min(before):.1f} to {max(before):.1f} times too long" in text
 
 
+def _same_class(name: str, variant: str | None = None) -> tuple[dict, dict]:
+    """A load benchmark file's machine and its "same" class (of ``variant``, where the file compares variants)."""
+    data = json.loads((ROOT / "assets" / f"{name}.json").read_text("utf-8"))
+    same = next(r for r in data["classes"] if r.get("same_settings")
+                and (variant is None or r["variant"]["label"] == variant))
+    return data["machine"], same
+
+
+#: The teacher's table: (file, variant, what the row adds to its machine). "cuts" is the current version: the cuts
+#: of pages 4 and 7 with the training at the server's priority (jobs.DEFAULT_TRAINING_NICE).
+TEACHERS_ROWS = (("bench_load_compare_avx512", "cuts", ""), ("bench_load_compare", "cuts", ""),
+                 ("bench_load", None, ", an earlier version"),
+                 ("bench_load_limited", None, ", 600 MB memory limit, an earlier version"))
+
+
 def test_the_teachers_machines_table_is_the_load_benchmarks():
     """Each row of the teacher's table of machines is the "same" class of one load benchmark file: its kernels, its
-    ceiling at the start, its students, its peak, its moves' median and 95th percentile and its trainings."""
+    ceiling (just before the class where the file has it, else at the start of the run), its students, its peak, its
+    moves' median and 95th percentile and its trainings."""
+    from engine.lab import jobs
+
+    assert jobs.DEFAULT_TRAINING_NICE == 0  # the rows' "cuts" variant ran with ATTENTION_TRAINING_NICE=0
     text = (ROOT / "docs" / "teaching.md").read_text("utf-8")
-    for name, limit in (("bench_load", ""), ("bench_load_unlimited", ""),
-                        ("bench_load_limited", ", 600 MB memory limit")):
-        data = json.loads((ROOT / "assets" / f"{name}.json").read_text("utf-8"))
-        machine = data["machine"]
-        same = next(r for r in data["classes"] if r.get("same_settings"))
+    for name, variant, suffix in TEACHERS_ROWS:
+        machine, same = _same_class(name, variant)
         kernels = machine["torch_cpu_capability"].replace("AVX512", "AVX-512")
-        row = (f"| {kernels} kernels ({machine['matmul_ceiling_gflops']['before']:.0f} GFLOP/s){limit} | "
+        ceiling = same.get("matmul_ceiling_gflops") or machine["matmul_ceiling_gflops"]["before"]
+        row = (f"| {kernels} kernels ({ceiling:.0f} GFLOP/s){suffix} | "
                f"{same['readers']} | {same['class_peak_mb']:.0f} MB | {same['move_p50_s']:.2f} / "
                f"{same['move_p95_s']:.2f} s | {min(same['trainings_s']):.0f}–{max(same['trainings_s']):.0f} s |")
         assert row in text, row
         assert (same.get("memory_limit") or {}).get("oom_kills", 0) == 0
+
+
+def test_the_teachers_sentences_on_the_machines_are_the_load_benchmarks():
+    """The prose under the table: the AVX-512 class's moves over a second and its two rounds' crossing of the bigram
+    line, and the earlier version's two 95th percentiles on the AVX2 machine."""
+    text = re.sub(r"\s+", " ", (ROOT / "docs" / "teaching.md").read_text("utf-8"))
+    _, fast = _same_class("bench_load_compare_avx512", "cuts")
+    assert fast["move_p95_s"] < 0.5 and f"({fast['moves_over_1s']} of {fast['moves']:,} took over a second)".replace(
+        ",", " ") in text
+    trainers = len(fast["trainings_s"]) // 2
+    assert len(fast["bigram_s"]) == 2 * trainers == 10  # each trainer's two trainings, one after the other
+    for round_, words in ((fast["bigram_s"][0::2], "in the first round"), (fast["bigram_s"][1::2], "in the next")):
+        assert f"after {min(round_):.0f}–{max(round_):.0f} s {words}" in text
+    _, slow = _same_class("bench_load_compare", "cuts")
+    assert slow["move_p95_s"] < 1.0 and f"{min(slow['trainings_s']) / 60:.1f}".startswith("8.")
+    firsts = [_same_class(name, "before")[1]["move_p95_s"] for name in ("bench_load_compare_first",
+                                                                         "bench_load_compare")]
+    assert f"a 95th percentile of {firsts[0]:.2f} s and {firsts[1]:.2f} s" in text
+    # the README says it in words, by the same two rows
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text("utf-8"))
+    assert "class of 30 within half a second and a slower one within a second" in readme
