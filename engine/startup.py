@@ -16,13 +16,6 @@ for the interpreter's own thresholds, which in a long-lived server rarely reach 
 readers left it to pile up. :func:`collect_garbage` is that collection outside every reader's run: ``serve.py``'s
 start-up hook calls it from a worker thread every ``COLLECT_EVERY_S`` seconds, then hands the C heap's free pages
 back to the system.
-
-It also shortens the interpreter's switch interval (``sys.setswitchinterval``, :data:`SWITCH_INTERVAL_S`). A thread
-that wants the interpreter lock while another holds it waits until the holder's interval runs out (CPython's default
-is 5 ms). A Lab training's thread lets the lock go inside every PyTorch operation and asks for it again after it,
-a few hundred times a step, so while readers' page runs held the lock (Plotly's figures, Streamlit's elements) the
-training waited up to an interval after almost every operation. Measured side by side in the class benchmark:
-docs/architecture.md, "The interpreter lock changes hands every millisecond".
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ from __future__ import annotations
 import gc
 import importlib
 import pkgutil
-import sys
 import threading
 from dataclasses import dataclass
 
@@ -39,9 +31,6 @@ from engine.device import configure_malloc, configure_threads, release_free_memo
 
 #: Seconds between two collections of the server's garbage (:func:`collect_garbage`, from ``serve.py``).
 COLLECT_EVERY_S = 10.0
-#: The interpreter's switch interval in the app's process, in seconds: the longest a thread that wants the interpreter
-#: lock waits for the thread that holds it to let it go (CPython's default: 0.005).
-SWITCH_INTERVAL_S = 0.001
 #: Engine modules that are only commands (``python -m engine.train``), never imported by a page.
 COMMANDS = ("engine.train",)
 
@@ -55,14 +44,12 @@ class Startup:
         malloc_configured: whether glibc took the arena and mmap-threshold settings.
         modules: engine modules imported, sorted.
         frozen: objects moved to the permanent generation by ``gc.freeze`` (``gc.get_freeze_count()``).
-        switch_interval_s: the interpreter's switch interval now in force, in seconds (``sys.getswitchinterval()``).
     """
 
     threads: int
     malloc_configured: bool
     modules: tuple[str, ...]
     frozen: int
-    switch_interval_s: float
 
 
 _lock = threading.Lock()
@@ -82,8 +69,7 @@ def page_modules() -> tuple[str, ...]:
 
 
 def prepare_process() -> Startup:
-    """Once per process, before the first page runs: threads, C heap, switch interval, page modules imported, objects
-    frozen.
+    """Once per process, before the first page runs: threads, C heap, page modules imported, objects frozen.
 
     Call it from ``app.py`` on every run; only the first call does anything (a lock keeps two first readers
     from doing it twice), so no reader's request changes process-wide state after start-up.
@@ -99,14 +85,13 @@ def prepare_process() -> Startup:
         if _startup is None:
             threads = configure_threads()  # cores - 1, the rest for the server
             malloc = configure_malloc()  # readers are threads: fewer malloc arenas, big blocks returned at once
-            sys.setswitchinterval(SWITCH_INTERVAL_S)  # a training's thread gets the lock back soon after each op
             modules = page_modules()
             for name in modules:
                 importlib.import_module(name)
             gc.collect()
             gc.freeze()
             _startup = Startup(threads=threads, malloc_configured=malloc, modules=modules,
-                               frozen=gc.get_freeze_count(), switch_interval_s=sys.getswitchinterval())
+                               frozen=gc.get_freeze_count())
         return _startup
 
 
