@@ -48,6 +48,10 @@ COMMANDS = {
                            "--variant before <checkout of b5c26e9> --variant cuts <checkout of 1dcd42c> "
                            "ATTENTION_TRAINING_NICE=0 --variant nice <the same checkout> "
                            "--json assets/bench_load_compare_avx512.json",
+    "load_switch": "python -m engine.bench load --readers 30 --trainers 5 --minutes 8 --settings same "
+                   "--variant switch <checkout of b601c68> --variant cuts <checkout of 1dcd42c> "
+                   "ATTENTION_TRAINING_NICE=0 --variant switch-again <checkout of b601c68> "
+                   "--json assets/bench_load_switch.json",
     "queue": "python -m engine.bench queue --policies 2,1 --json assets/bench_queue.json",
     "preset": "python -m engine.bench queue --trainers 3 --policies 1 --steps N (one run per candidate)",
     "notebook": "python -m engine.bench notebook --json assets/bench_notebook.json",
@@ -297,7 +301,7 @@ RENDERERS: dict[str, Callable[[dict], list[str]]] = {"attention": attention, "tr
                                                       "load_unlimited": load,
                                                       "load_busy": load, "load_profile": load,
                                                       "load_compare_first": load, "load_compare": load,
-                                                      "load_compare_avx512": load,
+                                                      "load_compare_avx512": load, "load_switch": load,
                                                       "queue": queue,
                                                       "preset": preset, "notebook": lab_notebook, "gates": gates}
 TITLES = {"attention": "Attention implementations", "train": "Training throughput",
@@ -310,6 +314,7 @@ TITLES = {"attention": "Attention implementations", "train": "Training throughpu
           "load_compare": "Cutting a move's cost, and the training's priority: pages 4 and 7, nice 10 by default",
           "load_compare_avx512": ("Cutting a move's cost, and the training's priority: the same "
                                   "three on a machine with AVX-512 (nice 10 by default at 1dcd42c)"),
+          "load_switch": "The interpreter's switch interval at 1 ms (b601c68, not kept) against CPython's 5 ms",
           "queue": "Trainings at once: the queue's policy", "preset": "The one-click preset over several seeds",
           "notebook": "The Lab's notebook, run top to bottom", "pages": "Pages in the browser",
           "gates": "Prediction gates on a first visit"}
