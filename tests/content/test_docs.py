@@ -162,6 +162,9 @@ def test_the_teachers_sentences_on_the_machines_are_the_load_benchmarks():
     assert len(fast["bigram_s"]) == 2 * trainers == 10  # each trainer's two trainings, one after the other
     for round_, words in ((fast["bigram_s"][0::2], "in the first round"), (fast["bigram_s"][1::2], "in the next")):
         assert f"after {min(round_):.0f}–{max(round_):.0f} s {words}" in text
+    _, again = _same_class("bench_load_switch", "cuts")  # the same version, in the run that compared the interval
+    assert f"after {min(again['bigram_s']):.0f}–{max(again['bigram_s']):.0f} s in a second run of this version" in text
+    assert again["matmul_ceiling_gflops"] < fast["matmul_ceiling_gflops"]
     _, slow = _same_class("bench_load_compare", "cuts")
     assert slow["move_p95_s"] < 1.0 and f"{min(slow['trainings_s']) / 60:.1f}".startswith("8.")
     firsts = [_same_class(name, "before")[1]["move_p95_s"] for name in ("bench_load_compare_first",
