@@ -590,7 +590,7 @@ def alibi_section(T: int, shift: int) -> None:
     for row in range(0, N_HEAD, 2):
         for column, h in zip(st.columns(2), range(row, min(row + 2, N_HEAD)), strict=False):
             column.plotly_chart(score_chart(
-                ("alibi", T, shift, h), heads[h], tuple(str(t) for t in range(T)), _("query position i"),
+                (ALIBI, T, shift, h), heads[h], tuple(str(t) for t in range(T)), _("query position i"),
                 _("query %{customdata[0]} · key %{customdata[1]}: %{text}"), 4, limit, plotly_separators(), False,
                 _matrix=shown[h]), key=f"pe_alibi_{h}", alt=_(
                 "ALiBi's bias −s·(i − j) on the scores of head {head}, query position i in rows, key position j in "
