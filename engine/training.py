@@ -324,9 +324,9 @@ def private_dropout(model: GPT, generator: torch.Generator) -> Iterator[bool]:
     Each ``nn.Dropout`` is swapped for a :class:`GeneratorDropout` of the same ``p``. The fused
     attention kernel (``F.scaled_dot_product_attention``) draws its dropout from the global
     generator and takes no generator, so its ``dropout_p`` is set to 0 and, when the model has
-    dropout, the block yields True: the caller then runs the model with ``return_weights=True``,
-    whose manual attention path applies the (swapped) ``attn_dropout`` module to the attention
-    weights. Everything is put back on exit.
+    attention dropout (``attn_dropout_rate``: ``attn_dropout``, else ``dropout``), the block yields
+    True: the caller then runs the model with ``return_weights=True``, whose manual attention path
+    applies the (swapped) ``attn_dropout`` module to the attention weights. Everything is put back on exit.
 
     Yields:
         True when the model must take the manual attention path for its attention dropout.
@@ -341,7 +341,7 @@ def private_dropout(model: GPT, generator: torch.Generator) -> Iterator[bool]:
             swapped.append((module, "dropout", module.dropout))
             module.dropout = 0.0
     try:
-        yield model.config.dropout > 0
+        yield model.config.attn_dropout_rate > 0
     finally:
         for module, name, original in reversed(swapped):
             setattr(module, name, original)

@@ -129,6 +129,14 @@ def test_training_draws_nothing_from_the_global_generator(corpus):
     ).model.tok_emb.weight.cpu(), atol=1e-9, rtol=0)  # the chapter's init: manual_seed(seed), then GPT(config)
 
 
+def test_attention_dropout_set_apart_from_dropout_is_applied(corpus):
+    """attn_dropout > 0 with dropout 0 (the dropout experiment's "both" run on the course preset) drops weights."""
+    config = TrainConfig(steps=4, batch_size=4, warmup_steps=1, eval_interval=4, eval_iters=1, device="cpu")
+    plain = train(preset("tiny", dropout=0.0), corpus, config)
+    attention = train(preset("tiny", dropout=0.0, attn_dropout=0.5), corpus, config)
+    assert attention.step_losses != plain.step_losses
+
+
 def test_callbacks_are_called(corpus):
     steps, evals = [], []
     config = TrainConfig(steps=6, batch_size=4, warmup_steps=1, eval_interval=3, eval_iters=1, device="cpu")
