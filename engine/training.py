@@ -19,11 +19,6 @@ Resuming: given a ``state_dir``, :func:`train` writes a resumable state there af
 evaluation (weights, AdamW's moments, both generators' states, the step, the history and every
 step's loss) and, if the folder already holds one, continues from it with the same schedule, so a
 long run survives an interruption and N steps in one go equal N/2, a restart, and N/2 more.
-
-One graph per step: where the model has no dropout and runs in float32 on the CPU, :func:`train` runs its
-forward pass and loss as one traced graph (:func:`traced_loss`) instead of op by op from Python. The numbers
-are the same bit for bit; what changes is how often the training's thread asks for the interpreter lock, which
-the readers' page runs hold in a server (docs/architecture.md, "A training's forward pass is one traced graph").
 """
 
 from __future__ import annotations
@@ -33,10 +28,8 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,12 +46,6 @@ from engine.gpt import GPT, GPTConfig, eval_mode
 from engine.optim import FusedAdamW, fused_supported
 from engine.rng import uses_global_rng
 from engine.tokenizer import CharTokenizer
-
-# torch.jit.trace warns that it is deprecated at every call, and its tracer that a traced Python ``if`` on a
-# size is fixed for the traced shape (each traced training keeps one (B, T)). Both are known and silenced
-# once, here, for these messages only (see traced_loss).
-warnings.filterwarnings("ignore", message=r"`torch\.jit\.trace(_method)?` is deprecated", category=DeprecationWarning)
-warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"engine(\.|$)")
 
 #: What :func:`make_optimizer` returns, and what a resumable state saves and restores.
 Optimizer = FusedAdamW | torch.optim.Optimizer
@@ -515,53 +502,6 @@ def _callbacks(callbacks: Callbacks | Sequence[Callbacks] | None) -> list:
     return [callbacks]
 
 
-#: Whether :func:`train` may trace the forward pass (see :func:`traced_loss`); tests turn it off to compare.
-TRACE_FORWARD = True
-
-
-class _Loss(nn.Module):
-    """The training loss of ``model`` as a module of its own: ``(x, y) -> loss``, the graph :func:`traced_loss`
-    traces (a traced module returns tensors, not a ``GPTOutput``)."""
-
-    def __init__(self, model: GPT) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.model(x, y).loss
-
-
-def traced_loss(model: GPT, batch_size: int, device: torch.device,
-                autocast_dtype: torch.dtype | None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
-    """The model's training loss traced into one TorchScript graph, or None where :func:`train` runs it eagerly.
-
-    Run eagerly, a forward pass is some hundred PyTorch calls from Python, and each one lets the interpreter lock
-    go and asks for it again; in a server whose readers' page runs hold that lock, each ask can wait up to the
-    switch interval (5 ms). The traced graph is one call from Python: its operations, and most of the backward
-    pass it records, run without the lock. Same operations, same order, so the losses and weights are bit for bit
-    those of the eager loop (``tests/engine/test_training.py`` runs both).
-
-    Args:
-        model: the model, in training mode, with no dropout active (:func:`private_dropout` already entered).
-        batch_size: B of every batch the graph will see (the trace is for one shape, (B, block_size)).
-        device: where the model lives.
-        autocast_dtype: the training's autocast dtype; None is float32.
-
-    Returns:
-        ``loss_fn(x, y)`` for int64 (B, T) ``x`` and ``y``, returning the scalar float32 loss; or None (eager) when
-        :data:`TRACE_FORWARD` is off, the model has dropout (its masks come from the training's own generator,
-        which a trace cannot hold), the training autocasts, the device is not the CPU, or Python is 3.14 or later
-        (where PyTorch says TorchScript may break).
-    """
-    config = model.config
-    dropout = config.attn_dropout_rate > 0 or config.resid_dropout_rate > 0
-    if (not TRACE_FORWARD or dropout or autocast_dtype is not None or device.type != "cpu"
-            or sys.version_info >= (3, 14)):
-        return None
-    example = torch.zeros(batch_size, config.block_size, dtype=torch.long, device=device)  # (B, T)
-    return torch.jit.trace(_Loss(model), (example, example), check_trace=False)
-
-
 def train(
     model_or_config: GPT | GPTConfig,
     corpus: Corpus,
@@ -651,7 +591,6 @@ def train(
     stopped = False
     with private_dropout(model, masks) as manual_attention:
         model.train()
-        loss_fn = None if manual_attention else traced_loss(model, config.batch_size, device, autocast_dtype)
         while step < config.steps:
             if should_stop():
                 stopped = True
@@ -662,12 +601,9 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = corpus.get_batch("train", config.batch_size, block_size, batches, device)  # (B, T) each
-            if loss_fn is not None:
-                loss = loss_fn(x, y)  # (B, T), (B, T) -> scalar
-            else:
-                with (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
-                      else contextlib.nullcontext()):
-                    loss = model(x, y, return_weights=manual_attention).loss
+            with (torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None
+                  else contextlib.nullcontext()):
+                loss = model(x, y, return_weights=manual_attention).loss
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise TrainingDivergedError(

@@ -13,7 +13,7 @@ from engine.lab import generation, internals
 from engine.lab.experiments import rerun as lab_rerun
 from engine.lab.jobs import TrainingJob
 from engine.lab.runner import LabRunner
-from engine.training import traced_loss, train
+from engine.training import train
 from ui import notebook, page
 from ui.lab import controls, corpus, experiments, generate, inside, model
 from ui.lab import train as training
@@ -33,7 +33,7 @@ plan = controls.training_controls(lab, text)
 
 page.prose("training")
 training.training_section(lab)
-page.show_code(TrainingJob._work, train, traced_loss, training_autocast_dtype, cpu_has_amx, LabRunner.submit)
+page.show_code(TrainingJob._work, train, training_autocast_dtype, cpu_has_amx, LabRunner.submit)
 
 current = model.choose_model(lab)
 diagram_slot = st.container()  # the model's diagram, drawn once section 4 gives it a forward pass to show

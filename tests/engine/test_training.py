@@ -10,7 +10,6 @@ import safetensors.torch
 import torch
 
 from engine import train as train_cli
-from engine import training
 from engine.checkpoint import (
     META_FILE,
     SHIPPED_MODEL,
@@ -24,7 +23,6 @@ from engine.checkpoint import (
 from engine.corpus import corpus_from_bytes
 from engine.device import configure_threads, default_threads, pick_device
 from engine.gpt import GPT
-from engine.positions import ENCODINGS
 from engine.presets import preset
 from engine.training import STATE_FILE, Callbacks, ResumeError, TrainConfig, TrainingDivergedError, train
 
@@ -351,44 +349,3 @@ def test_the_app_ships_the_model_trained_on_the_full_corpus():
     ckpt = load_checkpoint(SHIPPED_MODEL)
     assert ckpt.summary["corpus"] == "tang" and not ckpt.model.training
     assert sum(f.stat().st_size for f in SHIPPED_MODEL.iterdir()) < 10 * 2**20
-
-# --- the traced forward pass ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("settings", [{"pos_encoding": enc.key} for enc in ENCODINGS] + [{"causal": False}],
-                         ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
-def test_the_traced_forward_pass_trains_bit_for_bit_as_the_eager_one(corpus, monkeypatch, settings):
-    """Every position encoding, and the model without the mask: the same step losses, history and weights."""
-    calls = []
-    real = training.traced_loss
-
-    def spy(*args):
-        calls.append(real(*args))
-        return calls[-1]
-
-    monkeypatch.setattr(training, "traced_loss", spy)
-    traced = train(preset("tiny", **settings), corpus, FAST)
-    assert len(calls) == 1 and isinstance(calls[0], torch.jit.ScriptModule)  # the loop ran the graph
-    monkeypatch.setattr(training, "TRACE_FORWARD", False)
-    eager = train(preset("tiny", **settings), corpus, FAST)
-    assert traced.step_losses == eager.step_losses
-    assert traced.history.equals(eager.history.assign(elapsed_s=traced.history["elapsed_s"]))
-    for name, weight in eager.model.state_dict().items():
-        assert torch.equal(traced.model.state_dict()[name], weight), name
-
-
-@pytest.mark.parametrize("reason, settings, autocast, device", [
-    ("dropout", {"dropout": 0.1}, None, "cpu"),
-    ("attention dropout only", {"dropout": 0.0, "attn_dropout": 0.2}, None, "cpu"),
-    ("residual dropout only", {"dropout": 0.0, "resid_dropout": 0.2}, None, "cpu"),
-    ("autocast", {}, torch.bfloat16, "cpu"),
-    ("not the CPU", {}, None, "meta"),
-])
-def test_the_forward_pass_stays_eager_where_a_trace_cannot_hold_it(reason, settings, autocast, device):
-    model = GPT(preset("tiny", **settings))
-    assert training.traced_loss(model, 4, torch.device(device), autocast) is None, reason
-
-
-def test_the_forward_pass_stays_eager_on_python_3_14(monkeypatch):
-    monkeypatch.setattr(training.sys, "version_info", (3, 14, 0))
-    assert training.traced_loss(GPT(preset("tiny")), 4, torch.device("cpu"), None) is None
